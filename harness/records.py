@@ -1,0 +1,375 @@
+"""The typed records that flow through the pipeline: a `Cell` going in, a `Record` coming out.
+
+Everything a run writes to `records.jsonl` is a `Record.to_json()`; everything a reader
+gets back is `Record.from_json()`, which refuses a schema newer than this code knows and
+migrates older ones with small `_update_to_N` functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = 1
+
+EXPORTERS = ("dynamo", "torchscript", "torchscript-script", "dynamo-legacy")
+DEVICES = ("cpu", "cuda")
+
+STATUSES = (
+    "ok",
+    "xfail",
+    "xpass",
+    "skipped",
+    "export_failed",
+    "checker_failed",
+    "ort_load_failed",
+    "ort_run_failed",
+    "numerics_mismatch",
+    "dynamic_mismatch",
+    "timeout",
+    "crashed",
+    "oom",
+    "not_attempted",
+    "harness_error",
+)
+STAGES = (
+    "build",
+    "reference",
+    "capture",
+    "translate",
+    "optimize",
+    "save",
+    "check",
+    "ort_session",
+    "ort_run",
+    "numerics",
+    "dynamic",
+    "latency",
+)
+# The status a failure at each stage gets, unless the cell expected to fail (xfail).
+STATUS_OF_STAGE = {
+    "build": "harness_error",
+    "reference": "harness_error",
+    "capture": "export_failed",
+    "translate": "export_failed",
+    "optimize": "export_failed",
+    "save": "export_failed",
+    "check": "checker_failed",
+    "ort_session": "ort_load_failed",
+    "ort_run": "ort_run_failed",
+    "numerics": "numerics_mismatch",
+    "dynamic": "dynamic_mismatch",
+    "latency": "ort_run_failed",
+}
+# Statuses that count as a pass in summaries: the cell did what was expected of it.
+PASSING = frozenset({"ok", "xfail", "skipped"})
+
+
+class SchemaError(ValueError):
+    """A record or manifest that this version of the harness cannot read."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One (model, exporter, opset, device, dynamic, variant) combination of the matrix."""
+
+    model: str
+    exporter: str
+    opset: int
+    device: str = "cpu"
+    dynamic: bool = False
+    variant: str = "base"
+    family: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, int, str, bool, str]:
+        return (self.model, self.exporter, self.opset, self.device, self.dynamic, self.variant)
+
+    @property
+    def cell_id(self) -> str:
+        """A file-system safe name, unique within a run; names the artifacts folder."""
+        shape = "dynamic" if self.dynamic else "static"
+        return f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
+
+    def label(self) -> str:
+        shape = " dynamic" if self.dynamic else ""
+        variant = "" if self.variant == "base" else f" [{self.variant}]"
+        return f"{self.model} {self.exporter}@{self.opset} {self.device}{shape}{variant}"
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Raw latency samples in milliseconds and the statistics derived from them."""
+
+    samples: tuple[float, ...]
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    stdev: float
+    n: int
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float] | tuple[float, ...]) -> Latency:
+        from harness.stats import summarize
+
+        s = summarize(samples_ms)
+        return cls(tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Latency | None:
+        if d is None:
+            return None
+        return cls(
+            samples=tuple(d.get("samples") or ()),
+            p50=d["p50"],
+            p90=d["p90"],
+            p99=d["p99"],
+            mean=d["mean"],
+            stdev=d["stdev"],
+            n=d["n"],
+        )
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """How one ONNX output compares with the eager reference."""
+
+    name: str
+    max_abs: float | None
+    max_rel: float | None
+    rmse: float | None
+    rtol: float
+    atol: float
+    ok: bool
+    note: str | None = None
+
+
+@dataclass
+class Measurements:
+    """What a cell measured so far; the worker fills it stage by stage.
+
+    A failing stage keeps everything measured before it: a cell whose ORT run fails
+    still reports its export time and memory.
+    """
+
+    opset_actual: int | None = None
+    export_s: float | None = None
+    export_phases: dict[str, float] | None = None
+    export_peak_rss_mb: float | None = None
+    export_peak_cuda_mb: float | None = None
+    onnx_bytes: int | None = None
+    onnx_nodes: int | None = None
+    onnx_ops: dict[str, int] | None = None
+    aten_ops: dict[str, int] | None = None
+    unsupported_ops: list[str] | None = None
+    numerics: list[OutputCheck] | None = None
+    ort_session_s: float | None = None
+    ort_latency_ms: Latency | None = None
+    eager_latency_ms: Latency | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+
+_MEASURED = [f.name for f in dataclasses.fields(Measurements)]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One cell's outcome: the line `records.jsonl` holds for it (contract fields)."""
+
+    schema: int
+    run_id: str
+    model: str
+    family: str
+    exporter: str
+    opset: int
+    device: str
+    dynamic: bool
+    variant: str
+    status: str
+    stage: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    error_signature: str | None = None
+    opset_actual: int | None = None
+    export_s: float | None = None
+    export_phases: dict[str, float] | None = None
+    export_peak_rss_mb: float | None = None
+    export_peak_cuda_mb: float | None = None
+    onnx_bytes: int | None = None
+    onnx_nodes: int | None = None
+    onnx_ops: dict[str, int] | None = None
+    aten_ops: dict[str, int] | None = None
+    unsupported_ops: list[str] | None = None
+    numerics: list[OutputCheck] | None = None
+    ort_session_s: float | None = None
+    ort_latency_ms: Latency | None = None
+    eager_latency_ms: Latency | None = None
+    speedup: float | None = None
+    attempt: int = 1
+    worker: dict[str, Any] | None = None
+    duration_s: float | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    reason: str | None = None
+
+    # -- named constructors -------------------------------------------------------------
+
+    @classmethod
+    def finished(
+        cls,
+        cell: Cell,
+        run_id: str,
+        measured: Measurements,
+        *,
+        status: str = "ok",
+        stage: str | None = None,
+        error: BaseException | None = None,
+        reason: str | None = None,
+        **extra: Any,
+    ) -> Record:
+        """A cell that ran in a worker: ok, or failed at `stage` with `error`."""
+        values = {name: getattr(measured, name) for name in _MEASURED}
+        speedup = None
+        if measured.ort_latency_ms and measured.eager_latency_ms and measured.ort_latency_ms.p50 > 0:
+            speedup = measured.eager_latency_ms.p50 / measured.ort_latency_ms.p50
+        return cls(
+            **_cell_fields(cell, run_id),
+            status=status,
+            stage=stage,
+            **_error_fields(error),
+            speedup=speedup,
+            reason=reason,
+            **values,
+            **extra,
+        )
+
+    @classmethod
+    def without_run(
+        cls, cell: Cell, run_id: str, *, status: str, reason: str, stage: str | None = None, **extra: Any
+    ) -> Record:
+        """A cell that produced no measurements: skipped, not attempted, crashed, timed out, oom."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        signature = None if status in ("skipped", "not_attempted") else f"{status}: {_normalize(reason)}"
+        return cls(
+            **_cell_fields(cell, run_id),
+            status=status,
+            stage=stage,
+            error_message=None if status == "skipped" else reason,
+            error_signature=signature,
+            reason=reason,
+            **extra,
+        )
+
+    # -- views ----------------------------------------------------------------------------
+
+    @property
+    def cell(self) -> Cell:
+        return Cell(
+            self.model, self.exporter, self.opset, self.device, self.dynamic, self.variant, self.family
+        )
+
+    @property
+    def passed(self) -> bool:
+        return self.status in PASSING
+
+    def with_changes(self, **changes: Any) -> Record:
+        return dataclasses.replace(self, **changes)
+
+    # -- serialisation --------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=False, allow_nan=False, default=_json_default)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Record:
+        d = upgrade(dict(d))
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        values["numerics"] = (
+            None if d.get("numerics") is None else [OutputCheck(**o) for o in d["numerics"]]
+        )
+        values["ort_latency_ms"] = Latency.from_dict(d.get("ort_latency_ms"))
+        values["eager_latency_ms"] = Latency.from_dict(d.get("eager_latency_ms"))
+        values["artifacts"] = d.get("artifacts") or {}
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, line: str) -> Record:
+        return cls.from_dict(json.loads(line))
+
+
+def _cell_fields(cell: Cell, run_id: str) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "model": cell.model,
+        "family": cell.family,
+        "exporter": cell.exporter,
+        "opset": cell.opset,
+        "device": cell.device,
+        "dynamic": cell.dynamic,
+        "variant": cell.variant,
+    }
+
+
+def _error_fields(error: BaseException | None) -> dict[str, Any]:
+    if error is None:
+        return {"error_type": None, "error_message": None, "error_signature": None}
+    message = str(error).strip() or repr(error)
+    return {
+        "error_type": type(error).__name__,
+        "error_message": message[:4000],
+        "error_signature": error_signature(type(error).__name__, message),
+    }
+
+
+_VOLATILE = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"(/[\w.\-]+)+"), "<path>"),
+    (re.compile(r"\b\d+(\.\d+)?\b"), "N"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def _normalize(text: str) -> str:
+    for pattern, repl in _VOLATILE:
+        text = pattern.sub(repl, text)
+    return text.strip()[:160]
+
+
+def error_signature(error_type: str, message: str) -> str:
+    """A short, stable key that groups failures with the same cause across cells.
+
+    The first meaningful line of the message with paths, addresses and numbers
+    replaced, so that 'shape [2, 3]' and 'shape [4, 5]' group together.
+    """
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if not ln.startswith(("Traceback", "File ", "#"))), "")
+    return f"{error_type}: {_normalize(first)}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def upgrade(d: dict[str, Any]) -> dict[str, Any]:
+    """Bring a record dict written by an older harness up to `SCHEMA`; refuse newer ones."""
+    version = d.get("schema")
+    if not isinstance(version, int):
+        raise SchemaError("record has no integer 'schema' field")
+    if version > SCHEMA:
+        raise SchemaError(
+            f"record schema {version} is newer than this harness understands ({SCHEMA}); "
+            "upgrade the harness to read it"
+        )
+    # Future migrations go here as `d = _update_to_2(d)` when SCHEMA becomes 2.
+    return d

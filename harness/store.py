@@ -1,0 +1,135 @@
+"""The run directory (contract, DESIGN.md): `manifest.json`, `records.jsonl`, artifacts.
+
+Records are appended and flushed one line at a time as cells finish, so a killed driver
+loses nothing already measured. Readers stream the file, tolerate a torn last line (the
+driver died mid-write) and refuse schemas newer than this harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.records import SCHEMA, Record, SchemaError
+
+MANIFEST = "manifest.json"
+RECORDS = "records.jsonl"
+ARTIFACTS = "artifacts"
+
+
+class RunDirError(Exception):
+    """A run directory that is missing, unreadable or of an incompatible schema."""
+
+
+@dataclass(frozen=True)
+class TornLine:
+    line_number: int
+    text: str
+
+
+def manifest_path(run_dir: Path) -> Path:
+    return run_dir / MANIFEST
+
+
+def records_path(run_dir: Path) -> Path:
+    return run_dir / RECORDS
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write the manifest atomically (temp file + rename): it is rewritten at the run's end."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = manifest_path(run_dir).with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    os.replace(tmp, manifest_path(run_dir))
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = manifest_path(run_dir)
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunDirError(f"{path} is unreadable: {exc}") from None
+    version = manifest.get("schema")
+    if not isinstance(version, int) or version > SCHEMA:
+        raise RunDirError(
+            f"{path} has schema {version!r}; this harness reads schema {SCHEMA} and older, upgrade it"
+        )
+    return manifest
+
+
+def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:
+    """Stream the records of a run. A line that does not parse is only tolerated as the
+    last line (a write cut short); it is reported through `torn` and skipped."""
+    path = records_path(run_dir)
+    if not path.is_file():
+        return
+    with path.open() as f:
+        pending: TornLine | None = None
+        for number, line in enumerate(f, start=1):
+            if pending is not None:
+                raise RunDirError(f"{path}:{pending.line_number} is not a JSON record: {pending.text[:80]!r}")
+            if not line.strip():
+                continue
+            try:
+                yield Record.from_json(line)
+            except SchemaError as exc:
+                raise RunDirError(f"{path}:{number}: {exc}") from None
+            except (json.JSONDecodeError, KeyError, TypeError):
+                pending = TornLine(number, line.rstrip("\n"))
+        if pending is not None and torn is not None:
+            torn.append(pending)
+
+
+def read_records(run_dir: Path) -> list[Record]:
+    return list(iter_records(run_dir))
+
+
+def truncate_torn_tail(run_dir: Path) -> TornLine | None:
+    """Cut a torn last line off `records.jsonl` so that appending can resume cleanly."""
+    torn: list[TornLine] = []
+    for _ in iter_records(run_dir, torn=torn):
+        pass
+    path = records_path(run_dir)
+    if path.is_file():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            # The last line was cut mid-write: keep everything up to the last newline.
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
+        elif torn:
+            lines = data.splitlines(keepends=True)
+            path.write_bytes(b"".join(lines[: torn[0].line_number - 1]))
+    return torn[0] if torn else None
+
+
+class RecordWriter:
+    """Appends records to `records.jsonl`, flushing and fsyncing each line."""
+
+    def __init__(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO = records_path(run_dir).open("a")
+        self.written = 0
+
+    def write(self, record: Record) -> None:
+        self._file.write(record.to_json() + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self.written += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def artifacts_dir(run_dir: Path, cell_id: str) -> Path:
+    return run_dir / ARTIFACTS / cell_id

@@ -1,0 +1,166 @@
+"""Suite files (`suites/<name>.toml`) and the measurement protocol, validated into frozen
+dataclasses. Every problem is a `UsageError` naming the file (and line, where TOML says)."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.records import DEVICES, EXPORTERS
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+DEFAULT_EXPORTERS = ("dynamo", "torchscript")
+DEFAULT_OPSETS = (17, 18, 20)
+
+# The opsets each exporter accepts. The TorchScript exporter's range is
+# torch.onnx._constants (ONNX_BASE_OPSET..ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET); the dynamo
+# exporter takes any ai.onnx opset but builds at 18 and converts down (it silently keeps
+# 18 where conversion is impossible, which `opset_actual` makes visible).
+# tests/test_exporters.py checks these against the installed torch.
+OPSET_RANGE = {
+    "dynamo": (7, 23),
+    "dynamo-legacy": (18, 18),
+    "torchscript": (7, 20),
+    "torchscript-script": (7, 20),
+}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How latency is measured (DESIGN.md, measurement protocol); recorded in the manifest."""
+
+    warmup_min_iters: int = 3
+    warmup_max_s: float = 2.0
+    warmup_tolerance: float = 0.1
+    min_iters: int = 20
+    min_time_s: float = 0.3
+    max_iters: int = 2000
+    max_time_s: float = 5.0
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], source: str) -> Protocol:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise UsageError(f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        for key, value in table.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                raise UsageError(f"{source}: [protocol] {key} must be a non-negative number")
+        return cls(**table)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    source: str
+    models: tuple[str, ...]
+    exporters: tuple[str, ...] = DEFAULT_EXPORTERS
+    opsets: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    devices: tuple[str, ...] = ("cpu",)
+    dynamic: bool = False
+    description: str = ""
+    protocol: Protocol = Protocol()
+
+    def opsets_for(self, exporter: str) -> tuple[int, ...]:
+        return self.opsets.get(exporter, self.opsets.get("*", DEFAULT_OPSETS))
+
+
+def available_suites() -> list[str]:
+    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def suite_path(name_or_path: str) -> Path:
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise UsageError(f"suite file {path} does not exist")
+        return path
+    path = SUITES_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        known = ", ".join(available_suites())
+        raise UsageError(f"unknown suite {name_or_path!r} (known: {known})")
+    return path
+
+
+def load_suite(name_or_path: str) -> Suite:
+    path = suite_path(name_or_path)
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"suite file {path} is not valid TOML: {exc}") from None
+    return parse_suite(table, name=path.stem, source=str(path))
+
+
+_SUITE_KEYS = {"description", "models", "exporters", "opsets", "devices", "dynamic", "protocol"}
+
+
+def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
+    unknown = sorted(set(table) - _SUITE_KEYS)
+    if unknown:
+        raise UsageError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_SUITE_KEYS))})")
+    models = _string_list(table, "models", source, required=True)
+    exporters = validate_exporters(_string_list(table, "exporters", source) or DEFAULT_EXPORTERS, source)
+    devices = validate_devices(_string_list(table, "devices", source) or ("cpu",), source)
+    opsets = _opsets(table.get("opsets", list(DEFAULT_OPSETS)), exporters, source)
+    dynamic = table.get("dynamic", False)
+    if not isinstance(dynamic, bool):
+        raise UsageError(f"{source}: 'dynamic' must be true or false")
+    description = table.get("description", "")
+    if not isinstance(description, str):
+        raise UsageError(f"{source}: 'description' must be a string")
+    protocol = Protocol.from_table(table.get("protocol", {}), source)
+    return Suite(name, source, models, exporters, opsets, devices, dynamic, description, protocol)
+
+
+def _string_list(table: dict[str, Any], key: str, source: str, *, required: bool = False) -> tuple[str, ...]:
+    value = table.get(key)
+    if value is None:
+        if required:
+            raise UsageError(f"{source}: missing required key {key!r}")
+        return ()
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{source}: {key!r} must be a non-empty list of strings")
+    return tuple(value)
+
+
+def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tuple[int, ...]]:
+    """`opsets = [17, 18, 20]` for every exporter, or a table `[opsets] dynamo = [...]`."""
+    if isinstance(value, list):
+        return {e: validate_opsets(value, e, source) for e in exporters}
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(exporters))
+        if unknown:
+            raise UsageError(f"{source}: [opsets] names exporter {unknown[0]!r}, which the suite does not run")
+        default = value.get("*", list(DEFAULT_OPSETS))
+        return {e: validate_opsets(value.get(e, default), e, source) for e in exporters}
+    raise UsageError(f"{source}: 'opsets' must be a list of integers or a table per exporter")
+
+
+def validate_exporters(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
+    for name in names:
+        if name not in EXPORTERS:
+            raise UsageError(f"{source}: unknown exporter {name!r} (known: {', '.join(EXPORTERS)})")
+    return tuple(dict.fromkeys(names))
+
+
+def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
+    for name in names:
+        if name not in DEVICES:
+            raise UsageError(f"{source}: unknown device {name!r} (known: {', '.join(DEVICES)})")
+    return tuple(dict.fromkeys(names))
+
+
+def validate_opsets(values: Any, exporter: str, source: str) -> tuple[int, ...]:
+    if not isinstance(values, list | tuple) or not values:
+        raise UsageError(f"{source}: opsets for {exporter} must be a non-empty list of integers")
+    low, high = OPSET_RANGE[exporter]
+    for v in values:
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise UsageError(f"{source}: opset {v!r} is not an integer")
+        if not low <= v <= high:
+            raise UsageError(f"{source}: opset {v} is outside what {exporter} can take ({low}..{high})")
+    return tuple(sorted(set(values)))
