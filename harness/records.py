@@ -101,6 +101,21 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class CellTask:
+    """What a worker needs to run one cell: small, picklable, no tensors. `protocol` is a
+    `harness.suites.Protocol`."""
+
+    cell: Cell
+    source: str
+    run_id: str
+    run_dir: str
+    threads: int = 1
+    keep_onnx: bool = False
+    protocol: Any = None
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
 class Latency:
     """Raw latency samples in milliseconds and the statistics derived from them."""
 
@@ -322,12 +337,32 @@ def _cell_fields(cell: Cell, run_id: str) -> dict[str, Any]:
 def _error_fields(error: BaseException | None) -> dict[str, Any]:
     if error is None:
         return {"error_type": None, "error_message": None, "error_signature": None}
-    message = str(error).strip() or repr(error)
+    message = _clean(str(error)) or repr(error)
+    root = root_cause(error)
+    if root is not error:
+        message += f"\nCaused by {type(root).__name__}: {_clean(str(root))}"
     return {
         "error_type": type(error).__name__,
         "error_message": message[:4000],
-        "error_signature": error_signature(type(error).__name__, message),
+        "error_signature": error_signature(type(root).__name__, _clean(str(root)) or repr(root)),
     }
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The innermost exception of a `raise ... from ...` chain: the exporters wrap the
+    real cause (a missing translation, a guard failure) in a generic step error."""
+    seen = {id(error)}
+    while error.__cause__ is not None and id(error.__cause__) not in seen:
+        error = error.__cause__
+        seen.add(id(error))
+    return error
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _clean(text: str) -> str:
+    return _ANSI.sub("", text).strip()
 
 
 _VOLATILE = [

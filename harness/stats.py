@@ -88,3 +88,103 @@ def is_stable(window: Sequence[float], tolerance: float) -> bool:
     if first == 0:
         return second == 0
     return abs(second - first) / first <= tolerance
+
+
+# -- comparison statistics (used by harness/compare.py) -----------------------------------
+
+# MAD * 1.4826 estimates the standard deviation of normally distributed data.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class RankTest:
+    """A Mann-Whitney U test of sample `a` against sample `b` (two-sided).
+
+    `u` is the U statistic of `a`: the number of pairs (x from a, y from b) with x > y,
+    ties counting one half. `u / (n1 * n2)` estimates P(a > b).
+    """
+
+    u: float
+    z: float
+    p_value: float
+    n1: int
+    n2: int
+
+    @property
+    def prob_greater(self) -> float:
+        """The common-language effect size: the chance that a draw of `a` beats one of `b`."""
+        return self.u / (self.n1 * self.n2)
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks of `values` in their own order; tied values share their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start : end + 1]:
+            ranks[i] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def normal_sf(z: float) -> float:
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _tie_term(values: Sequence[float]) -> float:
+    counts: dict[float, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return float(sum(t**3 - t for t in counts.values()))
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> RankTest:
+    """Two-sided Mann-Whitney U with the normal approximation, tie and continuity correction.
+
+    The same numbers as `scipy.stats.mannwhitneyu(a, b, method="asymptotic")`.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("the rank test needs samples on both sides")
+    pooled = [*a, *b]
+    n = n1 + n2
+    u1 = sum(average_ranks(pooled)[:n1]) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    sigma_sq = n1 * n2 / 12 * ((n + 1) - _tie_term(pooled) / (n * (n - 1))) if n > 1 else 0.0
+    if sigma_sq <= 0:  # every value tied: no evidence either way
+        return RankTest(u=u1, z=0.0, p_value=1.0, n1=n1, n2=n2)
+    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(sigma_sq)
+    return RankTest(u=u1, z=z, p_value=min(1.0, 2 * normal_sf(z)), n1=n1, n2=n2)
+
+
+def mad(values: Sequence[float]) -> float:
+    """Median absolute deviation from the median (unscaled)."""
+    mid = median(values)
+    return median([abs(v - mid) for v in values])
+
+
+def robust_sigma(values: Sequence[float]) -> float:
+    """A standard deviation estimate that a few outliers do not move: MAD * 1.4826."""
+    return MAD_TO_SIGMA * mad(values)
+
+
+def log_ratios(series: Sequence[float]) -> list[float]:
+    """log(x[i] / x[i-1]) for consecutive positive values: run-to-run changes of a series."""
+    return [math.log(b / a) for a, b in zip(series, series[1:], strict=False) if a > 0 and b > 0]
+
+
+def noise_log_threshold(series: Sequence[float], *, floor: float, k: float, min_changes: int) -> float | None:
+    """The log-ratio a new value must exceed to stand out of `series`' own noise.
+
+    max(log(1 + floor), k * robust sigma of the run-to-run log-ratios); None when the
+    series has fewer than `min_changes` run-to-run changes to estimate its noise from.
+    """
+    changes = log_ratios(series)
+    if len(changes) < min_changes:
+        return None
+    return max(math.log1p(floor), k * robust_sigma(changes))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.records import Record
 
 BUILTIN_ZOO = Path(__file__).resolve().parent.parent / "model_zoo"
 ENTRY_POINT_GROUP = "harness.zoo"
@@ -75,6 +76,16 @@ class ModelSpec:
 
     def expectation(self, exporter: str, opset: int, device: str, dynamic: bool) -> Expect | None:
         return next((e for e in self.expect if e.matches(exporter, opset, device, dynamic)), None)
+
+    def judge(self, record: Record) -> Record:
+        """Apply the expected failures: a failing expected cell is `xfail`, a passing one
+        `xpass` (so a fix shows up instead of hiding)."""
+        c = record.cell
+        expect = self.expectation(c.exporter, c.opset, c.device, c.dynamic)
+        if expect is None or record.status in ("skipped", "not_attempted"):
+            return record
+        status = "xpass" if record.status == "ok" else "xfail"
+        return record.with_changes(status=status, reason=expect.reason)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,241 @@
+"""`harness compare`: what got worse (or better) from a baseline to a candidate run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+from harness import compare_output
+from harness.compare import (
+    CompareError,
+    Comparison,
+    Expectations,
+    Options,
+    Run,
+    Thresholds,
+    check_comparable,
+    compare_history,
+    compare_runs,
+    read_expected,
+    read_run,
+    updated_expected,
+    write_expected,
+)
+from harness.errors import UsageError
+from harness.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
+from harness.store import RunDirError
+
+HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
+DEFAULT_EXPECTED = Path("expected/status.csv")
+_T = Thresholds()
+
+DESCRIPTION = f"""\
+Compare CANDIDATE with BASELINE (two run directories), or with the last K comparable runs
+of the history database (--history CANDIDATE).
+
+Deterministic findings (exact): status ok -> failure (with stage and error), fixed cells,
+opset_actual changes, numerics ok flips, max error grown {_T.numerics_growth:g}x within tolerance, new
+unsupported ATen ops, ATen ops that no longer export, cells that appear or vanish.
+
+Noisy findings (latency, export time, export memory): the ratio of medians must pass an
+effect-size floor (latency {_T.latency_floor:.0%}, export time {_T.export_time_floor:.0%}, memory
+{_T.memory_floor:.0%} and {_T.memory_abs_mb:g} MiB) and, against one run, a Mann-Whitney U test on
+the raw samples (alpha {_T.alpha:g}) must agree; export time and memory have one sample per
+run, so there the floor alone decides (a warning, never blocking). Against history the
+threshold is max(floor, {_T.noise_k:g} x the series' robust run-to-run noise) after the night-wide
+shift of all series is divided out.
+
+Expected statuses: a CSV kept in the repository (default {DEFAULT_EXPECTED} when it exists;
+columns model,exporter,opset,device,expected_status,reason,expires; `*` globs; exact rows
+win over globs; expired rows are ignored; a cell without a row must pass). A cell worse
+than expected blocks; one better than expected is reported. Rewrite the file from a run:
+  harness compare --update-expected [--expected PATH] RUN_DIR
+Status order, better to worse: ok/xfail/skipped/xpass < numerics_mismatch/dynamic_mismatch
+< ort_run_failed < ort_load_failed < checker_failed < export_failed < timeout/oom/crashed
+< harness_error/not_attempted.
+
+exit codes: 0 nothing blocking, 1 blocking regression (with --fail-on regression),
+2 usage or infrastructure error (missing run, schema too new, runs not comparable).
+
+examples:
+  harness compare results/A results/B
+  harness compare results/A results/B --out compare/ --format json
+  harness history add results/*/ && harness compare --history results/B --last 10
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="BASELINE CANDIDATE, or CANDIDATE with --history/--update-expected",
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="compare CANDIDATE with the last comparable runs of the history database",
+    )
+    p.add_argument(
+        "--db", type=Path, default=DEFAULT_DB, help=f"history database (default {DEFAULT_DB})"
+    )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=10,
+        metavar="K",
+        help="history runs to compare with (default 10)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("md", "json"),
+        default="md",
+        help="what to print on stdout (default md)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write compare.md, compare.json, junit.xml, benchmark.json here",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("regression", "never"),
+        default="regression",
+        help="exit 1 on blocking findings (default) or never",
+    )
+    p.add_argument(
+        "--expected",
+        type=Path,
+        metavar="PATH",
+        help=f"expected-status CSV (default {DEFAULT_EXPECTED} when it exists)",
+    )
+    p.add_argument("--no-expected", action="store_true", help="ignore the expected-status file")
+    p.add_argument(
+        "--update-expected",
+        action="store_true",
+        help="rewrite the expected-status file from RUN_DIR's statuses, then exit",
+    )
+    p.add_argument(
+        "--allow-different-hardware",
+        action="store_true",
+        help="compare runs from different hardware/settings: statuses only",
+    )
+    p.add_argument("--latency-floor", type=float, default=_T.latency_floor, metavar="FRACTION")
+    p.add_argument(
+        "--export-time-floor", type=float, default=_T.export_time_floor, metavar="FRACTION"
+    )
+    p.add_argument("--memory-floor", type=float, default=_T.memory_floor, metavar="FRACTION")
+    p.add_argument("--memory-floor-mb", type=float, default=_T.memory_abs_mb, metavar="MIB")
+    p.add_argument("--alpha", type=float, default=_T.alpha, help="rank test significance level")
+    p.add_argument(
+        "--noise-k", type=float, default=_T.noise_k, help="history threshold in robust sigmas"
+    )
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    return Thresholds(
+        latency_floor=args.latency_floor,
+        export_time_floor=args.export_time_floor,
+        memory_floor=args.memory_floor,
+        memory_abs_mb=args.memory_floor_mb,
+        alpha=args.alpha,
+        noise_k=args.noise_k,
+    )
+
+
+def _expected_path(args: argparse.Namespace) -> Path | None:
+    if args.no_expected:
+        return None
+    if args.expected is not None:
+        return args.expected
+    return DEFAULT_EXPECTED if DEFAULT_EXPECTED.is_file() else None
+
+
+def _expectations(args: argparse.Namespace) -> Expectations | None:
+    path = _expected_path(args)
+    if path is None:
+        return None
+    if not path.is_file():
+        raise UsageError(f"--expected {path}: no such file")
+    return read_expected(path)
+
+
+def _positionals(args: argparse.Namespace) -> list[Path]:
+    want = 1 if (args.history or args.update_expected) else 2
+    if len(args.runs) != want:
+        shape = "CANDIDATE" if want == 1 else "BASELINE CANDIDATE"
+        raise UsageError(
+            f"compare: expected {shape}, got {len(args.runs)} run director{'y' if len(args.runs) == 1 else 'ies'}"
+        )
+    if args.last < 1:
+        raise UsageError("--last must be at least 1")
+    return [Path(r) for r in args.runs]
+
+
+def _update_expected(args: argparse.Namespace, candidate: Run) -> int:
+    path = args.expected or DEFAULT_EXPECTED
+    old = read_expected(path) if path.is_file() else None
+    rows = updated_expected(old, candidate.records, today=date.today())
+    write_expected(path, rows)
+    print(f"wrote {path}: {len(rows)} rows from {candidate.run_id}")
+    return 0
+
+
+def _history_baseline(args: argparse.Namespace, candidate: Run) -> list[Run]:
+    runs = load_comparable(args.db, candidate.manifest, last=args.last)
+    if not runs:
+        others = count_other_keys(args.db, candidate.manifest)
+        raise UsageError(
+            f"no comparable run before {candidate.run_id} in {args.db} ({others} runs on other hardware or settings)"
+        )
+    return [h.as_run() for h in runs]
+
+
+def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
+    candidate = read_run(runs[-1])
+    if args.update_expected:
+        return _update_expected(args, candidate)
+    options = Options(thresholds=_thresholds(args), expected=_expectations(args))
+    if args.history:
+        return compare_history(_history_baseline(args, candidate), candidate, options)
+    baseline = read_run(runs[0])
+    differences = check_comparable(
+        baseline, candidate, allow_different_hardware=args.allow_different_hardware
+    )
+    return compare_runs(
+        baseline,
+        candidate,
+        Options(options.thresholds, options.expected, compare_noisy=not differences),
+    )
+
+
+def _emit(args: argparse.Namespace, comparison: Comparison) -> None:
+    markdown = compare_output.to_markdown(comparison)
+    if args.format == "json":
+        print(json.dumps(compare_output.to_json(comparison), indent=2))
+    else:
+        print(markdown, end="")
+    if args.out is not None:
+        compare_output.write_outputs(comparison, args.out)
+    compare_output.append_step_summary(markdown)
+
+
+def main(args: argparse.Namespace) -> int:
+    runs = _positionals(args)
+    try:
+        result = _compare(args, runs)
+        if isinstance(result, int):
+            return result
+        _emit(args, result)
+    except (RunDirError, HistoryError, CompareError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or ''}: {exc.strerror}") from None
+    if result.blocking and args.fail_on == "regression":
+        print(f"{len(result.blocking)} blocking finding(s)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,84 @@
+"""`harness list`: the zoo's models and the suites."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.suites import available_suites, load_suite
+from harness.zoo import BUILTIN_ZOO, ModelSpec, discover
+
+HELP = "list models and suites"
+DESCRIPTION = """\
+List the zoo (built-in models, --zoo paths and installed harness.zoo plugins) and the
+suites. With --suite, only the models that suite selects.
+
+examples:
+  harness list
+  harness list --suite vision
+  harness list --zoo ./my_zoo --json
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", metavar="NAME|PATH.toml", help="only the models this suite selects")
+    p.add_argument("--zoo", action="append", default=[], metavar="PATH", help="add zoo entry files (repeatable)")
+    p.add_argument("--json", action="store_true", help='machine-readable: {"models": [...], "suites": [...]}')
+
+
+def _origin(spec: ModelSpec) -> str:
+    if spec.source.startswith("entry-point:"):
+        return spec.source
+    path = Path(spec.source)
+    try:
+        return "builtin:" + str(path.relative_to(BUILTIN_ZOO))
+    except ValueError:
+        return str(path)
+
+
+def _model_row(spec: ModelSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "family": spec.family,
+        "tags": list(spec.tags),
+        "dynamic": spec.dynamic_shapes is not None,
+        "expected_failures": [{"match": e.match, "reason": e.reason} for e in spec.expect],
+        "source": _origin(spec),
+        "description": spec.description,
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    zoo = discover([Path(p) for p in args.zoo])
+    models = list(zoo.models.values())
+    if args.suite:
+        models = zoo.select(load_suite(args.suite).models)
+    suites = [_suite_row(name) for name in available_suites()]
+    if args.json:
+        print(json.dumps({"models": [_model_row(m) for m in models], "suites": suites,
+                          "problems": [vars(p) for p in zoo.problems]}, indent=2))
+        return 0
+    print(f"{len(models)} models")
+    for m in models:
+        dyn = "dynamic" if m.dynamic_shapes is not None else "static"
+        print(f"  {m.name:<26} {m.family:<8} {dyn:<8} {_origin(m)}")
+    print(f"\n{len(suites)} suites")
+    for s in suites:
+        print(f"  {s['name']:<12} {s['description']}")
+    for p in zoo.problems:
+        print(f"\nwarning: zoo file {p.source} failed to import: {p.error}")
+    return 0
+
+
+def _suite_row(name: str) -> dict[str, Any]:
+    suite = load_suite(name)
+    return {
+        "name": name,
+        "description": suite.description,
+        "models": list(suite.models),
+        "exporters": list(suite.exporters),
+        "opsets": {e: list(suite.opsets_for(e)) for e in suite.exporters},
+        "dynamic": suite.dynamic,
+    }

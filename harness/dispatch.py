@@ -1,0 +1,185 @@
+"""Dispatch: cells as Ray tasks, records back in completion order. The only module that
+imports ray (ruff's banned-api keeps it so).
+
+One task per cell, defined once at module level; each receives a small `CellTask` and
+returns a `Record`. The driver bounds the tasks in flight to the slots the cluster has
+(so a cell's clock starts when it can start), processes results with `ray.wait` in
+completion order, enforces `--timeout` by cancelling with force, and turns a dead worker
+into a `crashed` record. Nothing here holds more than the tasks in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray import exceptions as ray_errors
+
+from harness.records import CellTask, Record
+
+POLL_S = 0.5
+# Keep the object store small: records are a few KiB, and the default (30% of RAM)
+# reserves shared memory the cells need.
+OBJECT_STORE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    address: str
+    nodes: list[dict[str, Any]]
+    resources: dict[str, float]
+
+
+def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> ClusterInfo:
+    """Join `address` (auto, HOST:PORT, ray://HOST:PORT) or start a local Ray instance."""
+    runtime_env = {"env_vars": env_vars} if env_vars else None
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "ERROR",
+        "runtime_env": runtime_env,
+        "configure_logging": True,
+    }
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **kwargs)
+    return cluster_info(address or "local")
+
+
+def cluster_info(address: str) -> ClusterInfo:
+    nodes = [
+        {
+            "node_id": n["NodeID"],
+            "host": n.get("NodeManagerHostname"),
+            "address": n.get("NodeManagerAddress"),
+            "alive": n.get("Alive"),
+            "resources": {k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")},
+        }
+        for n in ray.nodes()
+    ]
+    resources = {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}
+    return ClusterInfo(address, nodes, resources)
+
+
+def stop() -> None:
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@ray.remote(max_retries=0)
+def _run_cell_remote(task: CellTask) -> Record:
+    from harness.worker import run_cell
+
+    record = run_cell(task)
+    return record.with_changes(worker=_whoami())
+
+
+def _whoami() -> dict[str, Any]:
+    return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def slots(threads: int, device: str = "cpu") -> int:
+    """How many cells of this kind the cluster can run at once."""
+    resources = ray.cluster_resources()
+    if device == "cuda":
+        return max(1, int(resources.get("GPU", 0)))
+    return max(1, int(resources.get("CPU", 1)) // max(1, threads))
+
+
+def _submit(task: CellTask) -> ray.ObjectRef:
+    if task.cell.device == "cuda":
+        options: dict[str, Any] = {"num_gpus": 1, "num_cpus": task.threads, "max_calls": 1}
+    else:
+        options = {"num_cpus": task.threads}
+    return _run_cell_remote.options(**options).remote(task)
+
+
+@dataclass
+class _InFlight:
+    task: CellTask
+    submitted: float
+
+
+@dataclass
+class DispatchStats:
+    submitted: int = 0
+    completed: int = 0
+    timeouts: int = 0
+    crashes: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+
+def run_tasks(
+    tasks: Iterable[CellTask],
+    on_record: Callable[[Record], None],
+    *,
+    timeout_s: float,
+    max_in_flight: int | None = None,
+) -> DispatchStats:
+    """Run every task and hand each record to `on_record` as it arrives."""
+    stats = DispatchStats()
+    pending: Iterator[CellTask] = iter(tasks)
+    in_flight: dict[ray.ObjectRef, _InFlight] = {}
+    limit = max_in_flight or slots(1)
+    exhausted = False
+    while in_flight or not exhausted:
+        while not exhausted and len(in_flight) < limit:
+            task = next(pending, None)
+            if task is None:
+                exhausted = True
+                break
+            in_flight[_submit(task)] = _InFlight(task, time.perf_counter())
+            stats.submitted += 1
+        if not in_flight:
+            break
+        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
+        for ref in ready:
+            on_record(_collect(ref, in_flight.pop(ref), stats))
+        for ref in _expired(in_flight, timeout_s):
+            on_record(_cancel(ref, in_flight.pop(ref), timeout_s, stats))
+    return stats
+
+
+def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Record:
+    stats.completed += 1
+    task = flight.task
+    try:
+        return ray.get(ref)
+    except (ray_errors.WorkerCrashedError, ray_errors.LocalRayletDiedError) as exc:
+        stats.crashes += 1
+        return _no_run(task, "crashed", f"worker process died while running the cell: {_first_line(exc)}", flight)
+    except ray_errors.OutOfMemoryError as exc:
+        return _no_run(task, "oom", f"killed by Ray's memory monitor: {_first_line(exc)}", flight)
+    except ray_errors.RayTaskError as exc:
+        return _no_run(task, "harness_error", f"task raised: {_first_line(exc)}", flight)
+    except ray_errors.RayError as exc:
+        return _no_run(task, "crashed", f"{type(exc).__name__}: {_first_line(exc)}", flight)
+
+
+def _expired(in_flight: dict[ray.ObjectRef, _InFlight], timeout_s: float) -> list[ray.ObjectRef]:
+    now = time.perf_counter()
+    return [ref for ref, f in in_flight.items() if now - f.submitted > timeout_s]
+
+
+def _cancel(ref: ray.ObjectRef, flight: _InFlight, timeout_s: float, stats: DispatchStats) -> Record:
+    """Driver-side timeout: kill the worker running the cell (force cancel)."""
+    ray.cancel(ref, force=True)
+    stats.completed += 1
+    stats.timeouts += 1
+    return _no_run(flight.task, "timeout", f"no result after {timeout_s:g} s; worker killed", flight)
+
+
+def _no_run(task: CellTask, status: str, reason: str, flight: _InFlight) -> Record:
+    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
+    return record.with_changes(duration_s=time.perf_counter() - flight.submitted, attempt=task.attempt)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -1,0 +1,90 @@
+"""What the manifest says about the software and hardware a run used (no torch import:
+versions come from package metadata, hardware from /proc and nvidia-smi)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+
+PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "ray", "numpy")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            if name != "onnxruntime-gpu":
+                found[name] = None
+    return found
+
+
+def harness_info() -> dict[str, str | None]:
+    return {"version": __version__, "git_sha": _git_sha()}
+
+
+def _git_sha() -> str | None:
+    if not (REPO / ".git").exists() or shutil.which("git") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def hardware() -> dict[str, Any]:
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "gpus": _gpus(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _gpus() -> list[str]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]

@@ -1,0 +1,150 @@
+"""From the command line to a validated run plan: which cells, with which settings, into
+which directory. Pure apart from reading suite and zoo files; every problem is a
+`UsageError` raised before anything is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.matrix import Matrix, ModelRef, expand
+from harness.records import Cell
+from harness.suites import (
+    DEFAULT_EXPORTERS,
+    DEFAULT_OPSETS,
+    Protocol,
+    load_suite,
+    validate_devices,
+    validate_exporters,
+    validate_opsets,
+)
+from harness.zoo import ModelSpec, Zoo, discover
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked for (the `harness run` flags), before validation."""
+
+    suite: str | None = None
+    models: tuple[str, ...] = ()
+    exporters: tuple[str, ...] = ()
+    opsets: tuple[int, ...] = ()
+    devices: tuple[str, ...] = ()
+    dynamic: bool | None = None
+    zoo: tuple[str, ...] = ()
+    out: str | None = None
+    timeout_s: float = 600.0
+    threads: int = 1
+    keep_onnx: bool = False
+    address: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    run_dir: Path
+    options: RunOptions
+    suite_name: str | None
+    matrix: Matrix
+    specs: dict[str, ModelSpec]
+    protocol: Protocol
+    zoo_problems: tuple[Any, ...] = field(default=())
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = False) -> RunPlan:
+    if options.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    if options.timeout_s <= 0:
+        raise UsageError("--timeout must be positive")
+    zoo = discover([Path(p) for p in options.zoo])
+    suite = load_suite(options.suite) if options.suite else None
+    specs = _models(options, zoo, suite)
+    exporters = validate_exporters(options.exporters, "--exporters") if options.exporters else (
+        suite.exporters if suite else DEFAULT_EXPORTERS
+    )
+    devices = validate_devices(options.devices, "--devices") if options.devices else (
+        suite.devices if suite else ("cpu",)
+    )
+    opsets = _opsets_for(options, suite, exporters)
+    dynamic = options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+    refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
+    matrix = expand(refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic)
+    run_id = run_id or new_run_id()
+    run_dir = Path(options.out) if options.out else Path("results") / run_id
+    if not resume:
+        _check_out_dir(run_dir, run_id)
+    return RunPlan(
+        run_id=run_id,
+        run_dir=run_dir,
+        options=options,
+        suite_name=suite.name if suite else None,
+        matrix=matrix,
+        specs={s.name: s for s in specs},
+        protocol=suite.protocol if suite else Protocol(),
+        zoo_problems=zoo.problems,
+    )
+
+
+def _models(options: RunOptions, zoo: Zoo, suite: Any) -> list[ModelSpec]:
+    if suite is not None:
+        chosen = zoo.select(suite.models)
+    elif options.zoo:
+        roots = [str(Path(p).resolve()) for p in options.zoo]
+        chosen = [m for m in zoo.models.values() if any(m.source.startswith(r) for r in roots)]
+    elif options.models:
+        chosen = list(zoo.models.values())
+    else:
+        raise UsageError("nothing to run: give --suite NAME, --zoo PATH or --models GLOB")
+    if options.models:
+        wanted = {m.name for m in zoo.select(options.models)}
+        chosen = [m for m in chosen if m.name in wanted]
+        if not chosen:
+            raise UsageError(f"--models {','.join(options.models)} selects no model of this suite")
+    return chosen
+
+
+def _opsets_for(options: RunOptions, suite: Any, exporters: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    if options.opsets:
+        return {e: validate_opsets(list(options.opsets), e, "--opsets") for e in exporters}
+    if suite is not None:
+        return {e: suite.opsets_for(e) for e in exporters}
+    return {e: validate_opsets(list(DEFAULT_OPSETS), e, "default opsets") for e in exporters}
+
+
+def _check_out_dir(run_dir: Path, run_id: str) -> None:
+    """Refuse to mix two runs in one directory: `--resume` finishes an existing one."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise UsageError(f"--out {run_dir} exists and is not a directory")
+    if not any(run_dir.iterdir()):
+        return
+    manifest = run_dir / "manifest.json"
+    if manifest.is_file():
+        raise UsageError(
+            f"--out {run_dir} already holds another run; finish it with `harness run --resume {run_dir}` "
+            "or choose another directory"
+        )
+    raise UsageError(f"--out {run_dir} is a non-empty directory that is not a run; choose another directory")
+
+
+def pending_cells(plan: RunPlan, done: set[tuple[Any, ...]]) -> list[Cell]:
+    return [c for c in plan.matrix.cells if c.key not in done]

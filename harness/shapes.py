@@ -1,0 +1,137 @@
+"""Model inputs: flattening, dynamic dimensions, and the second shape that dynamic cells
+are verified at. The zoo states dynamic dimensions once, torch.export-style
+(`{axis: "name"}` per input); everything else is derived here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Inputs:
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    # The model's forward parameter names, to align a spec keyed by parameter name.
+    params: tuple[str, ...] = ()
+
+    def leaves(self) -> list[torch.Tensor]:
+        """The tensors in the order both exporters flatten them into graph inputs."""
+        return [t for t, _ in _walk((self.args, self.kwargs), None)]
+
+    def names(self) -> list[str]:
+        return [f"input_{i}" for i in range(len(self.leaves()))]
+
+    def map_tensors(self, fn: Any) -> Inputs:
+        return Inputs(_map(self.args, fn), _map(self.kwargs, fn), self.params)
+
+    def call(self, model: Any) -> Any:
+        return model(*self.args, **self.kwargs)
+
+
+def _map(value: Any, fn: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map(v, fn) for v in value)
+    if isinstance(value, list):
+        return [_map(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return value
+
+
+def _walk(value: Any, spec: Any) -> Iterator[tuple[torch.Tensor, dict[int, str]]]:
+    """Yield (tensor, {axis: name}) for every tensor leaf, aligned with a dynamic spec
+    of the same structure (None anywhere means static below that point)."""
+    if isinstance(value, torch.Tensor):
+        yield value, dict(spec) if isinstance(spec, dict) else {}
+    elif isinstance(value, tuple | list):
+        specs = spec if isinstance(spec, tuple | list) else [None] * len(value)
+        for v, s in zip(value, specs, strict=False):
+            yield from _walk(v, s)
+    elif isinstance(value, dict):
+        specs = spec if isinstance(spec, dict) else {}
+        for k, v in value.items():
+            yield from _walk(v, specs.get(k))
+
+
+def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
+    """Align a spec with (args, kwargs): a tuple covers the positional inputs in order, a
+    dict keyed by parameter names covers any of them (torch.export's two forms)."""
+    if dynamic_shapes is None:
+        return None
+    if isinstance(dynamic_shapes, dict):
+        positional = tuple(dynamic_shapes.get(p) for p in inputs.params[: len(inputs.args)])
+        return (positional, {k: dynamic_shapes.get(k) for k in inputs.kwargs})
+    return (tuple(dynamic_shapes), {})
+
+
+def dynamic_axes(inputs: Inputs, dynamic_shapes: Any) -> dict[str, dict[int, str]]:
+    """TorchScript `dynamic_axes` ({input name: {axis: name}}) derived from the spec."""
+    axes: dict[str, dict[int, str]] = {}
+    for i, (_, dims) in enumerate(_walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))):
+        if dims:
+            axes[f"input_{i}"] = {int(a): str(n) for a, n in dims.items()}
+    return axes
+
+
+def dynamo_shapes(dynamic_shapes: Any) -> Any:
+    """The spec with each name replaced by `Dim.DYNAMIC`, as torch.onnx.export does itself."""
+    if isinstance(dynamic_shapes, dict) and all(isinstance(k, int) for k in dynamic_shapes):
+        return {k: torch.export.Dim.DYNAMIC for k in dynamic_shapes}
+    if isinstance(dynamic_shapes, dict):
+        return {k: dynamo_shapes(v) for k, v in dynamic_shapes.items()}
+    if isinstance(dynamic_shapes, tuple | list):
+        return type(dynamic_shapes)(dynamo_shapes(v) for v in dynamic_shapes)
+    return dynamic_shapes
+
+
+def second_shape(inputs: Inputs, dynamic_shapes: Any, sizes: dict[str, int] | None) -> Inputs:
+    """The inputs resized along every dynamic dimension: axis-0 dimensions become 1, the
+    others half their example size, unless the spec's `dynamic_sizes` says otherwise.
+
+    Resizing slices (or tiles) the example tensors, so token ids stay valid ids and
+    masks stay masks."""
+    targets: dict[str, int] = dict(sizes or {})
+    leaves = list(_walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes)))
+    for tensor, dims in leaves:
+        for axis, name in dims.items():
+            targets.setdefault(name, 1 if axis == 0 else max(1, tensor.shape[axis] // 2))
+    resized = {id(t): _resize(t, dims, targets) for t, dims in leaves}
+    return inputs.map_tensors(lambda t: resized.get(id(t), t))
+
+
+def _resize(tensor: torch.Tensor, dims: dict[int, str], targets: dict[str, int]) -> torch.Tensor:
+    for axis, name in dims.items():
+        size = targets[name]
+        current = tensor.shape[axis]
+        if size > current:
+            reps = [1] * tensor.dim()
+            reps[axis] = -(-size // current)
+            tensor = tensor.repeat(*reps)
+        tensor = tensor.narrow(axis, 0, size)
+    return tensor.contiguous()
+
+
+def to_float64(inputs: Inputs) -> Inputs:
+    return inputs.map_tensors(lambda t: t.double() if t.is_floating_point() else t)
+
+
+def to_device(inputs: Inputs, device: str) -> Inputs:
+    return inputs.map_tensors(lambda t: t.to(device))
+
+
+def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
+    """Eager outputs in the order the ONNX graph lists them (tensors only)."""
+    return [t for t, _ in _walk(_as_container(outputs), None)]
+
+
+def _as_container(outputs: Any) -> Any:
+    # Dataclass-like model outputs (e.g. HF ModelOutput) flatten by their dict view.
+    if hasattr(outputs, "to_tuple"):
+        return outputs.to_tuple()
+    return outputs

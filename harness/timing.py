@@ -1,0 +1,92 @@
+"""Measurement: the latency loop of the protocol and the process's peak memory.
+
+Latency: warm up until the timings settle (or `warmup_max_s`), then time at least
+`min_iters` calls and `min_time_s` seconds, keeping every raw sample.
+Memory: reset the kernel's peak-RSS mark (`/proc/self/clear_refs` with 5), and read
+VmHWM after the measured region; report peak minus the RSS at reset.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.stats import is_stable
+from harness.suites import Protocol
+
+STABLE_WINDOW = 6
+
+
+def time_calls(fn: Callable[[], object], protocol: Protocol) -> list[float]:
+    """Raw latencies of `fn` in milliseconds, after warm-up."""
+    _warm_up(fn, protocol)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1000.0)
+        elapsed = time.perf_counter() - start
+        enough = len(samples) >= protocol.min_iters and elapsed >= protocol.min_time_s
+        capped = len(samples) >= protocol.max_iters or (
+            elapsed >= protocol.max_time_s and len(samples) >= max(1, protocol.min_iters // 4)
+        )
+        if enough or capped:
+            return samples
+
+
+def _warm_up(fn: Callable[[], object], protocol: Protocol) -> int:
+    window: list[float] = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        window = [*window[-(STABLE_WINDOW - 1) :], time.perf_counter() - t0]
+        done_min = len(window) >= protocol.warmup_min_iters
+        if done_min and (is_stable(window, protocol.warmup_tolerance) or time.perf_counter() - start >= protocol.warmup_max_s):
+            return len(window)
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_mb() -> float | None:
+    kib = _status_kib("VmRSS")
+    return None if kib is None else kib / 1024.0
+
+
+class PeakRss:
+    """Peak resident memory over a region, relative to the RSS at its start (MiB).
+
+    `None` where the kernel offers no resettable peak (not Linux, or no permission)."""
+
+    def __init__(self) -> None:
+        self.baseline_kib: int | None = None
+        self.peak_mb: float | None = None
+
+    def __enter__(self) -> PeakRss:
+        try:
+            _CLEAR_REFS.write_text("5")
+            self.baseline_kib = _status_kib("VmRSS")
+        except OSError:
+            self.baseline_kib = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        hwm = _status_kib("VmHWM")
+        if self.baseline_kib is not None and hwm is not None:
+            self.peak_mb = max(0, hwm - self.baseline_kib) / 1024.0

@@ -1,0 +1,311 @@
+"""One cell, start to finish, in the process that runs it (a Ray worker, or a test).
+
+build -> reference -> export -> check -> ORT session -> run -> numerics -> dynamic
+-> latency -> record. Each stage is timed and fails into a status (`StageFailure`),
+never into an exception that escapes `run_cell`.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from harness import exporters
+from harness.exporters import ExportRequest, Unavailable
+from harness.numerics import compare_outputs
+from harness.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
+from harness.shapes import Inputs, flatten_outputs, second_shape, to_float64
+from harness.stages import StageFailure, stage
+from harness.suites import Protocol
+from harness.timing import PeakRss, time_calls
+from harness.zoo import ModelSpec, load_source
+
+SEED = 0
+
+
+class NumericsMismatch(Exception):
+    pass
+
+
+def run_cell(task: CellTask) -> Record:
+    """Run one cell and return its record; every failure is a status, never a raise."""
+    start = time.perf_counter()
+    measured = Measurements()
+    spec: ModelSpec | None = None
+    try:
+        spec = find_spec(task)
+        record = _skip_reason(task) or _run(task, spec, measured)
+    except StageFailure as failure:
+        record = _failed(task, measured, failure)
+    except Exception as exc:  # a bug in the harness itself must still end as a record
+        record = Record.finished(task.cell, task.run_id, measured, status="harness_error", error=exc)
+    if spec is not None:
+        record = spec.judge(record)
+    return record.with_changes(duration_s=time.perf_counter() - start, attempt=task.attempt)
+
+
+def find_spec(task: CellTask) -> ModelSpec:
+    for spec in load_source(task.source):
+        if spec.name == task.cell.model:
+            return spec
+    raise LookupError(f"model {task.cell.model!r} not found in {task.source}")
+
+
+def _skip_reason(task: CellTask) -> Record | None:
+    reason = exporters.available(task.cell.exporter)
+    if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
+        reason = "no CUDA device on this worker"
+    if reason is None:
+        return None
+    return Record.without_run(task.cell, task.run_id, status="skipped", reason=reason)
+
+
+# -- the stages -------------------------------------------------------------------------------
+
+
+@dataclass
+class Reference:
+    inputs: Inputs
+    outputs: list[np.ndarray]
+    outputs64: list[np.ndarray] | None
+
+
+def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
+    torch.set_num_threads(task.threads)
+    model, inputs = _build(spec)
+    ref = _reference(model, inputs)
+    workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
+    try:
+        request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
+        _export(task, request, m)
+        _check(request.path, m)
+        session = _session(request.path, task.threads, m)
+        feeds = _feeds(session, inputs)
+        _verify(session, feeds, ref, spec, m)
+        if task.cell.dynamic:
+            _verify_second_shape(session, model, inputs, spec, m)
+        _latency(session, feeds, model, inputs, task.protocol or Protocol(), m)
+        _keep_onnx(task, request.path, m)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return Record.finished(task.cell, task.run_id, m)
+
+
+def _build(spec: ModelSpec) -> tuple[torch.nn.Module, Inputs]:
+    with stage("build"):
+        torch.manual_seed(SEED)
+        model = spec.build().eval()
+        torch.manual_seed(SEED)
+        args = tuple(spec.example_inputs())
+        kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
+        params = tuple(inspect.signature(model.forward).parameters)
+    return model, Inputs(args, kwargs, params)
+
+
+def _reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
+    with stage("reference"), torch.no_grad():
+        outputs = [t.detach().numpy() for t in flatten_outputs(inputs.call(model))]
+    return Reference(inputs, outputs, _reference64(model, inputs))
+
+
+def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | None:
+    """Eager in float64, eager's own noise floor; None where the model cannot run in it."""
+    try:
+        import copy
+
+        model64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            out = flatten_outputs(to_float64(inputs).call(model64))
+        return [t.detach().numpy() for t in out]
+    except Exception:
+        return None
+
+
+def _request(
+    task: CellTask, spec: ModelSpec, model: torch.nn.Module, inputs: Inputs, n_outputs: int, workdir: Path
+) -> ExportRequest:
+    return ExportRequest(
+        model=model,
+        inputs=inputs,
+        opset=task.cell.opset,
+        path=workdir / "model.onnx",
+        dynamic_shapes=spec.dynamic_shapes if task.cell.dynamic else None,
+        output_names=tuple(f"output_{i}" for i in range(n_outputs)),
+        artifacts=artifacts_dir(task),
+    )
+
+
+def artifacts_dir(task: CellTask) -> Path:
+    return Path(task.run_dir) / "artifacts" / task.cell.cell_id
+
+
+def _export(task: CellTask, request: ExportRequest, m: Measurements) -> None:
+    exporter = task.cell.exporter
+    try:
+        with PeakRss() as peak:
+            exported = exporters.export(exporter, request)
+    except Unavailable as exc:  # pragma: no cover - only where dynamo_export vanished mid-run
+        raise StageFailure("translate", exc) from exc
+    except StageFailure as failure:
+        m.aten_ops = _aten_ops(exporter, request, failure.details.get("aten_ops"))  # type: ignore[arg-type]
+        m.unsupported_ops = failure.details.get("unsupported_ops")  # type: ignore[assignment]
+        if exporter.startswith("torchscript"):
+            m.unsupported_ops = exporters.unconvertible_ops(request)
+        if exporter == "dynamo":
+            exporters.dynamo_report(request)
+        raise
+    m.export_phases = {k: round(v, 6) for k, v in exported.phases.items()}
+    m.export_s = sum(exported.phases.values())
+    m.export_peak_rss_mb = peak.peak_mb
+    m.aten_ops = _aten_ops(exporter, request, exported.aten_ops)
+
+
+def _aten_ops(exporter: str, request: ExportRequest, found: dict[str, int] | None) -> dict[str, int] | None:
+    if found is not None or not exporter.startswith("torchscript"):
+        return found
+    return exporters.torchscript_aten_ops(request, scripted=exporter == "torchscript-script")
+
+
+def _check(path: Path, m: Measurements) -> None:
+    with stage("check"):
+        onnx.checker.check_model(str(path), full_check=True)
+        model = onnx.load(str(path), load_external_data=False)
+    m.opset_actual = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    m.onnx_nodes = len(model.graph.node)
+    ops: dict[str, int] = {}
+    for node in model.graph.node:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    m.onnx_ops = dict(sorted(ops.items()))
+    m.onnx_bytes = sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file())
+
+
+def _session(path: Path, threads: int, m: Measurements) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    with stage("ort_session") as t:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    m.ort_session_s = t.seconds
+    return session
+
+
+def _feeds(session: ort.InferenceSession, inputs: Inputs) -> dict[str, np.ndarray]:
+    """ORT feeds by name: the exporters name graph inputs input_0..N in flattening order
+    and may drop inputs the graph does not use."""
+    by_name = dict(zip(inputs.names(), inputs.leaves(), strict=True))
+    wanted = [i.name for i in session.get_inputs()]
+    missing = [n for n in wanted if n not in by_name]
+    if missing:
+        raise StageFailure("ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have"))
+    return {n: by_name[n].detach().numpy() for n in wanted}
+
+
+def _verify(session: ort.InferenceSession, feeds: dict[str, np.ndarray], ref: Reference, spec: ModelSpec, m: Measurements) -> None:
+    with stage("ort_run"):
+        outputs = session.run(None, feeds)
+    names = [o.name for o in session.get_outputs()]
+    m.numerics = compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+    _require_ok("numerics", m.numerics)
+
+
+def _require_ok(stage_name: str, checks: list[Any]) -> None:
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        detail = "; ".join(f"{c.name}: max_abs {c.max_abs}" + (f" ({c.note})" if c.note else "") for c in bad)
+        raise StageFailure(stage_name, NumericsMismatch(f"{len(bad)} of {len(checks)} outputs differ: {detail}"))
+
+
+def _verify_second_shape(
+    session: ort.InferenceSession, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
+) -> None:
+    """Dynamic cells run again at a second shape (batch 1, shorter sequences)."""
+    with stage("dynamic"):
+        other = second_shape(inputs, spec.dynamic_shapes, spec.dynamic_sizes)
+        ref = _reference(model, other)
+        outputs = session.run(None, _feeds(session, other))
+    names = [f"{o.name}@second_shape" for o in session.get_outputs()]
+    checks = compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+    m.numerics = [*(m.numerics or []), *checks]
+    _require_ok("dynamic", checks)
+
+
+def _latency(
+    session: ort.InferenceSession,
+    feeds: dict[str, np.ndarray],
+    model: torch.nn.Module,
+    inputs: Inputs,
+    protocol: Protocol,
+    m: Measurements,
+) -> None:
+    """ORT first, then the session is dropped before eager is timed, so no idle ORT
+    thread pool shares the cores with eager (DESIGN.md: latency in a clean state)."""
+    with stage("latency"):
+        m.ort_latency_ms = Latency.from_samples(time_calls(lambda: session.run(None, feeds), protocol))
+        del session
+        gc.collect()
+        with torch.inference_mode():
+            m.eager_latency_ms = Latency.from_samples(time_calls(lambda: inputs.call(model), protocol))
+
+
+def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
+    if not task.keep_onnx:
+        return
+    target = artifacts_dir(task)
+    target.mkdir(parents=True, exist_ok=True)
+    for f in path.parent.iterdir():
+        shutil.copy2(f, target / f.name)
+    m.artifacts["onnx"] = str((target / path.name).relative_to(task.run_dir))
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
+    status = "oom" if isinstance(failure.error, MemoryError) else STATUS_OF_STAGE[failure.stage]
+    m.artifacts.update(_write_failure_artifacts(task, failure))
+    return Record.finished(task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error)
+
+
+def _write_failure_artifacts(task: CellTask, failure: StageFailure) -> dict[str, str]:
+    folder = artifacts_dir(task)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "error.txt").write_text(
+        f"stage: {failure.stage}\n" + "".join(traceback.format_exception(failure.error))
+    )
+    (folder / "repro.py").write_text(_repro_script(task))
+    found = {"error": folder / "error.txt", "repro": folder / "repro.py"}
+    found.update({f"report:{p.name}": p for p in folder.glob("*.md")})
+    return {k: os.path.relpath(p, task.run_dir) for k, p in found.items()}
+
+
+def _repro_script(task: CellTask) -> str:
+    c = task.cell
+    return f'''"""Reproduce {c.label()} outside the harness: python repro.py"""
+from harness.worker import CellTask, run_cell
+from harness.records import Cell
+
+task = CellTask(
+    cell=Cell({c.model!r}, {c.exporter!r}, {c.opset!r}, {c.device!r}, {c.dynamic!r}, {c.variant!r}, {c.family!r}),
+    source={task.source!r},
+    run_id="repro",
+    run_dir="repro-run",
+    threads={task.threads!r},
+)
+record = run_cell(task)
+print(record.status, record.stage, record.error_message)
+'''
