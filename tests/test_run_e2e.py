@@ -1,0 +1,100 @@
+"""End to end: the real CLI, a real local Ray instance, real exports and onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import store
+from tests.conftest import FIXTURES, run_cli
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = run_cli(
+        "run", "--suite", str(FIXTURES / "tiny_suite.toml"), "--zoo", str(FIXTURES / "tiny"),
+        "--out", str(out), "--timeout", "300",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def _by_cell(run_dir: Path) -> dict[tuple[str, str, int, bool], object]:
+    return {(r.model, r.exporter, r.opset, r.dynamic): r for r in store.read_records(run_dir)}
+
+
+def test_every_cell_has_exactly_one_record(tiny_run: Path) -> None:
+    records = store.read_records(tiny_run)
+    manifest = store.read_manifest(tiny_run)
+    # 3 models x 2 exporters x 3 opsets, plus dynamic cells for the one dynamic model
+    assert manifest["cells"] == 18 + 6
+    assert len(records) == 24
+    assert len({r.cell.key for r in records}) == 24
+
+
+def test_ok_cells_have_measurements(tiny_run: Path) -> None:
+    ok = [r for r in store.read_records(tiny_run) if r.status == "ok"]
+    assert {(r.model, r.exporter) for r in ok} >= {("tiny_mlp", "dynamo"), ("tiny_mlp", "torchscript"),
+                                                  ("tiny_conv", "dynamo"), ("tiny_conv", "torchscript")}
+    for r in ok:
+        assert r.export_s is not None and r.export_s > 0
+        assert r.export_peak_rss_mb is not None
+        assert r.ort_latency_ms is not None and r.ort_latency_ms.n >= 5
+        assert r.eager_latency_ms is not None and r.speedup is not None and r.speedup > 0
+        assert r.numerics and all(c.ok for c in r.numerics)
+        assert r.onnx_nodes and r.onnx_bytes and r.onnx_ops
+        assert r.worker is not None and r.worker["pid"] > 0
+    dynamo = [r for r in ok if r.exporter == "dynamo"]
+    assert all(set(r.export_phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo)
+
+
+def test_opset_actual_is_read_from_the_saved_model(tiny_run: Path) -> None:
+    cells = _by_cell(tiny_run)
+    for opset in (17, 18, 20):
+        assert cells[("tiny_mlp", "torchscript", opset, False)].opset_actual == opset
+    assert cells[("tiny_mlp", "dynamo", 20, False)].opset_actual == 20
+
+
+def test_dynamic_cells_verify_a_second_shape(tiny_run: Path) -> None:
+    cell = _by_cell(tiny_run)[("tiny_mlp", "dynamo", 18, True)]
+    assert cell.status == "ok"
+    assert any(c.name.endswith("@second_shape") for c in cell.numerics)
+
+
+def test_failing_model_is_export_failed_with_stage_and_artifacts(tiny_run: Path) -> None:
+    cells = _by_cell(tiny_run)
+    dyn = cells[("tiny_cummax", "dynamo", 18, False)]
+    ts = cells[("tiny_cummax", "torchscript", 17, False)]
+    assert (dyn.status, dyn.stage) == ("export_failed", "translate")
+    assert dyn.unsupported_ops == ["aten.cummax.default"]
+    assert (ts.status, ts.stage) == ("export_failed", "translate")
+    assert ts.unsupported_ops == ["aten.cummax"]
+    assert (tiny_run / dyn.artifacts["error"]).is_file()
+    assert any(k.startswith("report:") for k in dyn.artifacts), dyn.artifacts
+
+
+def test_manifest_and_report(tiny_run: Path) -> None:
+    manifest = json.loads((tiny_run / "manifest.json").read_text())
+    assert manifest["finished"] is not None
+    assert manifest["versions"]["base"]["torch"].startswith("2.")
+    assert manifest["hardware"]["cores"] >= 1
+    report = (tiny_run / "report.md").read_text()
+    assert "tiny_cummax" in report and "tiny_mlp" in report
+
+
+def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "faults"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "faults"), "--exporters", "torchscript", "--opsets", "17",
+        "--out", str(out), "--timeout", "30", "--no-report",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    status = {r.model: r for r in store.read_records(out)}
+    assert status["fault_segv"].status == "crashed"
+    assert status["fault_hang"].status == "timeout"
+    assert status["fault_neighbour"].status == "ok"

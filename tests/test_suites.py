@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.suites import OPSET_RANGE, load_suite, parse_suite
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_suite_with_per_exporter_opsets(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, """
+models = ["mlp*", "tag:vision"]
+exporters = ["dynamo", "torchscript"]
+dynamic = true
+[opsets]
+dynamo = [18, 20]
+torchscript = [17, 16, 18]
+[protocol]
+min_iters = 5
+"""))
+    assert suite.models == ("mlp*", "tag:vision")
+    assert suite.opsets_for("dynamo") == (18, 20)
+    assert suite.opsets_for("torchscript") == (16, 17, 18)
+    assert suite.dynamic is True
+    assert suite.protocol.min_iters == 5
+
+
+def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'models = ["a"]\nexporters = [dynamo]\n')
+    with pytest.raises(UsageError, match=r"s\.toml is not valid TOML: .*line 2"):
+        load_suite(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('exporters = ["dynamo"]', "missing required key 'models'"),
+        ('models = ["a"]\nexporters = ["onnx2"]', "unknown exporter 'onnx2'"),
+        ('models = ["a"]\nopsets = [9000]', "opset 9000 is outside what dynamo can take"),
+        ('models = ["a"]\nexporters = ["torchscript"]\nopsets = [21]', "outside what torchscript can take"),
+        ('models = ["a"]\nmodles = 1', "unknown key 'modles'"),
+        ('models = ["a"]\n[protocol]\nmin_itres = 3', "unknown \\[protocol\\] key 'min_itres'"),
+        ('models = ["a"]\ndevices = ["tpu"]', "unknown device 'tpu'"),
+    ],
+)
+def test_suite_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        load_suite(_write(tmp_path, text))
+
+
+def test_unknown_suite_lists_known_ones() -> None:
+    with pytest.raises(UsageError, match="unknown suite 'nope'"):
+        load_suite("nope")
+
+
+def test_opset_ranges_match_installed_torch() -> None:
+    from torch.onnx import _constants
+
+    assert OPSET_RANGE["torchscript"] == (_constants.ONNX_MIN_OPSET, _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
+    assert OPSET_RANGE["dynamo"][1] == _constants.ONNX_MAX_OPSET
+
+
+def test_parse_suite_defaults() -> None:
+    suite = parse_suite({"models": ["x"]}, name="x", source="inline")
+    assert suite.exporters == ("dynamo", "torchscript")
+    assert suite.opsets_for("dynamo") == (17, 18, 20)

@@ -1,0 +1,179 @@
+"""Zoo tests generated from the registry: every entry builds, runs one forward, is
+deterministic, and declares metadata the harness can use. Also: every suite file loads
+and selects models."""
+
+from __future__ import annotations
+
+import collections
+import fnmatch
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+from harness import suites, zoo
+from harness.records import EXPORTERS
+
+ZOO = zoo.discover(entry_points=False)
+MODELS = sorted(ZOO.models)
+REQUIRED = {"vision": 10, "nlp": 8, "audio": 4, "seed": 8}
+SMOKE = {"mlp_sigmoid", "sum_module"}
+
+
+def _run(spec: zoo.ModelSpec) -> list[torch.Tensor]:
+    """Build and run one forward exactly as the harness does: seeded build and inputs, eval."""
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    torch.manual_seed(0)
+    args = spec.example_inputs()
+    kwargs = spec.example_kwargs() if spec.example_kwargs else {}
+    with torch.no_grad():
+        out = model(*args, **kwargs)
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _tensors_with_axes(inputs: Any, spec: Any, where: str) -> Iterator[tuple[str, torch.Tensor, Any]]:
+    """Walk inputs and dynamic_shapes together: (where, tensor, {axis: name} or None)."""
+    if isinstance(inputs, torch.Tensor):
+        assert spec is None or isinstance(spec, dict), f"{where}: a tensor needs {{axis: name}} or None"
+        yield where, inputs, spec
+    elif isinstance(inputs, dict):
+        assert spec is None or (isinstance(spec, dict) and set(spec) == set(inputs)), (
+            f"{where}: dynamic_shapes must have the dict input's keys {sorted(inputs)}"
+        )
+        for key, value in inputs.items():
+            yield from _tensors_with_axes(value, None if spec is None else spec[key], f"{where}[{key!r}]")
+    elif isinstance(inputs, list | tuple):
+        assert spec is None or (isinstance(spec, list | tuple) and len(spec) == len(inputs)), (
+            f"{where}: dynamic_shapes must have one entry per element ({len(inputs)})"
+        )
+        for i, value in enumerate(inputs):
+            yield from _tensors_with_axes(value, None if spec is None else spec[i], f"{where}[{i}]")
+    else:
+        assert spec is None, f"{where}: a non-tensor input cannot have dynamic dimensions"
+
+
+def test_zoo_loads_without_problems() -> None:
+    assert ZOO.problems == ()
+
+
+def test_required_families_are_populated() -> None:
+    counts = collections.Counter(spec.family for spec in ZOO.models.values())
+    for family, minimum in REQUIRED.items():
+        assert counts[family] >= minimum, f"family {family!r} has {counts[family]} models, needs {minimum}"
+
+
+def test_names_are_unique_across_files() -> None:
+    # discover() refuses duplicates; check the files directly too, so a clash is named here.
+    names = [s.name for f in zoo.zoo_files(zoo.BUILTIN_ZOO) for s in zoo.load_file(f)]
+    assert len(names) == len(set(names)), [n for n, c in collections.Counter(names).items() if c > 1]
+
+
+def test_smoke_tag_marks_the_few_smallest_models() -> None:
+    smoke = {s.name for s in ZOO.select(["tag:smoke"])}
+    assert SMOKE <= smoke and len(smoke) == 3
+    assert any("cnn" in ZOO.get(name).tags for name in smoke - SMOKE)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_metadata(name: str) -> None:
+    spec = ZOO.get(name)
+    assert spec.family in spec.tags, "tags start from the family"
+    assert len(spec.tags) >= 2, "tags name the family and the kind of model"
+    assert spec.description and "\n" not in spec.description
+    for expect in spec.expect:
+        assert expect.reason, f"expectation {expect.match!r} needs a reason"
+        exporter = expect.match.split("/")[0]
+        assert any(fnmatch.fnmatchcase(e, exporter) for e in EXPORTERS), (
+            f"{expect.match!r} names no known exporter ({', '.join(EXPORTERS)})"
+        )
+    if spec.tolerance is not None:
+        rtol, atol = spec.tolerance
+        assert 0 <= rtol < 1 and 0 <= atol < 1
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_forward_gives_finite_outputs(name: str) -> None:
+    outputs = _run(ZOO.get(name))
+    assert outputs, "the model returns no tensor"
+    for i, out in enumerate(outputs):
+        assert out.is_floating_point(), f"output {i} is {out.dtype}, not a float tensor"
+        assert torch.isfinite(out).all(), f"output {i} has non-finite values"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_same_seed_same_outputs(name: str) -> None:
+    first, second = _run(ZOO.get(name)), _run(ZOO.get(name))
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_dynamic_shapes_mirror_the_inputs(name: str) -> None:
+    spec = ZOO.get(name)
+    if spec.dynamic_shapes is None:
+        pytest.skip("no dynamic dimensions")
+    torch.manual_seed(0)
+    inputs = spec.example_inputs()
+    assert isinstance(spec.dynamic_shapes, tuple), "one spec per positional input, as a tuple"
+    assert len(spec.dynamic_shapes) == len(inputs)
+    named: dict[str, int] = {}
+    for where, tensor, axes in _tensors_with_axes(tuple(inputs), spec.dynamic_shapes, "inputs"):
+        for axis, dim in (axes or {}).items():
+            assert isinstance(axis, int) and 0 <= axis < tensor.dim(), f"{where}: no axis {axis}"
+            assert isinstance(dim, str) and dim, f"{where}: axis {axis} needs a string name"
+            assert tensor.shape[axis] >= 2, f"{where}: torch.export specializes size {tensor.shape[axis]}"
+            assert named.setdefault(dim, tensor.shape[axis]) == tensor.shape[axis], (
+                f"{where}: {dim!r} has two sizes"
+            )
+    assert named, "dynamic_shapes names no dimension"
+    for dim, size in (spec.dynamic_sizes or {}).items():
+        assert dim in named, f"dynamic_sizes names {dim!r}, which no input has"
+        assert 1 <= size, f"dynamic_sizes[{dim!r}] must be positive"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_runs_at_the_second_dynamic_shape(name: str) -> None:
+    """The second verification shape (axis-0 dims -> 1, others halved, unless
+    `dynamic_sizes` says otherwise) must be valid for the model in eager mode."""
+    spec = ZOO.get(name)
+    if spec.dynamic_shapes is None:
+        pytest.skip("no dynamic dimensions")
+    torch.manual_seed(0)
+    inputs = tuple(spec.example_inputs())
+    sizes: dict[str, int] = {}
+    for _, tensor, axes in _tensors_with_axes(inputs, spec.dynamic_shapes, "inputs"):
+        for axis, dim in (axes or {}).items():
+            sizes.setdefault(dim, 1 if axis == 0 else tensor.shape[axis] // 2)
+    sizes.update(spec.dynamic_sizes or {})
+    narrowed = _narrow(inputs, spec.dynamic_shapes, sizes)
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    kwargs = spec.example_kwargs() if spec.example_kwargs else {}
+    with torch.no_grad():
+        out = model(*narrowed, **kwargs)
+    for t in pytree.tree_leaves(out):
+        if isinstance(t, torch.Tensor):
+            assert torch.isfinite(t).all()
+
+
+def _narrow(inputs: Any, spec: Any, sizes: dict[str, int]) -> Any:
+    if isinstance(inputs, torch.Tensor):
+        for axis, dim in (spec or {}).items():
+            inputs = inputs.narrow(axis, 0, sizes[dim])
+        return inputs
+    if isinstance(inputs, dict):
+        return {k: _narrow(v, None if spec is None else spec[k], sizes) for k, v in inputs.items()}
+    if isinstance(inputs, list | tuple):
+        return type(inputs)(_narrow(v, None if spec is None else spec[i], sizes) for i, v in enumerate(inputs))
+    return inputs
+
+
+@pytest.mark.parametrize("suite_name", suites.available_suites())
+def test_suite_loads_and_selects_models(suite_name: str) -> None:
+    suite = suites.load_suite(suite_name)
+    assert suite.description
+    assert ZOO.select(suite.models)
