@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import stats
-from harness.records import STATUSES, Cell, Record
+from harness.records import STATUSES, Cell, OutputCheck, Record
 from harness.store import read_manifest, read_records
 
 Value = str | float | int | None
@@ -74,7 +74,8 @@ STATUS_RANK = {
     "harness_error": 7,
     "not_attempted": 7,
 }
-assert set(STATUS_RANK) == set(STATUSES)
+# Cells whose exported model passed every check (xpass: passed although expected to fail).
+EXPORTED_OK = frozenset({"ok", "xpass"})
 
 
 class CompareError(Exception):
@@ -213,7 +214,7 @@ def _status_kind_and_severity(base: str, cand: str) -> tuple[str, str] | None:
     if base == cand:
         return None
     if rb == 0 and rc > 0:
-        return "status_regressed", WARNING if cand == "not_attempted" else BLOCKING
+        return "status_regressed", BLOCKING  # not_attempted too: an unverified cell never passes
     if rb > 0 and rc == 0:
         return "status_fixed", IMPROVEMENT
     if rc > rb:
@@ -228,24 +229,15 @@ def _status_kind_and_severity(base: str, cand: str) -> tuple[str, str] | None:
 def status_findings(b: Record, c: Record) -> list[Finding]:
     found = _status_kind_and_severity(b.status, c.status)
     if found is None:
-        if b.status != "ok" and b.error_signature != c.error_signature and c.error_signature:
-            return [
-                _finding(
-                    "status_changed",
-                    INFO,
-                    c,
-                    f"still {c.status}, new error: {c.error_signature}",
-                    b.error_signature,
-                    c.error_signature,
-                )
-            ]
-        return []
+        if b.status == "ok" or not c.error_signature or b.error_signature == c.error_signature:
+            return []
+        message = f"still {c.status}, new error: {c.error_signature}"
+        return [_finding("status_changed", INFO, c, message, b.error_signature, c.error_signature)]
     kind, severity = found
-    message = (
-        f"{b.status} -> {_failure_text(c)}"
-        if status_rank(c.status)
-        else f"{_failure_text(b)} -> {c.status}"
-    )
+    if status_rank(c.status):
+        message = f"{b.status} -> {_failure_text(c)}"
+    else:
+        message = f"{_failure_text(b)} -> {c.status}"
     return [_finding(kind, severity, c, message, b.status, c.status)]
 
 
@@ -280,71 +272,55 @@ def opset_findings(b: Record, c: Record) -> list[Finding]:
 
 
 def numerics_findings(b: Record, c: Record, *, growth: float) -> list[Finding]:
-    """Per output (matched by name): ok flipped, or max error grown `growth`-fold within tolerance."""
+    """Per output (matched by name): ok flipped, or max error grown `growth`-fold within
+    tolerance. A flip is a warning that names the output: the status change it comes with
+    (numerics_mismatch) is what blocks."""
     if b.numerics is None or c.numerics is None:
         return []
     before = {o.name: o for o in b.numerics}
-    found: list[Finding] = []
-    for out in c.numerics:
-        old = before.get(out.name)
-        if old is None:
-            continue
-        tol = f"rtol={out.rtol:g} atol={out.atol:g}"
-        if old.ok and not out.ok:
-            found.append(
-                _finding(
-                    "numerics_flipped",
-                    BLOCKING,
-                    c,
-                    f"output {out.name} no longer within tolerance: max_abs {old.max_abs} -> {out.max_abs} ({tol})",
-                    old.max_abs,
-                    out.max_abs,
-                )
-            )
-        elif not old.ok and out.ok:
-            found.append(
-                _finding(
-                    "numerics_fixed",
-                    IMPROVEMENT,
-                    c,
-                    f"output {out.name} within tolerance again ({tol})",
-                    old.max_abs,
-                    out.max_abs,
-                )
-            )
-        elif (
-            old.ok
-            and out.ok
-            and old.max_abs
-            and out.max_abs is not None
-            and out.max_abs >= growth * old.max_abs
-        ):
-            ratio = out.max_abs / old.max_abs
-            found.append(
-                _finding(
-                    "numerics_error_grew",
-                    WARNING,
-                    c,
-                    f"output {out.name} max_abs grew {ratio:.0f}x, still within {tol}",
-                    old.max_abs,
-                    out.max_abs,
-                    ratio=ratio,
-                    threshold=growth,
-                )
-            )
-    return found
+    pairs = [(before[o.name], o) for o in c.numerics if o.name in before]
+    return [f for old, new in pairs if (f := _output_finding(old, new, c, growth))]
+
+
+def _output_finding(old: OutputCheck, new: OutputCheck, c: Record, growth: float) -> Finding | None:
+    tol = f"rtol={new.rtol:g} atol={new.atol:g}"
+    values = (old.max_abs, new.max_abs)
+    if old.ok and not new.ok:
+        message = f"output {new.name} no longer within tolerance: max_abs {old.max_abs} -> {new.max_abs} ({tol})"
+        return _finding("numerics_flipped", WARNING, c, message, *values)
+    if not old.ok and new.ok:
+        return _finding(
+            "numerics_fixed",
+            IMPROVEMENT,
+            c,
+            f"output {new.name} within tolerance again ({tol})",
+            *values,
+        )
+    if not (
+        old.ok and old.max_abs and new.max_abs is not None and new.max_abs >= growth * old.max_abs
+    ):
+        return None
+    ratio = new.max_abs / old.max_abs
+    message = f"output {new.name} max_abs grew {ratio:.0f}x, still within {tol}"
+    return _finding(
+        "numerics_error_grew", WARNING, c, message, *values, ratio=ratio, threshold=growth
+    )
+
+
+def _unsupported(r: Record) -> list[str] | None:
+    """The record's unsupported ATen ops; a cell that exported has none, even when unrecorded."""
+    if r.unsupported_ops is None and r.status in EXPORTED_OK:
+        return []
+    return r.unsupported_ops
 
 
 def unsupported_op_findings(b: Record, c: Record) -> list[Finding]:
-    if b.unsupported_ops is None or c.unsupported_ops is None:
+    before, now = _unsupported(b), _unsupported(c)
+    if before is None or now is None:
         return []
-    new = sorted(set(c.unsupported_ops) - set(b.unsupported_ops))
-    return [
-        _finding(
-            "unsupported_op_new", WARNING, c, f"new unsupported ATen op {op} ({c.status})", None, op
-        )
-        for op in new
-    ]
+    new = sorted(set(now) - set(before))
+    message = "new unsupported ATen op {} (" + c.status + ")"
+    return [_finding("unsupported_op_new", WARNING, c, message.format(op), None, op) for op in new]
 
 
 def cell_findings(b: Record, c: Record, thresholds: Thresholds) -> list[Finding]:
@@ -358,24 +334,15 @@ def cell_findings(b: Record, c: Record, thresholds: Thresholds) -> list[Finding]
 
 
 def presence_findings(base: dict[CellKey, Record], cand: dict[CellKey, Record]) -> list[Finding]:
-    appeared = [
-        _finding(
-            "cell_appeared", INFO, cand[k], f"new cell ({cand[k].status})", None, cand[k].status
-        )
-        for k in sorted(cand.keys() - base.keys())
-    ]
-    vanished = [
-        _finding(
-            "cell_vanished",
-            WARNING,
-            base[k],
-            f"cell missing from the candidate (was {base[k].status})",
-            base[k].status,
-            None,
-        )
-        for k in sorted(base.keys() - cand.keys())
-    ]
-    return appeared + vanished
+    found = []
+    for k in sorted(cand.keys() - base.keys()):
+        r = cand[k]
+        found.append(_finding("cell_appeared", INFO, r, f"new cell ({r.status})", None, r.status))
+    for k in sorted(base.keys() - cand.keys()):
+        r = base[k]
+        message = f"cell missing from the candidate (was {r.status})"
+        found.append(_finding("cell_vanished", WARNING, r, message, r.status, None))
+    return found
 
 
 # -- ATen op coverage (run-wide, per exporter) ------------------------------------------------
@@ -385,7 +352,7 @@ def _ops_by_exporter(records: Iterable[Record], *, ok: bool) -> dict[str, dict[s
     """exporter -> ATen op -> models whose (ok or not ok) cells captured it."""
     table: dict[str, dict[str, list[str]]] = {}
     for r in records:
-        if r.aten_ops is None or (r.status == "ok") != ok:
+        if r.aten_ops is None or (r.status in EXPORTED_OK) != ok:
             continue
         ops = list(r.aten_ops) + ([] if ok else list(r.unsupported_ops or ()))
         for op in ops:
@@ -398,22 +365,23 @@ def aten_op_lost_findings(base: Sequence[Record], cand: Sequence[Record]) -> lis
     failing cells of the same exporter (an op that vanished from the suite is no finding)."""
     covered_before = _ops_by_exporter(base, ok=True)
     covered_now = _ops_by_exporter(cand, ok=True)
-    failing_now = _ops_by_exporter(cand, ok=False)
     found = []
-    for exporter, ops in sorted(failing_now.items()):
+    for exporter, ops in sorted(_ops_by_exporter(cand, ok=False).items()):
         for op, models in sorted(ops.items()):
-            if op in covered_before.get(exporter, {}) and op not in covered_now.get(exporter, {}):
-                where = ", ".join(sorted(set(models))[:5])
-                found.append(
-                    Finding(
-                        kind="aten_op_lost",
-                        severity=WARNING,
-                        message=f"{op} no longer exports with {exporter}: only in failing cells ({where})",
-                        candidate=op,
-                        evidence=f"ok in the baseline for {', '.join(sorted(set(covered_before[exporter][op]))[:5])}",
-                    )
-                )
+            was_ok_in = covered_before.get(exporter, {}).get(op)
+            if not was_ok_in or op in covered_now.get(exporter, {}):
+                continue
+            message = (
+                f"{op} no longer exports with {exporter}: only in failing cells ({_few(models)})"
+            )
+            evidence = f"exported in the baseline by {_few(was_ok_in)}"
+            found.append(Finding("aten_op_lost", WARNING, message, candidate=op, evidence=evidence))
     return found
+
+
+def _few(names: Iterable[str], n: int = 5) -> str:
+    unique = sorted(set(names))
+    return ", ".join(unique[:n]) + (f" and {len(unique) - n} more" if len(unique) > n else "")
 
 
 # -- expected-status ratchet ------------------------------------------------------------------
@@ -518,47 +486,36 @@ def ratchet_findings(
 ) -> list[Finding]:
     """Blocking where a cell ended worse than expected; an improvement (with the command that
     updates the file) where it ended better."""
-    found = []
-    for r in records:
-        row = expected.lookup(r.cell, today)
-        want = row.expected_status if row else "ok"
-        source = (
-            f"{expected.path}:{row.line}" + (f" ({row.reason})" if row.reason else "")
-            if row
-            else f"{expected.path}: no row, expected to pass"
+    return [f for r in records if (f := _ratchet_finding(r, expected, today, command))]
+
+
+def _ratchet_finding(
+    r: Record, expected: Expectations, today: date, command: str
+) -> Finding | None:
+    row = expected.lookup(r.cell, today)
+    want = row.expected_status if row else "ok"
+    if row is None:
+        source = f"{expected.path}: no row, expected to pass"
+    else:
+        source = f"{expected.path}:{row.line}" + (f" ({row.reason})" if row.reason else "")
+    if status_rank(r.status) > status_rank(want):
+        message = f"expected {want}, got {_failure_text(r)}"
+        return _finding(
+            "worse_than_expected", BLOCKING, r, message, want, r.status, evidence=source
         )
-        if status_rank(r.status) > status_rank(want):
-            found.append(
-                _finding(
-                    "worse_than_expected",
-                    BLOCKING,
-                    r,
-                    f"expected {want}, got {_failure_text(r)}",
-                    want,
-                    r.status,
-                    evidence=source,
-                )
-            )
-        elif status_rank(r.status) < status_rank(want) or (r.status == "xpass" and want != "xpass"):
-            found.append(
-                _finding(
-                    "better_than_expected",
-                    IMPROVEMENT,
-                    r,
-                    f"expected {want}, got {r.status}: update with `{command}`",
-                    want,
-                    r.status,
-                    evidence=source,
-                )
-            )
-    return found
+    if status_rank(r.status) < status_rank(want):
+        message = f"expected {want}, got {r.status}: update with `{command}`"
+        return _finding(
+            "better_than_expected", IMPROVEMENT, r, message, want, r.status, evidence=source
+        )
+    return None
 
 
 def defer_to_ratchet(findings: list[Finding], expected: Expectations) -> list[Finding]:
     """With an expected-status file the ratchet decides what blocks for status: a baseline
     status regression becomes a warning (the ratchet flags it when it is worse than expected)."""
     note = f"blocking is decided by {expected.path}"
-    tied = ("status_regressed", "numerics_flipped")
+    tied = ("status_regressed",)
     return [
         replace(f, severity=WARNING, evidence=note)
         if f.kind in tied and f.severity == BLOCKING
@@ -623,10 +580,16 @@ class Metric:
     label: str
     unit: str
     samples: Callable[[Record], tuple[float, ...] | None]
-    floor: Callable[[Thresholds], float]
+    floor_field: str  # the Thresholds field with the relative floor
     # blocking when it regresses with statistical backing; a warning otherwise
     blocks: bool
-    min_abs: Callable[[Thresholds], float] = lambda t: 0.0
+    min_abs_field: str | None = None  # the Thresholds field with an absolute floor
+
+    def floor(self, t: Thresholds) -> float:
+        return float(getattr(t, self.floor_field))
+
+    def min_abs(self, t: Thresholds) -> float:
+        return float(getattr(t, self.min_abs_field)) if self.min_abs_field else 0.0
 
 
 def _latency_samples(attr: str) -> Callable[[Record], tuple[float, ...] | None]:
@@ -648,35 +611,11 @@ def _scalar(attr: str) -> Callable[[Record], tuple[float, ...] | None]:
 
 
 METRICS = (
-    Metric(
-        "ort_latency",
-        "ORT latency",
-        "ms",
-        _latency_samples("ort_latency_ms"),
-        lambda t: t.latency_floor,
-        True,
-    ),
-    Metric(
-        "eager_latency",
-        "eager latency",
-        "ms",
-        _latency_samples("eager_latency_ms"),
-        lambda t: t.latency_floor,
-        False,
-    ),
-    Metric(
-        "export_time", "export time", "s", _scalar("export_s"), lambda t: t.export_time_floor, True
-    ),
-    Metric(
-        "export_memory",
-        "export peak memory",
-        "MiB",
-        _scalar("export_peak_rss_mb"),
-        lambda t: t.memory_floor,
-        True,
-        lambda t: t.memory_abs_mb,
-    ),
-)
+    Metric("ort_latency", "ORT latency", "ms", _latency_samples("ort_latency_ms"), "latency_floor", blocks=True),
+    Metric("eager_latency", "eager latency", "ms", _latency_samples("eager_latency_ms"), "latency_floor", blocks=False),
+    Metric("export_time", "export time", "s", _scalar("export_s"), "export_time_floor", blocks=True),
+    Metric("export_memory", "export peak memory", "MiB", _scalar("export_peak_rss_mb"), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -700,6 +639,23 @@ def _direction(log_ratio: float, log_threshold: float, abs_change: float, min_ab
     return 0
 
 
+def _rank_test(
+    cand: Sequence[float], base: Sequence[float], direction: int, alpha: float
+) -> tuple[bool, str]:
+    """Whether a Mann-Whitney U test at `alpha` backs a change in `direction`, and its text."""
+    test = stats.mann_whitney_u(cand, base)
+    agrees = test.p_value < alpha and (test.prob_greater > 0.5) == (direction > 0)
+    text = (
+        f"Mann-Whitney U p={test.p_value:.2g} (alpha {alpha:g}), P(slower)={test.prob_greater:.2f}"
+    )
+    return agrees, text
+
+
+def _floor_text(metric: Metric, t: Thresholds) -> str:
+    absolute = f" and {metric.min_abs(t):g} {metric.unit}" if metric.min_abs(t) else ""
+    return f"floor {metric.floor(t):.0%}{absolute}"
+
+
 def judge_against_run(
     metric: Metric, base: Sequence[float], cand: Sequence[float], t: Thresholds
 ) -> Verdict:
@@ -708,30 +664,22 @@ def judge_against_run(
     mb, mc = stats.median(base), stats.median(cand)
     ratio, log_thr = mc / mb, math.log1p(metric.floor(t))
     direction = _direction(math.log(ratio), log_thr, mc - mb, metric.min_abs(t))
-    floor_text = f"floor {metric.floor(t):.0%}" + (
-        f" and {metric.min_abs(t):g} {metric.unit}" if metric.min_abs(t) else ""
-    )
+    medians = f"median {mb:.4g} -> {mc:.4g} {metric.unit}"
     if len(base) < 2 or len(cand) < 2:
-        evidence = f"one sample per run: the {floor_text} alone decides; median {mb:.4g} -> {mc:.4g} {metric.unit}"
+        evidence = f"one sample per run: the {_floor_text(metric, t)} alone decides; {medians}"
         return Verdict(direction, ratio, math.exp(log_thr), evidence, backed=False)
-    test = stats.mann_whitney_u(cand, base)
-    agrees = test.p_value < t.alpha and (test.prob_greater > 0.5) == (direction > 0)
-    evidence = f"median {mb:.4g} -> {mc:.4g} {metric.unit} ({len(base)} vs {len(cand)} samples), {floor_text}; Mann-Whitney U p={test.p_value:.2g} (alpha {t.alpha:g}), P(slower)={test.prob_greater:.2f}"
+    agrees, test = _rank_test(cand, base, direction, t.alpha)
+    evidence = f"{medians} ({len(base)} vs {len(cand)} samples), {_floor_text(metric, t)}; {test}"
     return Verdict(direction if agrees else 0, ratio, math.exp(log_thr), evidence, backed=True)
 
 
 def _to_finding(metric: Metric, v: Verdict, r: Record, base: float, cand: float) -> Finding | None:
     if v.direction == 0:
         return None
-    if v.direction < 0:
-        kind, severity, word = "metric_improved", IMPROVEMENT, "better"
-    else:
-        kind, severity, word = (
-            "metric_regressed",
-            BLOCKING if metric.blocks and v.backed else WARNING,
-            "worse",
-        )
-    message = f"{metric.label} {word}: x{v.ratio:.2f} (threshold x{v.threshold:.2f})"
+    worse = v.direction > 0
+    kind = "metric_regressed" if worse else "metric_improved"
+    severity = (BLOCKING if metric.blocks and v.backed else WARNING) if worse else IMPROVEMENT
+    message = f"{metric.label} {'worse' if worse else 'better'}: x{v.ratio:.2f} (threshold x{v.threshold:.2f})"
     return Finding(
         kind=kind,
         severity=severity,
@@ -808,8 +756,12 @@ class Series:
         return stats.median(self.medians)
 
     @property
+    def candidate_median(self) -> float:
+        return stats.median(self.candidate)
+
+    @property
     def log_ratio(self) -> float:
-        return math.log(stats.median(self.candidate) / self.reference)
+        return math.log(self.candidate_median / self.reference)
 
 
 def build_series(
@@ -840,6 +792,14 @@ def night_shift(series: Sequence[Series], t: Thresholds) -> float:
     return stats.median([s.log_ratio for s in series])
 
 
+def _history_evidence(metric: Metric, s: Series, shift: float) -> str:
+    return (
+        f"reference {s.reference:.4g} {metric.unit} (median of {len(s.medians)} runs) -> "
+        f"{s.candidate_median:.4g} {metric.unit}; raw x{math.exp(s.log_ratio):.3f}, "
+        f"night-wide shift x{math.exp(shift):.3f} divided out"
+    )
+
+
 def judge_against_history(metric: Metric, s: Series, shift: float, t: Thresholds) -> Verdict:
     """max(floor, k * robust sigma of past run-to-run log-ratios) on the shift-adjusted ratio;
     with too short a history the floor, plus the rank test against the latest run."""
@@ -849,24 +809,37 @@ def judge_against_history(metric: Metric, s: Series, shift: float, t: Thresholds
     )
     log_thr = noise_thr if noise_thr is not None else math.log1p(floor)
     adjusted = s.log_ratio - shift
-    cand = stats.median(s.candidate)
-    direction = _direction(adjusted, log_thr, cand - s.reference, metric.min_abs(t))
-    base_text = f"reference {s.reference:.4g} {metric.unit} (median of {len(s.medians)} runs) -> {cand:.4g}; raw x{math.exp(s.log_ratio):.3f}, night-wide shift x{math.exp(shift):.3f} divided out"
+    direction = _direction(adjusted, log_thr, s.candidate_median - s.reference, metric.min_abs(t))
+    ratio, threshold, evidence = (
+        math.exp(adjusted),
+        math.exp(log_thr),
+        _history_evidence(metric, s, shift),
+    )
     if noise_thr is not None:
         sigma = stats.robust_sigma(stats.log_ratios(s.medians))
-        evidence = (
-            f"{base_text}; threshold = max(floor {floor:.0%}, {t.noise_k:g} x noise {sigma:.1%})"
-        )
-        return Verdict(direction, math.exp(adjusted), math.exp(log_thr), evidence, backed=True)
-    evidence = f"{base_text}; history too short for a noise estimate ({len(s.medians)} runs): floor {floor:.0%}"
-    if len(s.latest_samples) >= 2 and len(s.candidate) >= 2 and direction:
-        test = stats.mann_whitney_u(s.candidate, s.latest_samples)
-        agrees = test.p_value < t.alpha and (test.prob_greater > 0.5) == (direction > 0)
-        evidence += f"; Mann-Whitney U vs latest run p={test.p_value:.2g}"
-        return Verdict(
-            direction if agrees else 0, math.exp(adjusted), math.exp(log_thr), evidence, backed=True
-        )
-    return Verdict(direction, math.exp(adjusted), math.exp(log_thr), evidence, backed=False)
+        evidence += f"; threshold = max(floor {floor:.0%}, {t.noise_k:g} x noise {sigma:.1%})"
+        return Verdict(direction, ratio, threshold, evidence, backed=True)
+    evidence += f"; history too short for a noise estimate ({len(s.medians)} runs): {_floor_text(metric, t)}"
+    if direction and len(s.latest_samples) >= 2 and len(s.candidate) >= 2:
+        agrees, test = _rank_test(s.candidate, s.latest_samples, direction, t.alpha)
+        evidence += f"; against the latest run: {test}"
+        return Verdict(direction if agrees else 0, ratio, threshold, evidence, backed=True)
+    return Verdict(direction, ratio, threshold, evidence, backed=False)
+
+
+def _night_shift_finding(metric: Metric, shift: float, n: int, t: Thresholds) -> Finding:
+    message = (
+        f"{metric.label} moved x{math.exp(shift):.2f} across all {n} series tonight (machine "
+        "drift or a change that hits everything); divided out of each series"
+    )
+    return Finding(
+        "night_shift",
+        WARNING,
+        message,
+        metric=metric.name,
+        ratio=math.exp(shift),
+        threshold=1 + metric.floor(t),
+    )
 
 
 def noisy_findings_against_history(
@@ -878,19 +851,10 @@ def noisy_findings_against_history(
         series = [s for c in cand if (s := build_series(metric, tables, c, skipped))]
         shift = night_shift(series, t)
         if abs(shift) > math.log1p(metric.floor(t)):
-            found.append(
-                Finding(
-                    kind="night_shift",
-                    severity=WARNING,
-                    metric=metric.name,
-                    message=f"{metric.label} moved x{math.exp(shift):.2f} across all {len(series)} series tonight (machine drift or a change that hits everything); divided out of each series",
-                    ratio=math.exp(shift),
-                    threshold=1 + metric.floor(t),
-                )
-            )
+            found.append(_night_shift_finding(metric, shift, len(series), t))
         for s in series:
             v = judge_against_history(metric, s, shift, t)
-            finding = _to_finding(metric, v, s.record, s.reference, stats.median(s.candidate))
+            finding = _to_finding(metric, v, s.record, s.reference, s.candidate_median)
             if finding:
                 found.append(finding)
     return found
@@ -944,6 +908,15 @@ def deterministic_findings(base: Run, cand: Run, t: Thresholds) -> list[Finding]
     return found + aten_op_lost_findings(list(b.values()), list(c.values()))
 
 
+def _with_ratchet(found: list[Finding], cand: Run, options: Options) -> list[Finding]:
+    if options.expected is None:
+        return found
+    command = update_command(options.expected.path, cand)
+    records = cand.by_cell().values()
+    ratchet = ratchet_findings(records, options.expected, today=options.today, command=command)
+    return defer_to_ratchet(found, options.expected) + ratchet
+
+
 def _assemble(
     mode: str,
     baseline: Sequence[Run],
@@ -953,24 +926,18 @@ def _assemble(
     options: Options,
     notes: list[str],
 ) -> Comparison:
-    if options.expected is not None:
-        command = update_command(options.expected.path, cand)
-        found = defer_to_ratchet(found, options.expected)
-        found += ratchet_findings(
-            cand.by_cell().values(), options.expected, today=options.today, command=command
-        )
-    cells = sorted({*baseline[-1].by_cell(), *cand.by_cell()})
-    touched = {f.cell.key for f in found if f.cell is not None}
+    found = _with_ratchet(found, cand, options)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     found.sort(key=lambda f: (order[f.severity], f.family, f.cell.key if f.cell else ()))
-    all_cells = {**baseline[-1].by_cell(), **cand.by_cell()}
+    cells = {**baseline[-1].by_cell(), **cand.by_cell()}
+    touched = {f.cell.key for f in found if f.cell is not None}
     return Comparison(
         mode=mode,
         baseline=tuple(baseline),
         candidate=cand,
         findings=tuple(found),
-        cells=tuple(all_cells[k].cell for k in cells),
-        unchanged=len(set(cells) - touched),
+        cells=tuple(cells[k].cell for k in sorted(cells)),
+        unchanged=len(cells.keys() - touched),
         not_compared=dict(sorted(skipped.counts.items())),
         thresholds=options.thresholds,
         notes=tuple(notes),

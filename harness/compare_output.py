@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.compare import (
     BLOCKING,
+    EXPORTED_OK,
     IMPROVEMENT,
     INFO,
     SEVERITIES,
@@ -329,7 +330,7 @@ def to_pytest_benchmark(run: Run) -> dict[str, Any]:
             "id": harness.get("git_sha") or "unknown", "time": None, "author_time": None, "dirty": False,
             "project": "onnx-export-harness", "branch": "(unknown)",
         },
-        "benchmarks": [b for r in run.records if r.status == "ok" for b in _benchmarks_of(run, r)],
+        "benchmarks": [b for r in run.records if r.status in EXPORTED_OK for b in _benchmarks_of(run, r)],
         "datetime": run.manifest.get("finished") or run.started,
         "version": _version("pytest-benchmark", "5.0.0"),
     }  # fmt: skip

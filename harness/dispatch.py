@@ -14,12 +14,13 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
 from ray import exceptions as ray_errors
 
+from harness.limits import crash_log_path, read_crash_log
 from harness.records import CellTask, Record
 
 POLL_S = 0.5
@@ -74,14 +75,38 @@ def stop() -> None:
 
 @ray.remote(max_retries=0)
 def _run_cell_remote(task: CellTask) -> Record:
+    started = time.time()
     from harness.worker import run_cell
 
     record = run_cell(task)
-    return record.with_changes(worker=_whoami())
+    return record.with_changes(worker={**_whoami(), "started_at": started, "finished_at": time.time()})
+
+
+@ray.remote(max_retries=0)
+def _versions_remote() -> dict[str, Any]:
+    from harness.environment import versions
+
+    return versions()
 
 
 def _whoami() -> dict[str, Any]:
     return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def variant_versions(variants: dict[str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+    """Package versions as a worker of each variant's runtime_env sees them."""
+    refs = {name: _versions_remote.options(runtime_env=_runtime_env(specs)).remote() for name, specs in variants.items()}
+    found: dict[str, dict[str, Any]] = {}
+    for name, ref in refs.items():
+        try:
+            found[name] = ray.get(ref)
+        except ray_errors.RayError as exc:
+            found[name] = {"error": _first_line(exc)}
+    return found
+
+
+def _runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
+    return {"pip": list(pip_specs)} if pip_specs else None
 
 
 def slots(threads: int, device: str = "cpu") -> int:
@@ -92,11 +117,18 @@ def slots(threads: int, device: str = "cpu") -> int:
     return max(1, int(resources.get("CPU", 1)) // max(1, threads))
 
 
-def _submit(task: CellTask) -> ray.ObjectRef:
+def has_gpus() -> bool:
+    return ray.cluster_resources().get("GPU", 0) > 0
+
+
+def _submit(task: CellTask, variants: dict[str, tuple[str, ...]]) -> ray.ObjectRef:
     if task.cell.device == "cuda":
         options: dict[str, Any] = {"num_gpus": 1, "num_cpus": task.threads, "max_calls": 1}
     else:
         options = {"num_cpus": task.threads}
+    env = _runtime_env(variants.get(task.cell.variant, ()))
+    if env:
+        options["runtime_env"] = env
     return _run_cell_remote.options(**options).remote(task)
 
 
@@ -104,6 +136,7 @@ def _submit(task: CellTask) -> ray.ObjectRef:
 class _InFlight:
     task: CellTask
     submitted: float
+    submitted_at: float = field(default_factory=time.time)
 
 
 @dataclass
@@ -112,7 +145,11 @@ class DispatchStats:
     completed: int = 0
     timeouts: int = 0
     crashes: int = 0
+    retried: int = 0
     started: float = field(default_factory=time.perf_counter)
+
+
+MAX_ATTEMPTS = 3
 
 
 def run_tasks(
@@ -121,29 +158,61 @@ def run_tasks(
     *,
     timeout_s: float,
     max_in_flight: int | None = None,
+    variants: dict[str, tuple[str, ...]] | None = None,
 ) -> DispatchStats:
-    """Run every task and hand each record to `on_record` as it arrives."""
+    """Run every task and hand each record to `on_record` as it arrives.
+
+    A cell whose node died is an infrastructure failure: it is submitted again (up to
+    MAX_ATTEMPTS) and lands elsewhere. Anything else a cell does, a crash included, is
+    its result and is never retried.
+    """
     stats = DispatchStats()
+    variants = variants or {}
+    retry: list[CellTask] = []
     pending: Iterator[CellTask] = iter(tasks)
     in_flight: dict[ray.ObjectRef, _InFlight] = {}
     limit = max_in_flight or slots(1)
     exhausted = False
-    while in_flight or not exhausted:
-        while not exhausted and len(in_flight) < limit:
-            task = next(pending, None)
+    alive = _alive_nodes()
+    while in_flight or retry or not exhausted:
+        while len(in_flight) < limit and (retry or not exhausted):
+            task = retry.pop() if retry else next(pending, None)
             if task is None:
                 exhausted = True
                 break
-            in_flight[_submit(task)] = _InFlight(task, time.perf_counter())
+            in_flight[_submit(task, variants)] = _InFlight(task, time.perf_counter())
             stats.submitted += 1
         if not in_flight:
-            break
+            continue
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
         for ref in ready:
-            on_record(_collect(ref, in_flight.pop(ref), stats))
+            flight = in_flight.pop(ref)
+            record = _collect(ref, flight, stats)
+            if record.status == "crashed" and _node_lost(alive) and flight.task.attempt < MAX_ATTEMPTS:
+                stats.retried += 1
+                retry.append(replace(flight.task, attempt=flight.task.attempt + 1))
+                continue
+            on_record(_with_overhead(record, flight))
         for ref in _expired(in_flight, timeout_s):
             on_record(_cancel(ref, in_flight.pop(ref), timeout_s, stats))
     return stats
+
+
+def _alive_nodes() -> set[str]:
+    return {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+
+
+def _node_lost(alive: set[str]) -> bool:
+    """Has a node that was alive at the start died since? (its cells are retried)"""
+    return bool(alive - _alive_nodes())
+
+
+def _with_overhead(record: Record, flight: _InFlight) -> Record:
+    """Stamp submission and collection times beside the worker's own start and finish,
+    so the scheduling overhead of every cell can be read off its record."""
+    if record.worker is None:
+        return record
+    return record.with_changes(worker={**record.worker, "submitted_at": flight.submitted_at, "collected_at": time.time()})
 
 
 def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Record:
@@ -151,9 +220,10 @@ def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Rec
     task = flight.task
     try:
         return ray.get(ref)
-    except (ray_errors.WorkerCrashedError, ray_errors.LocalRayletDiedError) as exc:
+    except (ray_errors.WorkerCrashedError, ray_errors.LocalRayletDiedError, ray_errors.NodeDiedError) as exc:
         stats.crashes += 1
-        return _no_run(task, "crashed", f"worker process died while running the cell: {_first_line(exc)}", flight)
+        reason = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id)) or _first_line(exc)
+        return _no_run(task, "crashed", f"worker process died while running the cell: {reason}", flight)
     except ray_errors.OutOfMemoryError as exc:
         return _no_run(task, "oom", f"killed by Ray's memory monitor: {_first_line(exc)}", flight)
     except ray_errors.RayTaskError as exc:

@@ -5,6 +5,7 @@ which directory. Pure apart from reading suite and zoo files; every problem is a
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class RunOptions:
     threads: int = 1
     keep_onnx: bool = False
     address: str | None = None
+    max_memory_gb: float | None = None
+    variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -63,6 +66,7 @@ class RunPlan:
     specs: dict[str, ModelSpec]
     protocol: Protocol
     zoo_problems: tuple[Any, ...] = field(default=())
+    variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def new_run_id() -> str:
@@ -74,6 +78,8 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         raise UsageError("--threads must be at least 1")
     if options.timeout_s <= 0:
         raise UsageError("--timeout must be positive")
+    if options.max_memory_gb is not None and options.max_memory_gb <= 0:
+        raise UsageError("--max-memory-gb must be positive")
     zoo = discover([Path(p) for p in options.zoo])
     suite = load_suite(options.suite) if options.suite else None
     specs = _models(options, zoo, suite)
@@ -85,8 +91,9 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     )
     opsets = _opsets_for(options, suite, exporters)
     dynamic = options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+    variants = parse_variants(options.variants)
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
-    matrix = expand(refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic)
+    matrix = expand(refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic, variants=("base", *variants))
     run_id = run_id or new_run_id()
     run_dir = Path(options.out) if options.out else Path("results") / run_id
     if not resume:
@@ -100,7 +107,24 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         specs={s.name: s for s in specs},
         protocol=suite.protocol if suite else Protocol(),
         zoo_problems=zoo.problems,
+        variants=variants,
     )
+
+
+def parse_variants(values: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """`--variant old=onnxscript==0.6.2,onnx==1.19` -> {"old": ("onnxscript==0.6.2", ...)}."""
+    variants: dict[str, tuple[str, ...]] = {}
+    for value in values:
+        name, sep, specs = value.partition("=")
+        name = name.strip()
+        if not sep or not name or not specs.strip():
+            raise UsageError(f"--variant {value!r} must look like NAME=PIP_SPEC[,PIP_SPEC...]")
+        if name == "base" or name in variants:
+            raise UsageError(f"--variant name {name!r} is taken (base is the default variant)")
+        if not re.fullmatch(r"[a-z0-9_.\-]+", name):
+            raise UsageError(f"--variant name {name!r} must match [a-z0-9_.-]+")
+        variants[name] = tuple(s.strip() for s in specs.split(",") if s.strip())
+    return variants
 
 
 def _models(options: RunOptions, zoo: Zoo, suite: Any) -> list[ModelSpec]:

@@ -113,6 +113,7 @@ class CellTask:
     keep_onnx: bool = False
     protocol: Any = None
     attempt: int = 1
+    max_memory_gb: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from harness import environment, store
 from harness.plan import RunPlan, pending_cells
-from harness.records import SCHEMA, CellTask, Record
+from harness.records import SCHEMA, Cell, CellTask, Record
 from harness.store import RecordWriter
 
 
@@ -93,7 +94,10 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
     store.write_manifest(run_dir, manifest)
     cluster = dispatch.start(plan.options.address)
+    slots = dispatch.slots(plan.options.threads)
     manifest["cluster"] = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+    manifest["versions"] = dispatch.variant_versions({"base": (), **plan.variants})
+    manifest["settings"]["max_memory_gb"] = max_memory_gb(plan, slots, manifest["hardware"].get("memory_gb"))
     store.write_manifest(run_dir, manifest)
     progress = Progress(total=len(cells), stream=stream)
     try:
@@ -105,22 +109,45 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
                 writer.write(record)
                 progress.update(record)
 
+            runnable = _skip_without_gpus(plan, cells, dispatch.has_gpus(), on_record)
             stats = dispatch.run_tasks(
-                _tasks(plan, cells),
+                _tasks(plan, runnable, manifest["settings"]["max_memory_gb"]),
                 on_record,
                 timeout_s=plan.options.timeout_s,
-                max_in_flight=dispatch.slots(plan.options.threads),
+                max_in_flight=slots,
+                variants=plan.variants,
             )
     finally:
         dispatch.stop()
     manifest["finished"] = now_iso()
+    wall = time.perf_counter() - stats.started
     manifest["dispatch"] = {
         "submitted": stats.submitted,
-        "wall_s": round(time.perf_counter() - stats.started, 3),
-        "cells_per_minute": round(stats.completed / max(1e-9, time.perf_counter() - stats.started) * 60, 2),
+        "completed": stats.completed,
+        "retried": stats.retried,
+        "wall_s": round(wall, 3),
+        "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
     }
     store.write_manifest(run_dir, manifest)
     return run_dir
+
+
+def max_memory_gb(plan: RunPlan, slots: int, machine_gb: float | None) -> float | None:
+    """The per-cell allowance: the flag, else 90% of the machine shared by the slots."""
+    if plan.options.max_memory_gb is not None:
+        return plan.options.max_memory_gb
+    if not machine_gb:
+        return None
+    return round(machine_gb * 0.9 / max(1, slots), 2)
+
+
+def _skip_without_gpus(plan: RunPlan, cells: list[Cell], has_gpus: bool, on_record: Any) -> list[Cell]:
+    """CUDA cells on a cluster without GPUs are recorded as skipped, not left unschedulable."""
+    if has_gpus:
+        return cells
+    for cell in (c for c in cells if c.device == "cuda"):
+        on_record(Record.without_run(cell, plan.run_id, status="skipped", reason="no GPU in the Ray cluster"))
+    return [c for c in cells if c.device != "cuda"]
 
 
 def _done_keys(run_dir: Path) -> set[tuple[Any, ...]]:
@@ -128,7 +155,7 @@ def _done_keys(run_dir: Path) -> set[tuple[Any, ...]]:
     return {r.cell.key for r in store.iter_records(run_dir)}
 
 
-def _tasks(plan: RunPlan, cells: list[Any]) -> Any:
+def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
     for cell in cells:
         yield CellTask(
             cell=cell,
@@ -138,4 +165,5 @@ def _tasks(plan: RunPlan, cells: list[Any]) -> Any:
             threads=plan.options.threads,
             keep_onnx=plan.options.keep_onnx,
             protocol=plan.protocol,
+            max_memory_gb=max_memory,
         )

@@ -90,3 +90,28 @@ class PeakRss:
         hwm = _status_kib("VmHWM")
         if self.baseline_kib is not None and hwm is not None:
             self.peak_mb = max(0, hwm - self.baseline_kib) / 1024.0
+
+
+class PeakCuda:
+    """Peak CUDA memory allocated by torch over a region, above its start (MiB); None on CPU."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.peak_mb: float | None = None
+        self._start = 0
+
+    def __enter__(self) -> PeakCuda:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._start = torch.cuda.memory_allocated()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+            self.peak_mb = max(0, torch.cuda.max_memory_allocated() - self._start) / 1024**2

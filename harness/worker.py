@@ -20,17 +20,17 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 
-from harness import exporters
+from harness import exporters, limits
 from harness.exporters import ExportRequest, Unavailable
 from harness.numerics import compare_outputs
 from harness.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
-from harness.shapes import Inputs, flatten_outputs, second_shape, to_float64
+from harness.ort_runner import OrtRunner, cuda_provider_missing
+from harness.shapes import Inputs, flatten_outputs, second_shape, to_device, to_float64
 from harness.stages import StageFailure, stage
 from harness.suites import Protocol
-from harness.timing import PeakRss, time_calls
+from harness.timing import PeakCuda, PeakRss, time_calls
 from harness.zoo import ModelSpec, load_source
 
 SEED = 0
@@ -47,7 +47,8 @@ def run_cell(task: CellTask) -> Record:
     spec: ModelSpec | None = None
     try:
         spec = find_spec(task)
-        record = _skip_reason(task) or _run(task, spec, measured)
+        with limits.memory_limit(task.max_memory_gb), limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)):
+            record = _skip_reason(task) or _run(task, spec, measured)
     except StageFailure as failure:
         record = _failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record
@@ -66,8 +67,8 @@ def find_spec(task: CellTask) -> ModelSpec:
 
 def _skip_reason(task: CellTask) -> Record | None:
     reason = exporters.available(task.cell.exporter)
-    if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
-        reason = "no CUDA device on this worker"
+    if reason is None and task.cell.device == "cuda":
+        reason = "no CUDA device on this worker" if not torch.cuda.is_available() else cuda_provider_missing()
     if reason is None:
         return None
     return Record.without_run(task.cell, task.run_id, status="skipped", reason=reason)
@@ -85,26 +86,27 @@ class Reference:
 
 def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     torch.set_num_threads(task.threads)
-    model, inputs = _build(spec)
+    device = task.cell.device
+    model, inputs = _build(spec, device)
     ref = _reference(model, inputs)
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
         _export(task, request, m)
         _check(request.path, m)
-        session = _session(request.path, task.threads, m)
-        feeds = _feeds(session, inputs)
-        _verify(session, feeds, ref, spec, m)
+        runner = OrtRunner(request.path, task.threads, device)
+        m.ort_session_s = runner.session_s
+        _verify(runner, ref, spec, m)
         if task.cell.dynamic:
-            _verify_second_shape(session, model, inputs, spec, m)
-        _latency(session, feeds, model, inputs, task.protocol or Protocol(), m)
+            _verify_second_shape(runner, model, inputs, spec, m)
+        _latency(runner, model, inputs, task.protocol or Protocol(), m)
         _keep_onnx(task, request.path, m)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)
 
 
-def _build(spec: ModelSpec) -> tuple[torch.nn.Module, Inputs]:
+def _build(spec: ModelSpec, device: str) -> tuple[torch.nn.Module, Inputs]:
     with stage("build"):
         torch.manual_seed(SEED)
         model = spec.build().eval()
@@ -112,12 +114,15 @@ def _build(spec: ModelSpec) -> tuple[torch.nn.Module, Inputs]:
         args = tuple(spec.example_inputs())
         kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
         params = tuple(inspect.signature(model.forward).parameters)
-    return model, Inputs(args, kwargs, params)
+        inputs = Inputs(args, kwargs, params)
+        if device != "cpu":
+            model, inputs = model.to(device), to_device(inputs, device)
+    return model, inputs
 
 
 def _reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
     with stage("reference"), torch.no_grad():
-        outputs = [t.detach().numpy() for t in flatten_outputs(inputs.call(model))]
+        outputs = [t.detach().cpu().numpy() for t in flatten_outputs(inputs.call(model))]
     return Reference(inputs, outputs, _reference64(model, inputs))
 
 
@@ -126,9 +131,9 @@ def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | N
     try:
         import copy
 
-        model64 = copy.deepcopy(model).double()
+        model64 = copy.deepcopy(model).cpu().double()
         with torch.no_grad():
-            out = flatten_outputs(to_float64(inputs).call(model64))
+            out = flatten_outputs(to_float64(to_device(inputs, "cpu")).call(model64))
         return [t.detach().numpy() for t in out]
     except Exception:
         return None
@@ -155,7 +160,7 @@ def artifacts_dir(task: CellTask) -> Path:
 def _export(task: CellTask, request: ExportRequest, m: Measurements) -> None:
     exporter = task.cell.exporter
     try:
-        with PeakRss() as peak:
+        with PeakRss() as peak, PeakCuda(task.cell.device) as peak_cuda:
             exported = exporters.export(exporter, request)
     except Unavailable as exc:  # pragma: no cover - only where dynamo_export vanished mid-run
         raise StageFailure("translate", exc) from exc
@@ -170,6 +175,7 @@ def _export(task: CellTask, request: ExportRequest, m: Measurements) -> None:
     m.export_phases = {k: round(v, 6) for k, v in exported.phases.items()}
     m.export_s = sum(exported.phases.values())
     m.export_peak_rss_mb = peak.peak_mb
+    m.export_peak_cuda_mb = peak_cuda.peak_mb
     m.aten_ops = _aten_ops(exporter, request, exported.aten_ops)
 
 
@@ -192,34 +198,10 @@ def _check(path: Path, m: Measurements) -> None:
     m.onnx_bytes = sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file())
 
 
-def _session(path: Path, threads: int, m: Measurements) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    with stage("ort_session") as t:
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    m.ort_session_s = t.seconds
-    return session
-
-
-def _feeds(session: ort.InferenceSession, inputs: Inputs) -> dict[str, np.ndarray]:
-    """ORT feeds by name: the exporters name graph inputs input_0..N in flattening order
-    and may drop inputs the graph does not use."""
-    by_name = dict(zip(inputs.names(), inputs.leaves(), strict=True))
-    wanted = [i.name for i in session.get_inputs()]
-    missing = [n for n in wanted if n not in by_name]
-    if missing:
-        raise StageFailure("ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have"))
-    return {n: by_name[n].detach().numpy() for n in wanted}
-
-
-def _verify(session: ort.InferenceSession, feeds: dict[str, np.ndarray], ref: Reference, spec: ModelSpec, m: Measurements) -> None:
+def _verify(runner: OrtRunner, ref: Reference, spec: ModelSpec, m: Measurements) -> None:
     with stage("ort_run"):
-        outputs = session.run(None, feeds)
-    names = [o.name for o in session.get_outputs()]
-    m.numerics = compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+        outputs = runner.run(ref.inputs)
+    m.numerics = compare_outputs(outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance)
     _require_ok("numerics", m.numerics)
 
 
@@ -230,36 +212,35 @@ def _require_ok(stage_name: str, checks: list[Any]) -> None:
         raise StageFailure(stage_name, NumericsMismatch(f"{len(bad)} of {len(checks)} outputs differ: {detail}"))
 
 
-def _verify_second_shape(
-    session: ort.InferenceSession, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
-) -> None:
+def _verify_second_shape(runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements) -> None:
     """Dynamic cells run again at a second shape (batch 1, shorter sequences)."""
     with stage("dynamic"):
         other = second_shape(inputs, spec.dynamic_shapes, spec.dynamic_sizes)
         ref = _reference(model, other)
-        outputs = session.run(None, _feeds(session, other))
-    names = [f"{o.name}@second_shape" for o in session.get_outputs()]
+        outputs = runner.run(other)
+    names = [f"{n}@second_shape" for n in runner.output_names]
     checks = compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
     m.numerics = [*(m.numerics or []), *checks]
     _require_ok("dynamic", checks)
 
 
-def _latency(
-    session: ort.InferenceSession,
-    feeds: dict[str, np.ndarray],
-    model: torch.nn.Module,
-    inputs: Inputs,
-    protocol: Protocol,
-    m: Measurements,
-) -> None:
+def _latency(runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements) -> None:
     """ORT first, then the session is dropped before eager is timed, so no idle ORT
     thread pool shares the cores with eager (DESIGN.md: latency in a clean state)."""
     with stage("latency"):
-        m.ort_latency_ms = Latency.from_samples(time_calls(lambda: session.run(None, feeds), protocol))
-        del session
+        call = runner.bind(inputs)
+        m.ort_latency_ms = Latency.from_samples(time_calls(call, protocol))
+        del call, runner.session
         gc.collect()
+        eager = _eager_call(model, inputs)
         with torch.inference_mode():
-            m.eager_latency_ms = Latency.from_samples(time_calls(lambda: inputs.call(model), protocol))
+            m.eager_latency_ms = Latency.from_samples(time_calls(eager, protocol))
+
+
+def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:
+    if next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
+        return lambda: (inputs.call(model), torch.cuda.synchronize())
+    return lambda: inputs.call(model)
 
 
 def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
@@ -276,7 +257,7 @@ def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
 
 
 def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
-    status = "oom" if isinstance(failure.error, MemoryError) else STATUS_OF_STAGE[failure.stage]
+    status = "oom" if limits.is_out_of_memory(failure.error) else STATUS_OF_STAGE[failure.stage]
     m.artifacts.update(_write_failure_artifacts(task, failure))
     return Record.finished(task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error)
 

@@ -33,19 +33,23 @@ def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def night(
-    tmp_path: Path, i: int, factors: dict[str, float], *, torch: str = "2.9.0", hardware=None
+    tmp_path: Path, i: int, factors: dict[str, float], *, hardware=None, export: float = 1.0
 ) -> Path:
-    """Run `i`: five quiet cells q0..q4 and a noisy one, latency scaled by `factors`."""
+    """Run `i`: five quiet cells q0..q4 and a noisy one, latency scaled by `factors`; q4 also
+    has an export time (scaled by `export`)."""
     rng = random.Random(i)
     quiet = {f"q{k}": 2.0 * (1 + 0.01 * math.sin(i + k)) for k in range(5)}
     medians = {**quiet, "noisy": 2.0 * NOISY[i % len(NOISY)]}
+    export_s = 3.0 * (1 + 0.02 * math.cos(i)) * export
     records = [
-        record(name, ort=samples(rng, m * factors.get(name, 1.0), 0.02, n=40))
+        record(
+            name,
+            ort=samples(rng, m * factors.get(name, 1.0), 0.02, n=40),
+            export_s=export_s if name == "q4" else None,
+        )
         for name, m in medians.items()
     ]
-    man = manifest(
-        f"night{i:02d}", f"2025-01-{i + 1:02d}T00:00:00+00:00", torch=torch, hardware=hardware
-    )
+    man = manifest(f"night{i:02d}", f"2025-01-{i + 1:02d}T00:00:00+00:00", hardware=hardware)
     return write_run(tmp_path / f"night{i:02d}", man, records)
 
 
@@ -127,6 +131,15 @@ def test_night_wide_shift_is_divided_out(tmp_path: Path, nights):
     assert shift.severity == WARNING and shift.ratio == pytest.approx(1.2, rel=0.03)
 
 
+def test_export_time_blocks_against_a_long_enough_history(tmp_path: Path, nights):
+    candidate = read_run(night(tmp_path, 8, {}, export=1.3))
+    c = compare_history([read_run(p) for p in nights], candidate, Options())
+    (f,) = c.findings
+    assert (f.metric, f.severity, f.cell.model) == ("export_time", BLOCKING, "q4")
+    short = compare_history([read_run(p) for p in nights[:3]], candidate, Options())
+    assert [(f.metric, f.severity) for f in short.findings] == [("export_time", WARNING)]
+
+
 def test_short_history_uses_the_floor_and_the_rank_test(tmp_path: Path, nights):
     c = compare_candidate(tmp_path, nights[:2], {"q0": 1.3, "q1": 1.05})
     (f,) = [f for f in c.findings if f.kind == "metric_regressed"]
@@ -136,7 +149,7 @@ def test_short_history_uses_the_floor_and_the_rank_test(tmp_path: Path, nights):
 def test_history_cli(tmp_path: Path, nights, capsys):
     db = str(tmp_path / "h.sqlite")
     assert main(["history", "--db", db, "add", *map(str, nights)]) == 0
-    assert main(["history", "--db", db, "list"]) == 0
+    assert main(["history", "list", "--db", db]) == 0
     assert "8 runs in" in capsys.readouterr().out
     slow = night(tmp_path, 8, {"q2": 1.3})
     assert main(["compare", "--history", "--db", db, "--last", "8", str(slow)]) == 1

@@ -39,14 +39,18 @@ of the history database (--history CANDIDATE).
 Deterministic findings (exact): status ok -> failure (with stage and error), fixed cells,
 opset_actual changes, numerics ok flips, max error grown {_T.numerics_growth:g}x within tolerance, new
 unsupported ATen ops, ATen ops that no longer export, cells that appear or vanish.
+A cell that passed and now fails blocks (where an expected-status file applies, the file
+decides instead); the others are warnings, improvements or info.
 
-Noisy findings (latency, export time, export memory): the ratio of medians must pass an
-effect-size floor (latency {_T.latency_floor:.0%}, export time {_T.export_time_floor:.0%}, memory
-{_T.memory_floor:.0%} and {_T.memory_abs_mb:g} MiB) and, against one run, a Mann-Whitney U test on
-the raw samples (alpha {_T.alpha:g}) must agree; export time and memory have one sample per
-run, so there the floor alone decides (a warning, never blocking). Against history the
-threshold is max(floor, {_T.noise_k:g} x the series' robust run-to-run noise) after the night-wide
-shift of all series is divided out.
+Noisy findings (ORT latency, eager latency, export time, export peak memory): the ratio
+of medians must pass an effect-size floor (latency {_T.latency_floor:.0%}, export time {_T.export_time_floor:.0%},
+memory {_T.memory_floor:.0%} and {_T.memory_abs_mb:g} MiB). Against one run, a Mann-Whitney U test on the
+raw latency samples (alpha {_T.alpha:g}) must agree; export time and memory have one sample
+per run, so there the floor alone decides and a regression is a warning. Against history
+(--history) the threshold is max(floor, {_T.noise_k:g} x the series' robust run-to-run noise, MAD x 1.4826
+of the log-ratios of past medians), judged after the night-wide shift (median log-ratio of
+all series) is divided out. ORT latency regressions block; eager latency ones warn; export
+time and memory block only against a history long enough to measure their noise.
 
 Expected statuses: a CSV kept in the repository (default {DEFAULT_EXPECTED} when it exists;
 columns model,exporter,opset,device,expected_status,reason,expires; `*` globs; exact rows
@@ -195,14 +199,22 @@ def _history_baseline(args: argparse.Namespace, candidate: Run) -> list[Run]:
     return [h.as_run() for h in runs]
 
 
+def _read(path: Path) -> Run:
+    """A run with at least one record: an empty run is a failed run, never a clean compare."""
+    run = read_run(path)
+    if not run.records:
+        raise UsageError(f"{path} has no records (the run wrote none): nothing to compare")
+    return run
+
+
 def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
-    candidate = read_run(runs[-1])
+    candidate = _read(runs[-1])
     if args.update_expected:
         return _update_expected(args, candidate)
     options = Options(thresholds=_thresholds(args), expected=_expectations(args))
     if args.history:
         return compare_history(_history_baseline(args, candidate), candidate, options)
-    baseline = read_run(runs[0])
+    baseline = _read(runs[0])
     differences = check_comparable(
         baseline, candidate, allow_different_hardware=args.allow_different_hardware
     )

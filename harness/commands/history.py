@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON")
     rebuild = sub.add_parser("rebuild", help="recreate the database from run directories")
     rebuild.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    for action in (
+        add,
+        listing,
+        rebuild,
+    ):  # `--db` also after the action; SUPPRESS keeps the outer one
+        action.add_argument("--db", type=Path, default=argparse.SUPPRESS, help="database path")
 
 
 def _print_list(db: Path, as_json: bool) -> None:

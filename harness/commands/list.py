@@ -24,8 +24,16 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", metavar="NAME|PATH.toml", help="only the models this suite selects")
-    p.add_argument("--zoo", action="append", default=[], metavar="PATH", help="add zoo entry files (repeatable)")
-    p.add_argument("--json", action="store_true", help='machine-readable: {"models": [...], "suites": [...]}')
+    p.add_argument(
+        "--zoo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="add zoo entry files (repeatable)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help='machine-readable: {"models": [...], "suites": [...]}'
+    )
 
 
 def _origin(spec: ModelSpec) -> str:
@@ -57,8 +65,16 @@ def main(args: argparse.Namespace) -> int:
         models = zoo.select(load_suite(args.suite).models)
     suites = [_suite_row(name) for name in available_suites()]
     if args.json:
-        print(json.dumps({"models": [_model_row(m) for m in models], "suites": suites,
-                          "problems": [vars(p) for p in zoo.problems]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "models": [_model_row(m) for m in models],
+                    "suites": suites,
+                    "problems": [vars(p) for p in zoo.problems],
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"{len(models)} models")
     for m in models:

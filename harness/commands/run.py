@@ -34,33 +34,101 @@ def _opsets(value: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in _csv(value))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--opsets takes integers like 17,18,20, not {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--opsets takes integers like 17,18,20, not {value!r}"
+        ) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", metavar="NAME|PATH.toml", help="suite name (suites/NAME.toml) or a suite file")
-    p.add_argument("--models", type=_csv, default=(), metavar="GLOB[,GLOB]",
-                   help="only these models (names, globs, tag:X, family:X)")
-    p.add_argument("--exporters", type=_csv, default=(), metavar="LIST",
-                   help="dynamo,torchscript,torchscript-script,dynamo-legacy (default: the suite's)")
-    p.add_argument("--opsets", type=_opsets, default=(), metavar="LIST", help="e.g. 17,18,20 (default: the suite's)")
-    p.add_argument("--devices", type=_csv, default=(), metavar="LIST", help="cpu[,cuda] (default: the suite's)")
+    p.add_argument(
+        "--suite", metavar="NAME|PATH.toml", help="suite name (suites/NAME.toml) or a suite file"
+    )
+    p.add_argument(
+        "--models",
+        type=_csv,
+        default=(),
+        metavar="GLOB[,GLOB]",
+        help="only these models (names, globs, tag:X, family:X)",
+    )
+    p.add_argument(
+        "--exporters",
+        type=_csv,
+        default=(),
+        metavar="LIST",
+        help="dynamo,torchscript,torchscript-script,dynamo-legacy (default: the suite's)",
+    )
+    p.add_argument(
+        "--opsets",
+        type=_opsets,
+        default=(),
+        metavar="LIST",
+        help="e.g. 17,18,20 (default: the suite's)",
+    )
+    p.add_argument(
+        "--devices", type=_csv, default=(), metavar="LIST", help="cpu[,cuda] (default: the suite's)"
+    )
     shape = p.add_mutually_exclusive_group()
-    shape.add_argument("--dynamic", dest="dynamic", action="store_true", default=None,
-                       help="add dynamic-shape cells for models that declare dynamic dims")
-    shape.add_argument("--static-only", dest="dynamic", action="store_false", help="static cells only")
-    p.add_argument("--zoo", action="append", default=[], metavar="PATH",
-                   help="a zoo entry file or folder (repeatable); without --suite, run only these models")
+    shape.add_argument(
+        "--dynamic",
+        dest="dynamic",
+        action="store_true",
+        default=None,
+        help="add dynamic-shape cells for models that declare dynamic dims",
+    )
+    shape.add_argument(
+        "--static-only", dest="dynamic", action="store_false", help="static cells only"
+    )
+    p.add_argument(
+        "--zoo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a zoo entry file or folder (repeatable); without --suite, run only these models",
+    )
     p.add_argument("--out", metavar="DIR", help="the run directory (default: results/<run_id>/)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="per-cell limit; the cell's worker is killed and the cell recorded as timeout (default 600)")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="CPU cores per cell, reserved in Ray and used by ORT and torch (default 1)")
-    p.add_argument("--keep-onnx", action="store_true", help="keep each exported .onnx under artifacts/")
-    p.add_argument("--address", metavar="auto|HOST:PORT|ray://HOST:PORT",
-                   help="join an existing Ray cluster instead of starting a local instance")
-    p.add_argument("--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run")
-    p.add_argument("--no-report", action="store_true", help="skip report.md/report.html/plots at the end")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="per-cell limit; the cell's worker is killed and the cell recorded as timeout (default 600)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="CPU cores per cell, reserved in Ray and used by ORT and torch (default 1)",
+    )
+    p.add_argument(
+        "--keep-onnx", action="store_true", help="keep each exported .onnx under artifacts/"
+    )
+    p.add_argument(
+        "--address",
+        metavar="auto|HOST:PORT|ray://HOST:PORT",
+        help="join an existing Ray cluster instead of starting a local instance",
+    )
+    p.add_argument(
+        "--max-memory-gb",
+        type=float,
+        metavar="GB",
+        help="memory a cell may allocate before it is recorded as oom (default: 90%% of the "
+        "machine's memory divided by the cells that run at once)",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=PIP_SPEC[,PIP_SPEC]",
+        help="also run every cell in a Ray runtime_env with these packages, e.g. "
+        "old=onnxscript==0.6.2 (repeatable; the workers need pip access)",
+    )
+    p.add_argument(
+        "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
+    )
+    p.add_argument(
+        "--no-report", action="store_true", help="skip report.md/report.html/plots at the end"
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -77,6 +145,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         threads=args.threads,
         keep_onnx=args.keep_onnx,
         address=args.address,
+        max_memory_gb=args.max_memory_gb,
+        variants=tuple(args.variant),
     )
 
 

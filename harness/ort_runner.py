@@ -1,0 +1,79 @@
+"""ONNX Runtime sessions for a cell: the CPU provider with numpy feeds, or the CUDA provider
+with I/O binding so that no host<->device copy happens inside the timed region."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+from harness.shapes import Inputs
+from harness.stages import StageFailure, stage
+
+
+class OrtRunner:
+    def __init__(self, path: Path, threads: int, device: str) -> None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+        with stage("ort_session") as t:
+            self.session = ort.InferenceSession(str(path), options, providers=providers)
+        self.session_s = t.seconds
+        self.device = device
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def _by_name(self, inputs: Inputs) -> dict[str, torch.Tensor]:
+        """The exporters name graph inputs input_0..N in flattening order and may drop
+        inputs the graph does not use."""
+        by_name = dict(zip(inputs.names(), inputs.leaves(), strict=True))
+        missing = [n for n in self.input_names if n not in by_name]
+        if missing:
+            raise StageFailure("ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have"))
+        return {n: by_name[n] for n in self.input_names}
+
+    def bind(self, inputs: Inputs) -> Callable[[], Any]:
+        """A zero-argument call running the model on `inputs`, ready for a timing loop."""
+        tensors = self._by_name(inputs)
+        if self.device != "cuda":
+            feeds = {n: t.detach().cpu().numpy() for n, t in tensors.items()}
+            return lambda: self.session.run(None, feeds)
+        binding = self.session.io_binding()
+        for name, t in tensors.items():
+            t = t.detach().contiguous().to("cuda")
+            tensors[name] = t  # keep the device buffer alive as long as the binding
+            binding.bind_input(name, "cuda", 0, _numpy_dtype(t), list(t.shape), t.data_ptr())
+        for name in self.output_names:
+            binding.bind_output(name, "cuda", 0)
+
+        def call() -> Any:
+            self.session.run_with_iobinding(binding)
+            torch.cuda.synchronize()
+            return binding
+
+        call.tensors = tensors  # type: ignore[attr-defined]
+        return call
+
+    def run(self, inputs: Inputs) -> list[np.ndarray]:
+        call = self.bind(inputs)
+        result = call()
+        if self.device == "cuda":
+            return list(result.copy_outputs_to_cpu())
+        return list(result)
+
+
+def _numpy_dtype(t: torch.Tensor) -> Any:
+    return torch.empty((), dtype=t.dtype).numpy().dtype.type
+
+
+def cuda_provider_missing() -> str | None:
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return "onnxruntime has no CUDAExecutionProvider here (install the `gpu` extra: onnxruntime-gpu)"
+    return None

@@ -1,0 +1,103 @@
+"""Builders of synthetic run directories for the compare and history tests (no torch)."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from harness.records import Cell, Latency, Measurements, OutputCheck, Record
+from harness.store import RecordWriter, write_manifest
+
+HARDWARE = {"cpu": "Test CPU @ 3.0GHz", "cores": 8, "memory_gb": 32.0, "gpus": []}
+
+
+def manifest(
+    run_id: str,
+    started: str = "2025-01-01T00:00:00+00:00",
+    *,
+    torch: str = "2.9.0",
+    hardware: dict[str, Any] | None = None,
+    threads: int = 2,
+    schema: int = 1,
+) -> dict[str, Any]:
+    return {
+        "schema": schema,
+        "run_id": run_id,
+        "started": started,
+        "finished": started,
+        "command": ["harness", "run"],
+        "suite": "synthetic",
+        "harness": {"version": "0.1.0", "git_sha": "abc123"},
+        "versions": {
+            "base": {
+                "python": "3.11.9",
+                "torch": torch,
+                "onnx": "1.17.0",
+                "onnxscript": "0.5.0",
+                "onnxruntime": "1.20.0",
+                "ray": "2.40.0",
+            }
+        },
+        "hardware": dict(hardware or HARDWARE),
+        "settings": {
+            "threads": threads,
+            "timeout_s": 600,
+            "protocol": {"min_iters": 50, "min_seconds": 1.0},
+        },
+        "cells": 0,
+    }
+
+
+def samples(rng: random.Random, median: float, rel_sigma: float, n: int = 60) -> list[float]:
+    """Log-normal latency samples around `median`."""
+    return [median * math.exp(rng.gauss(0.0, rel_sigma)) for _ in range(n)]
+
+
+def record(
+    model: str = "m",
+    exporter: str = "dynamo",
+    opset: int = 18,
+    *,
+    run_id: str = "r",
+    status: str = "ok",
+    stage: str | None = None,
+    error: BaseException | None = None,
+    ort: list[float] | None = None,
+    eager: list[float] | None = None,
+    export_s: float | None = None,
+    rss_mb: float | None = None,
+    numerics: list[OutputCheck] | None = None,
+    aten_ops: dict[str, int] | None = None,
+    unsupported_ops: list[str] | None = None,
+    opset_actual: int | None = None,
+    dynamic: bool = False,
+) -> Record:
+    measured = Measurements(
+        opset_actual=opset_actual,
+        export_s=export_s,
+        export_peak_rss_mb=rss_mb,
+        aten_ops=aten_ops,
+        unsupported_ops=unsupported_ops,
+        numerics=numerics,
+        ort_latency_ms=Latency.from_samples(ort) if ort else None,
+        eager_latency_ms=Latency.from_samples(eager) if eager else None,
+    )
+    cell = Cell(model, exporter, opset, dynamic=dynamic, family="test")
+    return Record.finished(cell, run_id, measured, status=status, stage=stage, error=error)
+
+
+def check(name: str = "out0", *, max_abs: float = 1e-6, ok: bool = True) -> OutputCheck:
+    return OutputCheck(
+        name=name, max_abs=max_abs, max_rel=max_abs, rmse=max_abs / 2, rtol=1e-3, atol=1e-4, ok=ok
+    )
+
+
+def write_run(path: Path, man: dict[str, Any], records: list[Record]) -> Path:
+    man = {**man, "cells": len(records)}
+    write_manifest(path, man)
+    with RecordWriter(path) as writer:
+        for r in records:
+            writer.write(r.with_changes(run_id=man["run_id"]))
+    return path

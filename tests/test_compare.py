@@ -1,0 +1,410 @@
+"""Findings on synthetic runs: every deterministic kind, the noisy judgement, the ratchet."""
+
+from __future__ import annotations
+
+import random
+from datetime import date
+from pathlib import Path
+
+import pytest
+from scipy.stats import mannwhitneyu
+
+from harness.compare import (
+    BLOCKING,
+    IMPROVEMENT,
+    INFO,
+    STATUS_RANK,
+    WARNING,
+    CompareError,
+    Expectations,
+    ExpectedRow,
+    Options,
+    Run,
+    check_comparable,
+    compare_runs,
+    read_expected,
+    status_rank,
+    updated_expected,
+    write_expected,
+)
+from harness.records import STATUSES, Record
+from tests.fixtures_compare import check, manifest, record, samples
+
+
+def run(run_id: str, records: list[Record], **kw) -> Run:
+    return Run(
+        manifest(run_id, **kw),
+        tuple(r.with_changes(run_id=run_id) for r in records),
+        path=f"results/{run_id}",
+    )
+
+
+def kinds(comparison, severity=None) -> list[str]:
+    return [f.kind for f in comparison.findings if severity is None or f.severity == severity]
+
+
+def one(comparison, kind):
+    found = [f for f in comparison.findings if f.kind == kind]
+    assert len(found) == 1, comparison.findings
+    return found[0]
+
+
+# -- deterministic findings --------------------------------------------------------------------
+
+
+def test_identical_runs_have_no_findings():
+    recs = [
+        record("a", ort=[1.0, 1.1, 1.2]),
+        record("b", status="export_failed", stage="capture", error=RuntimeError("x")),
+    ]
+    c = compare_runs(run("A", recs), run("B", recs))
+    assert c.findings == () and c.unchanged == 2 and c.verdict == "pass"
+
+
+def test_ok_to_failure_is_blocking_with_stage_and_error():
+    failed = record(
+        status="export_failed",
+        stage="translate",
+        error=NotImplementedError("aten.cummax.default has no lowering"),
+    )
+    f = one(compare_runs(run("A", [record()]), run("B", [failed])), "status_regressed")
+    assert f.severity == BLOCKING
+    assert "ok -> export_failed at translate" in f.message and "aten.cummax.default" in f.message
+
+
+def test_fixed_cell_is_an_improvement():
+    failed = record(status="ort_load_failed", stage="ort_session", error=RuntimeError("bad model"))
+    f = one(compare_runs(run("A", [failed]), run("B", [record()])), "status_fixed")
+    assert f.severity == IMPROVEMENT and f.baseline == "ort_load_failed"
+
+
+def test_failure_getting_worse_is_a_warning():
+    numerics = record(status="numerics_mismatch", stage="numerics", error=AssertionError("off"))
+    export = record(status="export_failed", stage="capture", error=RuntimeError("boom"))
+    f = one(compare_runs(run("A", [numerics]), run("B", [export])), "status_changed")
+    assert f.severity == WARNING
+
+
+def test_status_order():
+    assert status_rank("ok") == status_rank("xfail") == status_rank("skipped") == 0
+    assert (
+        status_rank("numerics_mismatch")
+        < status_rank("ort_run_failed")
+        < status_rank("export_failed")
+        < status_rank("timeout")
+    )
+
+
+def test_every_status_has_a_rank():
+    assert set(STATUS_RANK) == set(STATUSES)
+
+
+def test_opset_actual_change():
+    f = one(
+        compare_runs(run("A", [record(opset_actual=18)]), run("B", [record(opset_actual=20)])),
+        "opset_changed",
+    )
+    assert (f.baseline, f.candidate, f.severity) == (18, 20, WARNING)
+
+
+def test_opset_actual_missing_on_one_side_is_no_finding():
+    assert compare_runs(run("A", [record(opset_actual=18)]), run("B", [record()])).findings == ()
+
+
+def test_numerics_ok_flip_names_the_output():
+    a = record(numerics=[check("logits"), check("hidden")])
+    b = record(numerics=[check("logits"), check("hidden", max_abs=0.5, ok=False)])
+    f = one(compare_runs(run("A", [a]), run("B", [b])), "numerics_flipped")
+    assert f.severity == WARNING and "hidden" in f.message  # the status change blocks
+
+
+def test_numerics_error_grown_tenfold_within_tolerance_is_a_warning():
+    a, b = record(numerics=[check(max_abs=1e-7)]), record(numerics=[check(max_abs=2e-6)])
+    f = one(compare_runs(run("A", [a]), run("B", [b])), "numerics_error_grew")
+    assert f.severity == WARNING and f.ratio == pytest.approx(20)
+    nine_fold = record(numerics=[check(max_abs=9e-7)])
+    assert compare_runs(run("A", [a]), run("B", [nine_fold])).findings == ()
+
+
+def test_new_unsupported_op_is_named():
+    a = record(
+        status="export_failed",
+        stage="translate",
+        unsupported_ops=["aten.foo.default"],
+        error=RuntimeError("x"),
+    )
+    b = record(
+        status="export_failed",
+        stage="translate",
+        unsupported_ops=["aten.foo.default", "aten.cummax.default"],
+        error=RuntimeError("x"),
+    )
+    f = one(compare_runs(run("A", [a]), run("B", [b])), "unsupported_op_new")
+    assert f.candidate == "aten.cummax.default" and "aten.cummax.default" in f.message
+
+
+def test_cell_that_exported_had_no_unsupported_ops():
+    b = record(
+        status="export_failed",
+        stage="translate",
+        unsupported_ops=["aten.cummax.default"],
+        error=RuntimeError("x"),
+    )
+    f = one(compare_runs(run("A", [record()]), run("B", [b])), "unsupported_op_new")
+    assert f.cell.model == "m" and f.candidate == "aten.cummax.default"
+
+
+def test_unsupported_ops_none_on_one_side_is_no_finding():
+    a = record(status="export_failed", stage="translate", error=RuntimeError("x"))
+    b = record(
+        status="export_failed",
+        stage="translate",
+        unsupported_ops=["aten.cummax.default"],
+        error=RuntimeError("x"),
+    )
+    assert "unsupported_op_new" not in kinds(compare_runs(run("A", [a]), run("B", [b])))
+
+
+def test_aten_op_that_no_longer_exports():
+    ops = {"aten.addmm.default": 2, "aten.cummax.default": 1}
+    a = [record("m1", aten_ops=ops), record("m2", aten_ops={"aten.relu.default": 1})]
+    b = [
+        record(
+            "m1", aten_ops=ops, status="export_failed", stage="translate", error=RuntimeError("x")
+        ),
+        record("m2", aten_ops={"aten.relu.default": 1}),
+    ]
+    lost = [f for f in compare_runs(run("A", a), run("B", b)).findings if f.kind == "aten_op_lost"]
+    assert sorted(f.candidate for f in lost) == ["aten.addmm.default", "aten.cummax.default"]
+    assert all(f.cell is None and "dynamo" in f.message and "m1" in f.message for f in lost)
+
+
+def test_cells_that_appear_or_vanish():
+    c = compare_runs(
+        run("A", [record("old"), record("kept")]), run("B", [record("kept"), record("new")])
+    )
+    assert one(c, "cell_appeared").cell.model == "new" and one(c, "cell_appeared").severity == INFO
+    assert (
+        one(c, "cell_vanished").cell.model == "old" and one(c, "cell_vanished").severity == WARNING
+    )
+    assert c.unchanged == 1
+
+
+# -- noisy findings, one baseline run ---------------------------------------------------------
+
+
+def lat(rng, median, sigma=0.03, n=60):
+    return samples(rng, median, sigma, n)
+
+
+def test_latency_30_percent_slower_is_blocking():
+    rng = random.Random(1)
+    c = compare_runs(run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 13.0))]))
+    f = one(c, "metric_regressed")
+    assert (f.metric, f.severity) == ("ort_latency", BLOCKING)
+    assert f.ratio == pytest.approx(1.3, rel=0.05) and f.threshold == pytest.approx(1.1)
+    assert "Mann-Whitney" in f.evidence
+
+
+def test_latency_5_percent_slower_is_not_flagged():
+    rng = random.Random(2)
+    c = compare_runs(run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 10.5))]))
+    assert c.findings == ()
+
+
+def test_noisy_overlapping_samples_are_not_flagged_even_past_the_floor():
+    base = [5.0, 15.0, 8.0, 12.0, 10.0, 20.0, 6.0, 14.0]
+    cand = [6.0, 18.0, 9.0, 14.0, 12.5, 24.0, 7.0, 16.0]  # median x1.2, distributions overlap
+    c = compare_runs(run("A", [record(ort=base)]), run("B", [record(ort=cand)]))
+    assert c.findings == ()
+    assert mannwhitneyu(cand, base, method="asymptotic").pvalue > 0.01  # the oracle agrees
+
+
+def test_latency_improvement_is_reported_as_an_improvement():
+    rng = random.Random(3)
+    c = compare_runs(run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 7.0))]))
+    assert one(c, "metric_improved").severity == IMPROVEMENT
+
+
+def test_eager_latency_regression_is_a_warning():
+    rng = random.Random(4)
+    c = compare_runs(
+        run("A", [record(eager=lat(rng, 10.0))]), run("B", [record(eager=lat(rng, 13.0))])
+    )
+    f = one(c, "metric_regressed")
+    assert (f.metric, f.severity) == ("eager_latency", WARNING)
+
+
+def test_a_a_runs_flag_nothing():
+    """Two runs drawn from the same distributions (different seeds) must raise nothing."""
+    medians = [0.5 * 1.3**i for i in range(25)]
+
+    def draw(seed):
+        rng = random.Random(seed)
+        return [
+            record(
+                f"m{i}",
+                ort=lat(rng, m, 0.08),
+                eager=lat(rng, 2 * m, 0.08),
+                export_s=3.0 * (1 + rng.gauss(0, 0.03)),
+                rss_mb=400 * (1 + rng.gauss(0, 0.03)),
+            )
+            for i, m in enumerate(medians)
+        ]
+
+    for seed in range(5):
+        c = compare_runs(run("A", draw(100 + seed)), run("B", draw(200 + seed)))
+        assert c.findings == (), c.findings
+
+
+def test_export_time_single_sample_floor_alone_decides():
+    c = compare_runs(run("A", [record(export_s=10.0)]), run("B", [record(export_s=12.5)]))
+    f = one(c, "metric_regressed")
+    assert (f.metric, f.severity) == ("export_time", WARNING)
+    assert "floor" in f.evidence and "alone" in f.evidence
+    assert (
+        compare_runs(run("A", [record(export_s=10.0)]), run("B", [record(export_s=11.5)])).findings
+        == ()
+    )
+
+
+def test_memory_needs_ratio_and_absolute_growth():
+    small = compare_runs(
+        run("A", [record(rss_mb=50.0)]), run("B", [record(rss_mb=75.0)])
+    )  # +50%, +25 MiB
+    assert small.findings == ()
+    large = compare_runs(run("A", [record(rss_mb=500.0)]), run("B", [record(rss_mb=700.0)]))
+    assert one(large, "metric_regressed").metric == "export_memory"
+
+
+def test_metric_missing_on_one_side_is_counted_not_found():
+    c = compare_runs(run("A", [record(export_s=1.0)]), run("B", [record()]))
+    assert c.findings == () and c.not_compared == {"export_time: missing on one side": 1}
+
+
+# -- comparability ------------------------------------------------------------------------------
+
+
+def test_different_hardware_is_not_comparable():
+    other = {"cpu": "Other CPU", "cores": 4, "memory_gb": 16.0, "gpus": []}
+    a, b = run("A", [record()]), run("B", [record()], hardware=other)
+    with pytest.raises(CompareError, match="not comparable: cpu"):
+        check_comparable(a, b, allow_different_hardware=False)
+    assert check_comparable(a, b, allow_different_hardware=True)
+    assert (
+        check_comparable(a, run("C", [record()], torch="2.10.0"), allow_different_hardware=False)
+        == []
+    )
+
+
+def test_statuses_only_when_noisy_metrics_are_not_comparable():
+    rng = random.Random(5)
+    a, b = run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 20.0))])
+    c = compare_runs(a, b, Options(compare_noisy=False))
+    assert c.findings == () and c.notes
+
+
+# -- expected-status ratchet -------------------------------------------------------------------
+
+TODAY = date(2025, 6, 1)
+
+
+def expectations(*rows: ExpectedRow) -> Expectations:
+    return Expectations("expected/status.csv", rows)
+
+
+def failed(model="m", status="export_failed"):
+    return record(model, status=status, stage="capture", error=RuntimeError("unsupported"))
+
+
+def test_worse_than_expected_blocks_even_when_the_baseline_failed_too():
+    exp = expectations(
+        ExpectedRow("m", "dynamo", "18", "cpu", "numerics_mismatch", "known drift", line=2)
+    )
+    c = compare_runs(run("A", [failed()]), run("B", [failed()]), Options(expected=exp, today=TODAY))
+    f = one(c, "worse_than_expected")
+    assert (
+        f.severity == BLOCKING
+        and f.baseline == "numerics_mismatch"
+        and "status.csv:2" in f.evidence
+    )
+
+
+def test_cell_without_a_row_must_pass():
+    c = compare_runs(
+        run("A", [record()]), run("B", [failed()]), Options(expected=expectations(), today=TODAY)
+    )
+    assert kinds(c, BLOCKING) == ["worse_than_expected"]
+    assert one(c, "status_regressed").severity == WARNING  # the ratchet decides what blocks
+
+
+def test_better_than_expected_is_reported_with_the_update_command():
+    exp = expectations(ExpectedRow("*", "dynamo", "*", "*", "export_failed", "no lowering", line=2))
+    c = compare_runs(run("A", [failed()]), run("B", [record()]), Options(expected=exp, today=TODAY))
+    f = one(c, "better_than_expected")
+    assert f.severity == IMPROVEMENT
+    assert "harness compare --update-expected --expected expected/status.csv results/B" in f.message
+    assert c.verdict == "pass"
+
+
+def test_failure_as_expected_does_not_block():
+    exp = expectations(ExpectedRow("m", "*", "*", "*", "export_failed", "no lowering", line=2))
+    c = compare_runs(run("A", [record()]), run("B", [failed()]), Options(expected=exp, today=TODAY))
+    assert c.verdict == "pass" and one(c, "status_regressed").severity == WARNING
+
+
+def test_expired_row_is_ignored():
+    exp = expectations(
+        ExpectedRow("m", "*", "*", "*", "export_failed", "until the fix", date(2025, 5, 1), line=2)
+    )
+    c = compare_runs(run("A", [failed()]), run("B", [failed()]), Options(expected=exp, today=TODAY))
+    assert kinds(c, BLOCKING) == ["worse_than_expected"]
+
+
+def test_exact_row_wins_over_glob():
+    exp = expectations(
+        ExpectedRow("*", "*", "*", "*", "export_failed", line=2),
+        ExpectedRow("m", "dynamo", "18", "cpu", "ok", line=3),
+    )
+    c = compare_runs(run("A", [failed()]), run("B", [failed()]), Options(expected=exp, today=TODAY))
+    assert kinds(c, BLOCKING) == ["worse_than_expected"]
+
+
+def test_read_expected_csv(tmp_path: Path):
+    path = tmp_path / "status.csv"
+    path.write_text(
+        '# comment\nmodel,exporter,opset,device,expected_status,reason,expires\nm*,dynamo,18,*,export_failed,"no lowering, yet",2030-01-01\n'
+    )
+    (row,) = read_expected(path).rows
+    assert (row.model, row.opset, row.reason, row.expires, row.line) == (
+        "m*",
+        "18",
+        "no lowering, yet",
+        date(2030, 1, 1),
+        3,
+    )
+    path.write_text("model,exporter,opset,device,expected_status\nm,dynamo,18,cpu,exploded\n")
+    with pytest.raises(CompareError, match="status.csv:2: unknown expected_status 'exploded'"):
+        read_expected(path)
+
+
+def test_update_expected_makes_the_run_exactly_as_expected(tmp_path: Path):
+    glob = ExpectedRow("*", "dynamo-legacy", "*", "*", "export_failed", "gone", line=2)
+    stale = ExpectedRow("elsewhere", "dynamo", "18", "cpu", "timeout", "slow", line=3)
+    cand = run(
+        "B", [record("a"), failed("b"), failed("c", "timeout"), record("d", "dynamo-legacy")]
+    )
+    rows = updated_expected(expectations(glob, stale), cand.records, today=TODAY)
+    assert rows[0] == glob
+    assert [(r.model, r.exporter, r.expected_status) for r in rows[1:]] == [
+        ("b", "dynamo", "export_failed"), ("c", "dynamo", "timeout"), ("d", "dynamo-legacy", "ok"), ("elsewhere", "dynamo", "timeout"),
+    ]  # fmt: skip
+    path = tmp_path / "status.csv"
+    write_expected(path, rows)
+    c = compare_runs(cand, cand, Options(expected=read_expected(path), today=TODAY))
+    assert c.findings == ()
+
+
+def test_the_repository_expected_file_parses():
+    expected = read_expected(Path(__file__).resolve().parent.parent / "expected" / "status.csv")
+    assert all(row.expected_status for row in expected.rows)
