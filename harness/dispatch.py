@@ -73,13 +73,18 @@ def stop() -> None:
         ray.shutdown()
 
 
-@ray.remote(max_retries=0)
-def _run_cell_remote(task: CellTask) -> Record:
+def _run_cell_here(task: CellTask) -> Record:
     started = time.time()
     from harness.worker import run_cell
 
     record = run_cell(task)
     return record.with_changes(worker={**_whoami(), "started_at": started, "finished_at": time.time()})
+
+
+# One task definition per kind of worker, at module level. CUDA cells get a fresh worker
+# process each (max_calls=1): a CUDA context and its cached memory never outlive a cell.
+_run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
+_run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
 
 
 @ray.remote(max_retries=0)
@@ -122,14 +127,12 @@ def has_gpus() -> bool:
 
 
 def _submit(task: CellTask, variants: dict[str, tuple[str, ...]]) -> ray.ObjectRef:
-    if task.cell.device == "cuda":
-        options: dict[str, Any] = {"num_gpus": 1, "num_cpus": task.threads, "max_calls": 1}
-    else:
-        options = {"num_cpus": task.threads}
+    remote = _run_cell_remote_gpu if task.cell.device == "cuda" else _run_cell_remote
+    options: dict[str, Any] = {"num_cpus": task.threads}
     env = _runtime_env(variants.get(task.cell.variant, ()))
     if env:
         options["runtime_env"] = env
-    return _run_cell_remote.options(**options).remote(task)
+    return remote.options(**options).remote(task)
 
 
 @dataclass

@@ -91,10 +91,13 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     out = tmp_path / "faults"
     result = run_cli(
         "run", "--zoo", str(FIXTURES / "faults"), "--exporters", "torchscript", "--opsets", "17",
-        "--out", str(out), "--timeout", "30", "--no-report",
+        "--out", str(out), "--timeout", "30", "--max-memory-gb", "1", "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     status = {r.model: r for r in store.read_records(out)}
     assert status["fault_segv"].status == "crashed"
+    assert "SIGSEGV" in (status["fault_segv"].error_message or "")
     assert status["fault_hang"].status == "timeout"
+    assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
+    assert all(r.attempt == 1 for r in status.values())  # failures are never retried

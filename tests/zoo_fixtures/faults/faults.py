@@ -30,3 +30,17 @@ SPECS = [
         example_inputs=lambda: (torch.rand(2, 2),),
     ),
 ]
+
+
+def _allocate_without_bound() -> torch.nn.Module:
+    """Allocates 256 MiB blocks until the allocation fails (capped at 6 GiB so that a
+    broken memory ceiling fails the test instead of the machine)."""
+    hoard = []
+    for _ in range(24):
+        hoard.append(torch.ones(64 * 1024 * 1024))
+    raise AssertionError(f"allocated {len(hoard) * 256} MiB without hitting the memory ceiling")
+
+
+SPECS.append(
+    ModelSpec(name="fault_oom", family="seed", build=_allocate_without_bound, example_inputs=lambda: (torch.rand(2, 2),))
+)
