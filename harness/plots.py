@@ -127,7 +127,14 @@ def _exporter_rank(exporter: str) -> int:
 
 
 def _column_order(c: Column) -> tuple[Any, ...]:
-    return (_exporter_rank(c.exporter), c.exporter, c.device, c.opset, c.variant != "base", c.variant)
+    return (
+        _exporter_rank(c.exporter),
+        c.exporter,
+        c.device,
+        c.opset,
+        c.variant != "base",
+        c.variant,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,9 +240,7 @@ def _spans_decades(values: Iterable[float | None], ratio: float = 20.0) -> bool:
     return bool(positive) and max(positive) / min(positive) >= ratio
 
 
-def _grid(
-    lay: Layout, value: Callable[[Sequence[Record]], Any]
-) -> tuple[tuple[Any, ...], ...]:
+def _grid(lay: Layout, value: Callable[[Sequence[Record]], Any]) -> tuple[tuple[Any, ...], ...]:
     """value(records of one row and series, all opsets) for each row x series."""
     groups: dict[tuple[RowKey, str], list[Record]] = defaultdict(list)
     for (row, column), record in lay.cells.items():
@@ -266,7 +271,11 @@ class MatrixData:
 def _matrix_text(record: Record | None) -> str:
     if record is None:
         return ""
-    text = record.stage if record.status == "export_failed" and record.stage else STATUS_WORD.get(record.status, record.status)
+    text = (
+        record.stage
+        if record.status == "export_failed" and record.stage
+        else STATUS_WORD.get(record.status, record.status)
+    )
     if opset_differs(record):
         text += f"\nopset {record.opset_actual}"
     return text
@@ -284,7 +293,7 @@ def matrix_data(records: Sequence[Record]) -> MatrixData:
 
 
 def plot_matrix(data: MatrixData, path: Path) -> Path:
-    fig = _figure(3.0 + 0.95 * len(data.columns), 2.2 + 0.32 * len(data.rows))
+    fig = _figure(max(8.0, 3.0 + 0.95 * len(data.columns)), 2.4 + 0.32 * len(data.rows))
     ax = fig.add_subplot()
     colours = [[_cell_colour(s) for s in line] for line in data.status]
     _heat_table(ax, colours, data.rows, data.columns)
@@ -298,7 +307,7 @@ def plot_matrix(data: MatrixData, path: Path) -> Path:
     _status_legend(fig, [STATUS_CLASSES[k] for k in STATUS_CLASSES if k in present])
     ax.set_title(
         "Does each model export and run correctly?\n"
-        "status per model × exporter@opset (text: failing stage; 'opset N': opset actually saved)",
+        "cell text: status or failing stage; 'opset N': the opset actually saved",
         fontsize=10,
     )
     return _save(fig, path)
@@ -350,7 +359,7 @@ def plot_export_cost(data: ExportCostData, path: Path) -> Path:
     time_ax.set_title("Export time", fontsize=10)
     mem_ax.set_title("Export peak memory (RSS above baseline)", fontsize=10)
     fig.suptitle(
-        "How costly is export? (median over opsets; — : not measured)", fontsize=11
+        "How costly is export? (median over opsets; —: not measured, 0: zero)", fontsize=11
     )
     _series_legend(fig, data.series)
     return _save(fig, path)
@@ -398,12 +407,17 @@ def _speedup_spread(record: Record | None) -> Spread | None:
 def latency_data(records: Sequence[Record]) -> LatencyData:
     lay = layout(records)
     chosen = _grid(lay, _latest_timed)
-    eager_rows = [next((spread(r.eager_latency_ms) for r in line if r and r.eager_latency_ms), None) for line in chosen]
+    eager_rows = [
+        next((spread(r.eager_latency_ms) for r in line if r and r.eager_latency_ms), None)
+        for line in chosen
+    ]
     return LatencyData(
         rows=tuple(lay.row_label(r) for r in lay.rows),
         series=lay.series(),
         opsets=tuple(tuple(r.opset if r else None for r in line) for line in chosen),
-        ort_ms=tuple(tuple(spread(r.ort_latency_ms) if r else None for r in line) for line in chosen),
+        ort_ms=tuple(
+            tuple(spread(r.ort_latency_ms) if r else None for r in line) for line in chosen
+        ),
         eager_ms=tuple(eager_rows),
         speedup=tuple(tuple(_speedup_spread(r) for r in line) for line in chosen),
     )
@@ -415,13 +429,15 @@ def plot_latency(data: LatencyData, path: Path) -> Path:
     names = ("eager PyTorch", *data.series)
     latency = [(eager, *line) for eager, line in zip(data.eager_ms, data.ort_ms, strict=True)]
     _grouped_barh(lat_ax, data.rows, names, latency, colours=(EAGER_COLOUR, *SERIES_COLOURS))
-    _grouped_barh(speed_ax, data.rows, data.series, data.speedup)
+    _grouped_barh(speed_ax, data.rows, data.series, data.speedup, first_slot=1)
     _axis_scale(lat_ax, _spread_values(latency), "latency p50 (ms), bars: p10–p90")
     _axis_scale(speed_ax, _spread_values(data.speedup), "speedup = eager p50 / ORT p50 (×)")
     speed_ax.axvline(1.0, color="black", linewidth=0.8)
     lat_ax.set_title("Latency: eager vs ONNX Runtime", fontsize=10)
     speed_ax.set_title("Speedup of ORT over eager (>1: ORT faster)", fontsize=10)
-    fig.suptitle("How fast is the exported model? (each exporter at its highest timed opset)", fontsize=11)
+    fig.suptitle(
+        "How fast is the exported model? (each exporter at its highest timed opset)", fontsize=11
+    )
     _series_legend(fig, names, colours=(EAGER_COLOUR, *SERIES_COLOURS))
     return _save(fig, path)
 
@@ -454,9 +470,13 @@ class OpsetEffectData:
         return not self.series
 
 
-def _relative_latency(by_opset: Mapping[int, Sequence[Record]], opset: int, reference: int) -> float | None:
+def _relative_latency(
+    by_opset: Mapping[int, Sequence[Record]], opset: int, reference: int
+) -> float | None:
     """Median over models timed at both opsets of p50(opset) / p50(reference)."""
-    base = {(r.model, r.dynamic): r.ort_latency_ms.p50 for r in by_opset[reference] if r.ort_latency_ms}
+    base = {
+        (r.model, r.dynamic): r.ort_latency_ms.p50 for r in by_opset[reference] if r.ort_latency_ms
+    }
     ratios = [
         r.ort_latency_ms.p50 / base[(r.model, r.dynamic)]
         for r in by_opset[opset]
@@ -488,33 +508,70 @@ def opset_effect_data(records: Sequence[Record]) -> OpsetEffectData:
     return OpsetEffectData(tuple(_opset_series(s, by_series[s]) for s in lay.series()))
 
 
-def plot_opset_effect(data: OpsetEffectData, path: Path) -> Path:
+def plot_opset_effect(
+    data: OpsetEffectData, path: Path, *, band: float = DEFAULT_THRESHOLD
+) -> Path:
     fig = _figure(11.0, 4.6)
     rate_ax, lat_ax = fig.subplots(1, 2, sharex=True)
     for k, s in enumerate(data.series):
-        colour = SERIES_COLOURS[k % len(SERIES_COLOURS)]
-        _line(rate_ax, s.opsets, s.pass_rate, colour, s.series)
-        _line(lat_ax, s.opsets, s.relative_latency, colour, f"{s.series} (vs opset {s.reference_opset})")
+        style = _series_style(k)
+        _line(rate_ax, s.opsets, s.pass_rate, label=s.series, **style)
+        label = f"{s.series} (vs opset {s.reference_opset})"
+        _line(lat_ax, s.opsets, s.relative_latency, label=label, **style)
     rate_ax.set_ylim(-5, 105)
     rate_ax.set_ylabel("cells that work (% of attempted)")
     rate_ax.set_title("Pass rate by opset", fontsize=10)
-    lat_ax.axhline(1.0, color="black", linewidth=0.8)
-    lat_ax.set_ylabel("ORT p50 / p50 at the exporter's lowest opset\n(median over models)")
-    lat_ax.set_title("Latency change by opset (<1: faster)", fontsize=10)
+    _relative_axis(lat_ax, band)
     opsets = sorted({o for s in data.series for o in s.opsets})
     for ax in (rate_ax, lat_ax):
         ax.set_xticks(opsets)
         ax.set_xlabel("requested opset")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.suptitle("Does the opset matter?", fontsize=11)
     return _save(fig, path)
 
 
-def _line(ax: Axes, xs: Sequence[int], ys: Sequence[float | None], colour: str, label: str) -> None:
+def _relative_axis(ax: Axes, band: float) -> None:
+    """A ratio axis around 1 that always shows the noise band, so 1% wiggles look small."""
+    ax.axhspan(1 - band, 1 + band, color="#E5E5E5", zorder=0, label=f"±{band:.0%} noise band")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(low, 1 - 1.5 * band), max(high, 1 + 1.5 * band))
+    ax.set_ylabel("ORT p50 / p50 at the exporter's lowest opset\n(median over models)")
+    ax.set_title("Latency change by opset (<1: faster)", fontsize=10)
+
+
+_MARKERS = (("o", 9.0, "-"), ("s", 7.0, "--"), ("^", 6.0, ":"), ("D", 4.5, "-."))
+
+
+def _series_style(k: int) -> dict[str, Any]:
+    """Colour, marker, size and dash per series: identical values stay visible, nested."""
+    marker, size, dash = _MARKERS[k % len(_MARKERS)]
+    return {
+        "colour": SERIES_COLOURS[k % len(SERIES_COLOURS)],
+        "marker": marker,
+        "size": size,
+        "dash": dash,
+    }
+
+
+def _line(
+    ax: Axes,
+    xs: Sequence[int],
+    ys: Sequence[float | None],
+    colour: str,
+    label: str,
+    *,
+    marker: str = "o",
+    size: float = 6.0,
+    dash: str = "-",
+) -> None:
     points = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
     if points:
-        ax.plot(*zip(*points, strict=True), marker="o", color=colour, label=label)
+        px, py = zip(*points, strict=True)
+        ax.plot(px, py, marker=marker, markersize=size, linestyle=dash, color=colour, label=label)
 
 
 # == 5. op coverage ============================================================================
@@ -524,13 +581,22 @@ COVERAGE_STATES = {
     "failed_only": ("only in failed exports", "#E69F00"),
     "unsupported": ("reported unsupported", "#D55E00"),
 }
-_EXPORT_FAILURES = {"export_failed", "timeout", "crashed", "oom", "not_attempted", "harness_error", "skipped"}
+_EXPORT_FAILURES = {
+    "export_failed",
+    "timeout",
+    "crashed",
+    "oom",
+    "not_attempted",
+    "harness_error",
+    "skipped",
+}
 _EXPORT_STAGES = {"build", "reference", "capture", "translate", "optimize", "save"}
 
 
 @dataclass(frozen=True)
 class CoverageData:
-    """Which ATen ops does each exporter@opset translate? Problem ops first."""
+    """Which ATen ops does each exporter@opset translate? Problem ops first; ops are
+    named by packet (`aten.add`, not `aten.add.Tensor`), see `op_packet`."""
 
     ops: tuple[str, ...]
     columns: tuple[str, ...]
@@ -545,16 +611,23 @@ def _exported(record: Record) -> bool:
     return record.status not in _EXPORT_FAILURES and record.stage not in _EXPORT_STAGES
 
 
+def op_packet(name: str) -> str:
+    """'aten.add.Tensor' -> 'aten.add' ('aten::add' too): TorchScript graphs name no
+    overloads, so rows line up across exporters only at the packet level."""
+    parts = name.replace("::", ".").split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else ".".join(parts)
+
+
 def _coverage_column(records: Sequence[Record]) -> dict[str, str]:
     state: dict[str, str] = {}
     for r in records:
-        for op in r.aten_ops or {}:
+        for op in map(op_packet, r.aten_ops or {}):
             if _exported(r):
                 state[op] = "covered"
             else:
                 state.setdefault(op, "failed_only")
     for r in records:
-        for op in r.unsupported_ops or ():
+        for op in map(op_packet, r.unsupported_ops or ()):
             state[op] = "unsupported"
     return state
 
@@ -582,15 +655,17 @@ def coverage_data(records: Sequence[Record]) -> CoverageData:
 
 
 def plot_coverage(data: CoverageData, path: Path) -> Path:
-    fig = _figure(3.5 + 0.8 * len(data.columns), 2.0 + 0.17 * len(data.ops))
+    fig = _figure(max(7.0, 3.5 + 0.8 * len(data.columns)), 2.2 + 0.17 * len(data.ops))
     ax = fig.add_subplot()
     colours = [[COVERAGE_STATES[s][1] if s else "#F2F2F2" for s in line] for line in data.state]
     _heat_table(ax, colours, data.ops, data.columns, fontsize=7)
     present = {s for line in data.state for s in line if s}
-    handles = [(COVERAGE_STATES[k][0], COVERAGE_STATES[k][1]) for k in COVERAGE_STATES if k in present]
+    handles = [
+        (COVERAGE_STATES[k][0], COVERAGE_STATES[k][1]) for k in COVERAGE_STATES if k in present
+    ]
     _patch_legend(fig, [*handles, ("not seen", "#F2F2F2")])
     ax.set_title(
-        f"Which ATen ops does each exporter translate? ({len(data.ops)} ops; problem ops first)",
+        f"Which ATen ops does each exporter translate?\n{len(data.ops)} ops seen in the captured graphs; problem ops first",
         fontsize=10,
     )
     return _save(fig, path)
@@ -642,7 +717,15 @@ def comparison_data(
         label = (c or b).cell.label()  # type: ignore[union-attr]
         if b and c and b.ort_latency_ms and c.ort_latency_ms and b.ort_latency_ms.p50 > 0:
             ratio = c.ort_latency_ms.p50 / b.ort_latency_ms.p50
-            points.append(RatioPoint(label, b.ort_latency_ms.p50, c.ort_latency_ms.p50, ratio, _verdict(ratio, threshold)))
+            points.append(
+                RatioPoint(
+                    label,
+                    b.ort_latency_ms.p50,
+                    c.ort_latency_ms.p50,
+                    ratio,
+                    _verdict(ratio, threshold),
+                )
+            )
         else:
             unmatched.append(label)
     return ComparisonData(
@@ -654,29 +737,62 @@ def comparison_data(
     )
 
 
+MAX_COMPARISON_ROWS = 60  # beyond that, cells within the band are counted, not drawn
+
+
+def _drawn_points(data: ComparisonData) -> list[RatioPoint]:
+    if len(data.points) <= MAX_COMPARISON_ROWS:
+        return list(data.points)
+    return [p for p in data.points if p.verdict != "within"]
+
+
 def plot_comparison(data: ComparisonData, path: Path) -> Path:
-    fig = _figure(9.0, 2.0 + 0.24 * max(len(data.points), 3))
+    points = _drawn_points(data)
+    fig = _figure(9.0, 2.4 + 0.17 * max(len(points), 3))
     ax = fig.add_subplot()
-    colour = {"regression": REGRESSION_COLOUR, "improvement": IMPROVEMENT_COLOUR, "within": EAGER_COLOUR}
-    ys = range(len(data.points))
-    ax.axvspan(1 - data.threshold, 1 + data.threshold, color="#DDDDDD", label=f"±{data.threshold:.0%} band")
+    ax.axvspan(1 - data.threshold, 1 + data.threshold, color="#E5E5E5", zorder=0)
     ax.axvline(1.0, color="black", linewidth=0.8)
-    for verdict in ("regression", "improvement", "within"):
-        pts = [(p.ratio, y) for p, y in zip(data.points, ys, strict=False) if p.verdict == verdict]
-        if pts:
-            marker = {"regression": "^", "improvement": "v", "within": "o"}[verdict]
-            ax.scatter(*zip(*pts, strict=True), color=colour[verdict], marker=marker, zorder=3, label=verdict)
-    ax.set_yticks(list(ys), [p.cell for p in data.points], fontsize=7)
-    ax.invert_yaxis()
+    for y, p in enumerate(points):
+        colour, marker = _VERDICT_STYLE[p.verdict]
+        ax.hlines(y, 1.0, p.ratio, color=colour, linewidth=1)
+        ax.scatter([p.ratio], [y], color=colour, marker=marker, s=22, zorder=3)
+    ax.set_yticks(range(len(points)), [p.cell for p in points], fontsize=7)
+    ax.set_ylim(len(points) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3)
     _axis_scale(ax, [p.ratio for p in data.points], "ORT p50 candidate / baseline (×; >1: slower)")
-    ax.legend(fontsize=8, loc="lower right")
-    n_reg = sum(p.verdict == "regression" for p in data.points)
+    counts = {v: sum(p.verdict == v for p in data.points) for v in _VERDICT_STYLE}
+    _marker_legend(
+        fig, [(f"{v} ({counts[v]})", *_VERDICT_STYLE[v]) for v in _VERDICT_STYLE], data.threshold
+    )
+    hidden = len(data.points) - len(points)
     ax.set_title(
-        f"Did ORT latency change? {data.candidate_run} vs baseline {data.baseline_run}\n"
-        f"{n_reg} regressions in {len(data.points)} cells; {len(data.unmatched)} cells not timed in both runs",
+        f"Did ORT latency change? {data.candidate_run} against baseline {data.baseline_run}\n"
+        f"{len(data.points)} cells timed in both runs, worst first; {len(data.unmatched)} not timed in both"
+        + (f"\n{hidden} cells within the band not drawn" if hidden else ""),
         fontsize=10,
     )
     return _save(fig, path)
+
+
+_VERDICT_STYLE = {
+    "regression": (REGRESSION_COLOUR, "^"),
+    "improvement": (IMPROVEMENT_COLOUR, "v"),
+    "within": (EAGER_COLOUR, "o"),
+}
+
+
+def _marker_legend(fig: Figure, entries: Sequence[tuple[str, str, str]], threshold: float) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [
+        Line2D([], [], color=colour, marker=marker, linestyle="", label=label)
+        for label, colour, marker in entries
+    ]
+    handles.append(Patch(facecolor="#E5E5E5", label=f"±{threshold:.0%} noise band"))
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False
+    )
 
 
 # == 7. trends over the run history ============================================================
@@ -766,32 +882,46 @@ def _quartiles(latency: Latency | None) -> tuple[float | None, float | None, flo
     return percentile(s, 25), percentile(s, 50), percentile(s, 75)
 
 
+MIN_BASELINE_RUNS = 3  # fewer earlier runs make no baseline: one noisy night is not a norm
+
+
 def _rolling_baseline(values: Sequence[float | None], window: int) -> tuple[float | None, ...]:
+    """The median of the previous `window` values (None before MIN_BASELINE_RUNS of them)."""
     out: list[float | None] = []
     for i in range(len(values)):
         previous = [v for v in values[:i] if v is not None][-window:]
-        out.append(median(previous) if previous else None)
+        out.append(median(previous) if len(previous) >= min(MIN_BASELINE_RUNS, window) else None)
     return tuple(out)
 
 
-def _trend_series(cell: str, latencies: Sequence[Latency | None], threshold: float, window: int) -> TrendSeries:
+def _trend_series(
+    cell: str, latencies: Sequence[Latency | None], threshold: float, window: int
+) -> TrendSeries:
     q1, mid, q3 = zip(*(_quartiles(lat) for lat in latencies), strict=True)
     baseline = _rolling_baseline(mid, window)
     regression = tuple(
-        m is not None and b is not None and m > b * (1 + threshold) for m, b in zip(mid, baseline, strict=True)
+        m is not None and b is not None and m > b * (1 + threshold)
+        for m, b in zip(mid, baseline, strict=True)
     )
     return TrendSeries(cell, tuple(mid), tuple(q1), tuple(q3), baseline, regression)
 
 
 def _interest(s: TrendSeries) -> tuple[Any, ...]:
     """Regressed in the last run first, then most regressions, then largest last change."""
-    last = next(((m, b) for m, b in zip(reversed(s.median), reversed(s.baseline), strict=True) if m and b), None)
+    last = next(
+        ((m, b) for m, b in zip(reversed(s.median), reversed(s.baseline), strict=True) if m and b),
+        None,
+    )
     change = abs(last[0] / last[1] - 1) if last else 0.0
     return (not s.regression[-1], -sum(s.regression), -change, s.cell)
 
 
 def trend_data(
-    runs: Sequence[RunLike], *, threshold: float = DEFAULT_THRESHOLD, window: int = 7, max_series: int = 12
+    runs: Sequence[RunLike],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    window: int = 7,
+    max_series: int = 12,
 ) -> TrendData:
     cells: dict[Any, str] = {}
     for run in runs:
@@ -822,7 +952,7 @@ def plot_trends(data: TrendData, path: Path) -> Path:
         _trend_panel(ax, s, data)
     for ax in axes[len(data.series) :]:
         ax.set_visible(False)
-    for ax in axes[: ncols]:
+    for ax in axes[:ncols]:
         _annotate_versions(ax, data.version_changes)
     fig.suptitle(
         f"Is any cell getting slower? ORT p50 per run (ms), q1–q3 shaded; dashed: median of the previous "
@@ -835,7 +965,9 @@ def plot_trends(data: TrendData, path: Path) -> Path:
 
 def _trend_panel(ax: Axes, s: TrendSeries, data: TrendData) -> None:
     xs = range(len(data.runs))
-    band = [(x, a, b) for x, a, b in zip(xs, s.q1, s.q3, strict=True) if a is not None and b is not None]
+    band = [
+        (x, a, b) for x, a, b in zip(xs, s.q1, s.q3, strict=True) if a is not None and b is not None
+    ]
     if band:
         bx, lo, hi = zip(*band, strict=True)
         ax.fill_between(bx, lo, hi, color=SERIES_COLOURS[0], alpha=0.25, linewidth=0)
@@ -844,10 +976,18 @@ def _trend_panel(ax: Axes, s: TrendSeries, data: TrendData) -> None:
     if base:
         bx, bv = zip(*base, strict=True)
         ax.plot(bx, bv, linestyle="--", color="black", linewidth=0.8)
-        ax.fill_between(bx, [v * (1 - data.threshold) for v in bv], [v * (1 + data.threshold) for v in bv], color="#999999", alpha=0.2, linewidth=0)
-    reg = [(x, m) for x, m, flag in zip(xs, s.median, s.regression, strict=True) if flag]
-    if reg:
-        ax.scatter(*zip(*reg, strict=True), marker="^", s=60, color=REGRESSION_COLOUR, zorder=4)
+        ax.fill_between(
+            bx,
+            [v * (1 - data.threshold) for v in bv],
+            [v * (1 + data.threshold) for v in bv],
+            color="#999999",
+            alpha=0.2,
+            linewidth=0,
+        )
+    reg = [(x, m) for x, m, flag in zip(xs, s.median, s.regression, strict=True) if flag and m]
+    reg_x, reg_y = [x for x, _ in reg], [m for _, m in reg]
+    if reg_x:
+        ax.scatter(reg_x, reg_y, marker="^", s=60, color=REGRESSION_COLOUR, zorder=4)
     ax.set_title(s.cell, fontsize=8)
     ax.set_ylabel("ORT p50 (ms)", fontsize=8)
     _run_ticks(ax, data.runs)
@@ -929,7 +1069,9 @@ def write_run_plots(
     return _draw(out_dir, plans)
 
 
-def write_trend_plots(out_dir: Path, runs: Sequence[RunLike], *, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Path]:
+def write_trend_plots(
+    out_dir: Path, runs: Sequence[RunLike], *, threshold: float = DEFAULT_THRESHOLD
+) -> dict[str, Path]:
     plans: list[tuple[str, Any, Callable[[Any, Path], Path]]] = [
         ("trends", trend_data(runs, threshold=threshold), plot_trends),
         ("suite_trend", suite_trend_data(runs), plot_suite_trend),
@@ -937,8 +1079,12 @@ def write_trend_plots(out_dir: Path, runs: Sequence[RunLike], *, threshold: floa
     return _draw(out_dir, plans)
 
 
-def _draw(out_dir: Path, plans: Sequence[tuple[str, Any, Callable[[Any, Path], Path]]]) -> dict[str, Path]:
-    return {name: draw(data, out_dir / f"{name}.png") for name, data, draw in plans if not data.is_empty}
+def _draw(
+    out_dir: Path, plans: Sequence[tuple[str, Any, Callable[[Any, Path], Path]]]
+) -> dict[str, Path]:
+    return {
+        name: draw(data, out_dir / f"{name}.png") for name, data, draw in plans if not data.is_empty
+    }
 
 
 # == drawing helpers ===========================================================================
@@ -963,11 +1109,18 @@ def _bar_height(rows: int, series: int) -> float:
 
 
 def _heat_table(
-    ax: Axes, colours: Sequence[Sequence[str]], rows: Sequence[str], columns: Sequence[str], *, fontsize: int = 8
+    ax: Axes,
+    colours: Sequence[Sequence[str]],
+    rows: Sequence[str],
+    columns: Sequence[str],
+    *,
+    fontsize: int = 8,
 ) -> None:
     from matplotlib.colors import to_rgb
 
-    ax.imshow([[to_rgb(c) for c in line] for line in colours] or [[to_rgb("#FFFFFF")]], aspect="auto")
+    ax.imshow(
+        [[to_rgb(c) for c in line] for line in colours] or [[to_rgb("#FFFFFF")]], aspect="auto"
+    )
     ax.set_xticks(range(len(columns)), columns, rotation=35, ha="left", fontsize=fontsize + 1)
     ax.set_yticks(range(len(rows)), rows, fontsize=fontsize + 1)
     ax.xaxis.tick_top()
@@ -983,15 +1136,25 @@ def _heat_table(
 def _patch_legend(fig: Figure, entries: Sequence[tuple[str, str]]) -> None:
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=colour, edgecolor="#999999", label=label) for label, colour in entries]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8, frameon=False)
+    handles = [
+        Patch(facecolor=colour, edgecolor="#999999", label=label) for label, colour in entries
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), max(1, int(fig.get_figwidth() // 2.3))),
+        fontsize=8,
+        frameon=False,
+    )
 
 
 def _status_legend(fig: Figure, classes: Sequence[StatusClass]) -> None:
     _patch_legend(fig, [(c.label, c.colour) for c in classes])
 
 
-def _series_legend(fig: Figure, names: Sequence[str], colours: Sequence[str] = SERIES_COLOURS) -> None:
+def _series_legend(
+    fig: Figure, names: Sequence[str], colours: Sequence[str] = SERIES_COLOURS
+) -> None:
     _patch_legend(fig, [(n, colours[k % len(colours)]) for k, n in enumerate(names)])
 
 
@@ -1002,14 +1165,18 @@ def _grouped_barh(
     values: Sequence[Sequence[float | Spread | None]],
     *,
     colours: Sequence[str] = SERIES_COLOURS,
+    first_slot: int = 0,
 ) -> None:
     """Horizontal bars, one group per row (first row on top), one bar per series.
 
     A Spread draws its p50 with p10..p90 error bars; a missing value draws a grey '—'.
+    `first_slot` leaves room for bars another panel draws first (the eager bar), so
+    that an exporter's bars sit at the same height in both panels.
     """
-    height = 0.8 / max(len(series), 1)
+    slots = len(series) + first_slot
+    height = 0.8 / max(slots, 1)
     for k in range(len(series)):
-        offset = (k - (len(series) - 1) / 2) * height
+        offset = (k + first_slot - (slots - 1) / 2) * height
         for i in range(len(rows)):
             _bar(ax, i + offset, values[i][k], height, colours[k % len(colours)])
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -1018,20 +1185,35 @@ def _grouped_barh(
 
 
 def _bar(ax: Axes, y: float, value: float | Spread | None, height: float, colour: str) -> None:
-    if value is None:
-        ax.text(0.004, y, "—", transform=ax.get_yaxis_transform(), fontsize=6, va="center", color="#777777")
+    """One bar; '—' at the axis for a missing value, '0' for a zero a log axis cannot draw."""
+    p50 = value.p50 if isinstance(value, Spread) else value
+    if p50 is None or p50 <= 0:
+        mark = "—" if p50 is None else "0"
+        transform = ax.get_yaxis_transform()
+        ax.text(0.004, y, mark, transform=transform, fontsize=8, va="center", color="#555555")
         return
     if isinstance(value, Spread):
         err = [[max(value.p50 - value.p10, 0)], [max(value.p90 - value.p50, 0)]]
-        ax.barh(y, value.p50, height=height, color=colour, xerr=err, error_kw={"elinewidth": 0.8, "capsize": 1.5})
+        style = {"elinewidth": 0.8, "capsize": 1.5}
+        ax.barh(y, value.p50, height=height, color=colour, xerr=err, error_kw=style)
     else:
-        ax.barh(y, value, height=height, color=colour)
+        ax.barh(y, p50, height=height, color=colour)
 
 
 def _axis_scale(ax: Axes, values: Sequence[float | None], label: str) -> None:
     """Log scale where the values span decades, so small models stay readable."""
     if _spans_decades(values):
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax.set_xscale("log")
+        # Plain numbers at 1-2-5 steps: '2×10²'-style minor labels collide on short ranges.
+        positive = [v for v in values if v is not None and v > 0]
+        decades = math.log10(max(positive) / min(positive))
+        ax.xaxis.set_major_locator(
+            LogLocator(base=10, subs=(1.0,) if decades > 3 else (1.0, 2.0, 5.0))
+        )
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         label += ", log scale"
     ax.set_xlabel(label, fontsize=9)
 
@@ -1047,6 +1229,12 @@ def _annotate_versions(ax: Axes, changes: Sequence[VersionChange]) -> None:
     for change in changes:
         ax.axvline(change.index - 0.5, color="#555555", linestyle=":", linewidth=1)
         ax.text(
-            change.index - 0.45, 0.98, change.text.replace(", ", "\n"),
-            transform=ax.get_xaxis_transform(), fontsize=6, va="top", color="#333333",
+            change.index - 0.45,
+            0.98,
+            change.text.replace(", ", "\n"),
+            transform=ax.get_xaxis_transform(),
+            fontsize=6,
+            va="top",
+            color="#333333",
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
         )

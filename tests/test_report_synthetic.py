@@ -52,7 +52,11 @@ def ok(
     m = Measurements(
         opset_actual=measured.pop("opset_actual", c.opset),
         export_s=export_s,
-        export_phases={"capture": export_s * 0.6, "translate": export_s * 0.3, "save": export_s * 0.1},
+        export_phases={
+            "capture": export_s * 0.6,
+            "translate": export_s * 0.3,
+            "save": export_s * 0.1,
+        },
         export_peak_rss_mb=rss,
         ort_latency_ms=lat(ort) if ort is not None else None,
         eager_latency_ms=lat(eager) if eager is not None else None,
@@ -61,10 +65,14 @@ def ok(
     return Record.finished(c, run_id, m)
 
 
-def failed(c: Cell, stage: str, error: BaseException, *, status: str | None = None, **measured: Any) -> Record:
+def failed(
+    c: Cell, stage: str, error: BaseException, *, status: str | None = None, **measured: Any
+) -> Record:
     artifacts = measured.pop("artifacts", {})
     m = Measurements(artifacts=artifacts, **measured)
-    return Record.finished(c, RUN_ID, m, status=status or STATUS_OF_STAGE[stage], stage=stage, error=error)
+    return Record.finished(
+        c, RUN_ID, m, status=status or STATUS_OF_STAGE[stage], stage=stage, error=error
+    )
 
 
 def _artifacts(c: Cell) -> dict[str, str]:
@@ -74,7 +82,15 @@ def _artifacts(c: Cell) -> dict[str, str]:
 
 def _alexnet() -> list[Record]:
     return [
-        ok(cell("alexnet", "dynamo", 17), export_s=2.1, rss=310, ort=4.0, eager=6.0, aten_ops=CONV, opset_actual=18),
+        ok(
+            cell("alexnet", "dynamo", 17),
+            export_s=2.1,
+            rss=310,
+            ort=4.0,
+            eager=6.0,
+            aten_ops=CONV,
+            opset_actual=18,
+        ),
         ok(cell("alexnet", "dynamo", 18), export_s=2.0, rss=300, ort=3.8, eager=6.1, aten_ops=CONV),
         ok(cell("alexnet", "torchscript", 17), export_s=0.9, rss=120, ort=4.4, eager=6.0),
         ok(cell("alexnet", "torchscript", 18), export_s=0.95, rss=125, ort=4.2, eager=6.0),
@@ -87,9 +103,18 @@ def _bert() -> list[Record]:
         c = cell("bert_tiny", "dynamo", opset)
         error = TypeError(f"no translation for {SDPA} at /tmp/build/{opset}/fx.py line 12")
         records.append(
-            failed(c, "translate", error, aten_ops={**ATTN, SDPA: 2}, unsupported_ops=[SDPA], artifacts=_artifacts(c))
+            failed(
+                c,
+                "translate",
+                error,
+                aten_ops={**ATTN, SDPA: 2},
+                unsupported_ops=[SDPA],
+                artifacts=_artifacts(c),
+            )
         )
-    records.append(ok(cell("bert_tiny", "torchscript", 17), export_s=1.5, rss=210, ort=0.9, eager=2.5))
+    records.append(
+        ok(cell("bert_tiny", "torchscript", 17), export_s=1.5, rss=210, ort=0.9, eager=2.5)
+    )
     numerics = [OutputCheck("logits", 0.5, 0.2, 0.1, 1e-4, 1e-5, False)]
     records.append(
         failed(
@@ -119,9 +144,19 @@ def _gpt2() -> list[Record]:
             export_peak_rss_mb=1500.0,
         ),
         ok(cell("gpt2_small", "dynamo", 18), export_s=8.0, rss=1450, ort=12.0, eager=20.0),
-        failed(cell("gpt2_small", "torchscript", 17), "capture", RuntimeError(reason), status="xfail"),
-        failed(cell("gpt2_small", "torchscript", 18), "capture", RuntimeError(reason), status="xfail"),
-        ok(cell("gpt2_small", "dynamo", 17, dynamic=True), export_s=9.0, rss=1600, ort=14.0, eager=21.0),
+        failed(
+            cell("gpt2_small", "torchscript", 17), "capture", RuntimeError(reason), status="xfail"
+        ),
+        failed(
+            cell("gpt2_small", "torchscript", 18), "capture", RuntimeError(reason), status="xfail"
+        ),
+        ok(
+            cell("gpt2_small", "dynamo", 17, dynamic=True),
+            export_s=9.0,
+            rss=1600,
+            ort=14.0,
+            eager=21.0,
+        ),
         failed(
             cell("gpt2_small", "dynamo", 18, dynamic=True),
             "dynamic",
@@ -129,17 +164,41 @@ def _gpt2() -> list[Record]:
             export_s=9.5,
             export_peak_rss_mb=1620.0,
         ),
-        Record.without_run(cell("gpt2_small", "torchscript", 17, dynamic=True), RUN_ID, status="timeout", reason="cell exceeded 600 s"),
-        Record.without_run(cell("gpt2_small", "torchscript", 18, dynamic=True), RUN_ID, status="crashed", reason="worker died: SIGSEGV"),
+        Record.without_run(
+            cell("gpt2_small", "torchscript", 17, dynamic=True),
+            RUN_ID,
+            status="timeout",
+            reason="cell exceeded 600 s",
+        ),
+        Record.without_run(
+            cell("gpt2_small", "torchscript", 18, dynamic=True),
+            RUN_ID,
+            status="crashed",
+            reason="worker died: SIGSEGV",
+        ),
     ]
 
 
 def _whisper() -> list[Record]:
     return [
-        Record.without_run(cell("whisper_enc", "dynamo", 17), RUN_ID, status="skipped", reason="needs opset 18"),
-        ok(cell("whisper_enc", "dynamo", 18), export_s=30.0, rss=2900, ort=150.0, eager=140.0, aten_ops={"aten.conv1d.default": 2, **ATTN}),
+        Record.without_run(
+            cell("whisper_enc", "dynamo", 17), RUN_ID, status="skipped", reason="needs opset 18"
+        ),
+        ok(
+            cell("whisper_enc", "dynamo", 18),
+            export_s=30.0,
+            rss=2900,
+            ort=150.0,
+            eager=140.0,
+            aten_ops={"aten.conv1d.default": 2, **ATTN},
+        ),
         ok(cell("whisper_enc", "torchscript", 17), export_s=12.0, rss=900, ort=160.0, eager=140.0),
-        Record.without_run(cell("whisper_enc", "torchscript", 18), RUN_ID, status="not_attempted", reason="run interrupted"),
+        Record.without_run(
+            cell("whisper_enc", "torchscript", 18),
+            RUN_ID,
+            status="not_attempted",
+            reason="run interrupted",
+        ),
     ]
 
 
@@ -178,7 +237,11 @@ def manifest(run_id: str = RUN_ID, **changes: Any) -> dict[str, Any]:
             }
         },
         "hardware": {"cpu": "AMD EPYC 7B13", "cores": 16, "memory_gb": 125.7, "gpus": []},
-        "settings": {"threads": 2, "timeout_s": 600, "protocol": {"min_iters": 20, "min_time_s": 1.0}},
+        "settings": {
+            "threads": 2,
+            "timeout_s": 600,
+            "protocol": {"min_iters": 20, "min_time_s": 1.0},
+        },
         "cells": 20,
         "matrix": "20 cells = 4 models x 2 exporters (dynamo, torchscript) x opsets 17, 18 x 1 device (cpu) x static + dynamic",
     }
@@ -186,7 +249,9 @@ def manifest(run_id: str = RUN_ID, **changes: Any) -> dict[str, Any]:
     return m
 
 
-def write_run(run_dir: Path, records: list[Record], run_manifest: dict[str, Any] | None = None) -> Path:
+def write_run(
+    run_dir: Path, records: list[Record], run_manifest: dict[str, Any] | None = None
+) -> Path:
     write_manifest(run_dir, run_manifest or manifest(records[0].run_id if records else RUN_ID))
     with RecordWriter(run_dir) as writer:
         for r in records:
@@ -215,11 +280,34 @@ def history_runs() -> list[Run]:
         run_id = f"2025-06-0{night + 1}T02-00-00"
         slow = 1.4 if night >= 3 else 1.0
         records = [
-            ok(cell("alexnet", "dynamo", 18), export_s=2.0, rss=300, ort=3.8 * slow + 0.01 * night, eager=6.0, run_id=run_id),
-            ok(cell("bert_tiny", "torchscript", 17), export_s=1.5, rss=210, ort=0.9 - 0.01 * night, eager=2.5, run_id=run_id),
-            failed(cell("gpt2_small", "dynamo", 18), "translate", TypeError("x")).with_changes(run_id=run_id)
+            ok(
+                cell("alexnet", "dynamo", 18),
+                export_s=2.0,
+                rss=300,
+                ort=3.8 * slow + 0.01 * night,
+                eager=6.0,
+                run_id=run_id,
+            ),
+            ok(
+                cell("bert_tiny", "torchscript", 17),
+                export_s=1.5,
+                rss=210,
+                ort=0.9 - 0.01 * night,
+                eager=2.5,
+                run_id=run_id,
+            ),
+            failed(cell("gpt2_small", "dynamo", 18), "translate", TypeError("x")).with_changes(
+                run_id=run_id
+            )
             if night == 2
-            else ok(cell("gpt2_small", "dynamo", 18), export_s=8.0, rss=1450, ort=12.0, eager=20.0, run_id=run_id),
+            else ok(
+                cell("gpt2_small", "dynamo", 18),
+                export_s=8.0,
+                rss=1450,
+                ort=12.0,
+                eager=20.0,
+                run_id=run_id,
+            ),
         ]
         m = manifest(run_id, started=f"2025-06-0{night + 1}T02:00:00")
         m["versions"]["base"]["torch"] = torch
@@ -236,24 +324,58 @@ MODELS = {
     "t5_small_encoder": ("nlp", 6.0, 6.0), "whisper_tiny_encoder": ("audio", 20.0, 7.0),
     "wav2vec2_base": ("audio", 45.0, 9.0),
 }  # fmt: skip
-EXPORTER_FACTOR = {"dynamo": (1.0, 3.0, 1.6), "torchscript": (1.05, 1.0, 1.0), "torchscript-script": (1.1, 1.3, 1.1)}
+EXPORTER_FACTOR = {
+    "dynamo": (1.0, 3.0, 1.6),
+    "torchscript": (1.05, 1.0, 1.0),
+    "torchscript-script": (1.1, 1.3, 1.1),
+}
 
 
 def _realistic_cell(rng: random.Random, c: Cell, ort_ms: float, export_s: float) -> Record:
     roll = rng.random()
     if c.exporter == "torchscript-script" and c.family == "nlp":
-        return failed(c, "capture", RuntimeError("Python builtin <built-in method> is currently not supported in Torchscript"), status="xfail")
+        return failed(
+            c,
+            "capture",
+            RuntimeError(
+                "Python builtin <built-in method> is currently not supported in Torchscript"
+            ),
+            status="xfail",
+        )
     if roll < 0.06:
-        return failed(c, "translate", TypeError(f"no translation for aten.{rng.choice(['roll', 'stft', 'unfold'])}.default"), artifacts=_artifacts(c))
+        return failed(
+            c,
+            "translate",
+            TypeError(f"no translation for aten.{rng.choice(['roll', 'stft', 'unfold'])}.default"),
+            artifacts=_artifacts(c),
+        )
     if roll < 0.09:
-        return failed(c, "numerics", AssertionError("max abs diff 3e-3 > atol 1e-5"), export_s=export_s, ort_latency_ms=lat(ort_ms))
+        return failed(
+            c,
+            "numerics",
+            AssertionError("max abs diff 3e-3 > atol 1e-5"),
+            export_s=export_s,
+            ort_latency_ms=lat(ort_ms),
+        )
     if roll < 0.10:
         return Record.without_run(c, RUN_ID, status="timeout", reason="cell exceeded 600 s")
     if roll < 0.11:
         return Record.without_run(c, RUN_ID, status="crashed", reason="worker died: SIGSEGV")
-    aten = {f"aten.op{k}.default": 1 for k in range(rng.randint(5, 25))} if c.exporter == "dynamo" else None
+    aten = (
+        {f"aten.op{k}.default": 1 for k in range(rng.randint(5, 25))}
+        if c.exporter == "dynamo"
+        else None
+    )
     actual = 18 if c.exporter == "dynamo" and c.opset == 17 else c.opset
-    return ok(c, export_s=export_s, rss=export_s * 90, ort=ort_ms, eager=ort_ms * rng.uniform(0.9, 2.5), aten_ops=aten, opset_actual=actual)
+    return ok(
+        c,
+        export_s=export_s,
+        rss=export_s * 90,
+        ort=ort_ms,
+        eager=ort_ms * rng.uniform(0.9, 2.5),
+        aten_ops=aten,
+        opset_actual=actual,
+    )
 
 
 def realistic_records(seed: int = 0) -> list[Record]:
@@ -265,7 +387,14 @@ def realistic_records(seed: int = 0) -> list[Record]:
                 for dynamic in (False, True) if family == "nlp" else (False,):
                     c = Cell(model, exporter, opset, dynamic=dynamic, family=family)
                     jitter = rng.uniform(0.9, 1.1) * (0.95 if opset == 20 else 1.0)
-                    records.append(_realistic_cell(rng, c, ort_ms * lat_f * jitter, export_s * exp_f * rng.uniform(0.9, 1.1)))
+                    records.append(
+                        _realistic_cell(
+                            rng,
+                            c,
+                            ort_ms * lat_f * jitter,
+                            export_s * exp_f * rng.uniform(0.9, 1.1),
+                        )
+                    )
     return records
 
 
@@ -290,12 +419,18 @@ def as_json(data: Any) -> Any:
 def check_golden(name: str, actual: Any) -> None:
     """Compare with tests/golden/<name>; `UPDATE_GOLDEN=1 pytest ...` rewrites it on purpose."""
     path = GOLDEN / name
-    text = actual if isinstance(actual, str) else json.dumps(actual, indent=1, ensure_ascii=False) + "\n"
+    text = (
+        actual
+        if isinstance(actual, str)
+        else json.dumps(actual, indent=1, ensure_ascii=False) + "\n"
+    )
     if os.environ.get("UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     assert path.exists(), f"{path} is missing; create it with UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), f"{path} differs; rerun with UPDATE_GOLDEN=1 if on purpose"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path} differs; rerun with UPDATE_GOLDEN=1 if on purpose"
+    )
 
 
 # -- the synthetic data itself ----------------------------------------------------------------
@@ -303,7 +438,14 @@ def check_golden(name: str, actual: Any) -> None:
 
 def test_mixed_records_cover_every_outcome_the_report_draws() -> None:
     statuses = {r.status for r in mixed_records()}
-    assert {"ok", "export_failed", "numerics_mismatch", "dynamic_mismatch", "ort_run_failed", "xfail"} <= statuses
+    assert {
+        "ok",
+        "export_failed",
+        "numerics_mismatch",
+        "dynamic_mismatch",
+        "ort_run_failed",
+        "xfail",
+    } <= statuses
     assert {"timeout", "crashed", "skipped", "not_attempted"} <= statuses
     assert len({r.cell.key for r in mixed_records()}) == len(mixed_records()) == 20
 
