@@ -7,6 +7,7 @@ never into an exception that escapes `run_cell`.
 
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import os
@@ -87,6 +88,7 @@ class Reference:
 def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     torch.set_num_threads(task.threads)
     device = task.cell.device
+    warm_up_exporter(task.cell.exporter, task.cell.opset)
     model, inputs = _build(spec, device)
     ref = _reference(model, inputs)
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
@@ -104,6 +106,40 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)
+
+
+class _WarmUpModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x)).sum(dim=1)
+
+
+@functools.cache
+def warm_up_exporter(exporter: str, opset: int) -> None:
+    """Export and load a trivial model once per worker process and exporter, before any
+    measured export. The first export in a process pays for lazy imports, torch.export's
+    and the ONNX function registry's initialisation and ORT's library load (measured
+    here: 2-3 s and ~140 MiB on the first dynamo export, ~0 after); without this the
+    cost lands on whichever cell a worker happens to run first, and makes its export
+    time and memory look like a regression."""
+    workdir = Path(tempfile.mkdtemp(prefix="harness-warmup-"))
+    request = ExportRequest(
+        model=_WarmUpModel().eval(),
+        inputs=Inputs((torch.rand(2, 4),), {}, ("x",)),
+        opset=opset,
+        path=workdir / "warmup.onnx",
+        output_names=("output_0",),
+    )
+    try:
+        exporters.export(exporter, request)
+        OrtRunner(request.path, 1, "cpu").run(request.inputs)
+    except Exception:  # the measured export will meet and record the same problem
+        pass
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _build(spec: ModelSpec, device: str) -> tuple[torch.nn.Module, Inputs]:
