@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter
@@ -93,7 +94,7 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
     for problem in plan.zoo_problems:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
     store.write_manifest(run_dir, manifest)
-    cluster = dispatch.start(plan.options.address)
+    cluster = dispatch.start(plan.options.address, env_vars=harness_env())
     slots = dispatch.slots(plan.options.threads)
     manifest["cluster"] = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
     manifest["versions"] = dispatch.variant_versions({"base": (), **plan.variants})
@@ -130,6 +131,11 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
     }
     store.write_manifest(run_dir, manifest)
     return run_dir
+
+
+def harness_env() -> dict[str, str]:
+    """HARNESS_* variables of the driver, passed on to every worker (also on a cluster)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("HARNESS_")}
 
 
 def max_memory_gb(plan: RunPlan, slots: int, machine_gb: float | None) -> float | None:

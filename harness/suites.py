@@ -91,8 +91,13 @@ def load_suite(name_or_path: str) -> Suite:
     try:
         table = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"suite file {path} is not valid TOML: {exc}") from None
+        where = str(exc).replace("(at end of document)", f"(at the end of the file, line {_line_count(path)})")
+        raise UsageError(f"suite file {path} is not valid TOML: {where}") from None
     return parse_suite(table, name=path.stem, source=str(path))
+
+
+def _line_count(path: Path) -> int:
+    return len(path.read_text().splitlines())
 
 
 _SUITE_KEYS = {"description", "models", "exporters", "opsets", "devices", "dynamic", "protocol"}

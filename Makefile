@@ -1,0 +1,12 @@
+# The harness's own benchmarks (issue 9). Results: benchmarks/results/{benchmark.json,summary.md}
+.PHONY: bench bench-quick test
+
+bench:
+	python -m pytest benchmarks -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark.json
+
+# Without the 5-run noise benchmark (about a third of the time).
+bench-quick:
+	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise" --benchmark-json=benchmarks/results/benchmark.json
+
+test:
+	python -m pytest -q

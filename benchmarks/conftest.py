@@ -1,0 +1,68 @@
+"""Shared pieces of the harness's own benchmarks (pytest-benchmark). Run them with
+`make bench` (or `python -m pytest benchmarks -p no:cacheprovider --benchmark-json ...`);
+each writes its figures to benchmarks/results/ as JSON and as a markdown table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def harness(*args: str, timeout: float = 3600) -> float:
+    """Run the real CLI; returns its wall time in seconds."""
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return time.perf_counter() - start
+
+
+def plain(script: str, *args: str, timeout: float = 900) -> dict[str, Any]:
+    """Run one plain script in a fresh Python process; returns its JSON line."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class Figures:
+    """Collects each benchmark's figures; written to results/summary.md at the end."""
+
+    def __init__(self) -> None:
+        self.sections: dict[str, list[str]] = {}
+
+    def add(self, section: str, lines: list[str]) -> None:
+        self.sections[section] = lines
+
+    def write(self) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        text = ["# Harness benchmarks", ""]
+        for name, lines in self.sections.items():
+            text += [f"## {name}", "", *lines, ""]
+        (RESULTS / "summary.md").write_text("\n".join(text))
+        (RESULTS / "figures.json").write_text(json.dumps(self.sections, indent=2))
+
+
+@pytest.fixture(scope="session")
+def figures() -> Iterator[Figures]:
+    f = Figures()
+    yield f
+    f.write()

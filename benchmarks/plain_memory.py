@@ -1,0 +1,52 @@
+"""The export peak memory of one cell in a fresh process, read from the kernel's peak
+(VmHWM): build the model, export a trivial model first (the harness also warms each
+exporter up once per process, so that one-time initialisation is not charged to a
+model), reset the peak, export, and report VmHWM minus the RSS before the export.
+
+    python benchmarks/plain_memory.py --source FILE --model NAME --exporter dynamo --opset 18
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+from harness.zoo import load_source
+
+
+def _kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--source", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--exporter", required=True, choices=["dynamo", "torchscript"])
+    p.add_argument("--opset", type=int, required=True)
+    a = p.parse_args()
+    spec = next(s for s in load_source(a.source) if s.name == a.model)
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    torch.manual_seed(0)
+    args = tuple(spec.example_inputs())
+    dynamo = a.exporter == "dynamo"
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+        torch.onnx.export(warm, (torch.rand(2, 4),), f"{tmp}/warm.onnx", dynamo=dynamo, opset_version=a.opset)
+        Path("/proc/self/clear_refs").write_text("5")
+        baseline = _kib("VmRSS")
+        torch.onnx.export(model, args, f"{tmp}/model.onnx", dynamo=dynamo, opset_version=a.opset)
+        peak = _kib("VmHWM")
+    print(json.dumps({"peak_mb": (peak - baseline) / 1024}))
+
+
+if __name__ == "__main__":
+    main()

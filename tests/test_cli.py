@@ -1,0 +1,90 @@
+"""The command line's contract for bad input: exit 2, one line naming the problem, no
+traceback, nothing written. And `--help` everywhere, `harness list`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.commands import VERBS
+from tests.conftest import FIXTURES
+
+
+def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--suite", "nope"], "unknown suite 'nope'"),
+        (["run", "--suite", "smoke", "--models", "no_such_model"], "no model in the zoo matches 'no_such_model'"),
+        (["run", "--suite", "smoke", "--exporters", "onnx9"], "unknown exporter 'onnx9'"),
+        (["run", "--suite", "smoke", "--opsets", "99"], "opset 99 is outside what dynamo can take"),
+        (["run", "--suite", "smoke", "--exporters", "torchscript", "--opsets", "21"], "outside what torchscript can take"),
+        (["run", "--suite", "smoke", "--opsets", "x"], "--opsets takes integers"),
+        (["run", "--zoo", "/no/such/path"], "--zoo path /no/such/path does not exist"),
+        (["run", "--zoo", str(FIXTURES / "nospec")], "defines neither SPEC nor SPECS"),
+        (["run"], "nothing to run"),
+        (["run", "--suite", "smoke", "--threads", "0"], "--threads must be at least 1"),
+        (["run", "--suite", "smoke", "--variant", "oops"], "must look like NAME=PIP_SPEC"),
+        (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
+        (["list", "--suite", "nope"], "unknown suite 'nope'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str) -> None:
+    out = tmp_path / "run"
+    line = _fails(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
+    assert message in line
+    assert not out.exists()
+
+
+def test_malformed_suite_names_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    suite = tmp_path / "bad.toml"
+    suite.write_text('models = ["mlp*"]\nopsets = [17, 18\n')
+    line = _fails(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
+    assert str(suite) in line and "line 2" in line
+
+
+def test_out_holding_another_run_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "someone-else"}))
+    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    assert "already holds another run" in line and "--resume" in line
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+@pytest.mark.parametrize("verb", [None, *VERBS])
+def test_help_is_useful(capsys: pytest.CaptureFixture[str], verb: str | None) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"] if verb else ["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: harness" in text and len(text.splitlines()) > 5
+
+
+def test_list_json_has_models_and_suites(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--json", "--zoo", str(FIXTURES / "tiny")]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    names = {m["name"]: m for m in listing["models"]}
+    assert {"name", "family", "source"} <= set(names["tiny_mlp"])
+    assert names["tiny_mlp"]["source"].endswith("tiny/models.py")
+    assert names["mlp_sigmoid"]["source"].startswith("builtin:")
+    assert {s["name"] for s in listing["suites"]} >= {"smoke", "vision", "nlp", "audio", "seed"}
+
+
+def test_broken_zoo_file_is_reported_and_others_still_load(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--zoo", str(FIXTURES / "broken")]) == 0
+    out = capsys.readouterr().out
+    assert "plugin_ok" in out
+    assert "raises_on_import.py failed to import: RuntimeError: this plugin is broken on purpose" in out
