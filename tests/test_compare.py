@@ -260,7 +260,7 @@ def test_a_a_runs_flag_nothing():
 def test_export_time_single_sample_floor_alone_decides():
     c = compare_runs(run("A", [record(export_s=10.0)]), run("B", [record(export_s=12.5)]))
     f = one(c, "metric_regressed")
-    assert (f.metric, f.severity) == ("export_time", WARNING)
+    assert (f.metric, f.severity) == ("export_time", INFO)
     assert "floor" in f.evidence and "alone" in f.evidence
     assert (
         compare_runs(run("A", [record(export_s=10.0)]), run("B", [record(export_s=11.5)])).findings

@@ -47,9 +47,8 @@ def _compare(baseline: Path, candidate: Path, out: Path) -> tuple[int, dict]:
 def test_injected_regressions_are_flagged_exactly(runs: dict[str, Path], tmp_path: Path) -> None:
     code, report = _compare(runs["a"], runs["b"], tmp_path)
     assert code == 1
-    blocking = {(f["model"], f["kind"]) for f in report["findings"] if f["severity"] == "blocking"}
-    assert {m for m, _ in blocking} == {"inj_slow", "inj_op"}
-    assert any(m == "inj_slow" and "latency" in k for m, k in blocking)
+    blocking = {(f["model"], f["family"]) for f in report["findings"] if f["severity"] == "blocking"}
+    assert blocking == {("inj_slow", "ort_latency"), ("inj_op", "status")}
     flagged_models = {f["model"] for f in report["findings"] if f["severity"] in ("blocking", "warning")}
     assert "inj_steady" not in flagged_models
     messages = " ".join(f["message"] for f in report["findings"])

@@ -12,6 +12,7 @@ from harness import history
 from harness.cli import main
 from harness.compare import (
     BLOCKING,
+    INFO,
     WARNING,
     Options,
     Series,
@@ -137,7 +138,7 @@ def test_export_time_blocks_against_a_long_enough_history(tmp_path: Path, nights
     (f,) = c.findings
     assert (f.metric, f.severity, f.cell.model) == ("export_time", BLOCKING, "q4")
     short = compare_history([read_run(p) for p in nights[:3]], candidate, Options())
-    assert [(f.metric, f.severity) for f in short.findings] == [("export_time", WARNING)]
+    assert [(f.metric, f.severity) for f in short.findings] == [("export_time", INFO)]
 
 
 def test_short_history_uses_the_floor_and_the_rank_test(tmp_path: Path, nights):

@@ -1,0 +1,409 @@
+"""Compare tonight's nightly runs with the previous nightly's and with expected/status.csv.
+
+    python scripts/nightly_compare.py --baseline previous/runs|none --candidate nightly/runs \
+        --expected expected/status.csv --out nightly [--label cpu] [--history-db DB]
+
+--candidate is a run directory or a folder of them (one per suite, as nightly_run.py
+writes); --baseline mirrors it (the previous nightly's artifact), or is `none` on the first
+night, when only the expected-status file can say what blocks. Each run is compared as
+`harness compare BASELINE CANDIDATE --expected FILE --allow-different-hardware` would
+(GitHub's hosted runners change CPU models between nights; then only statuses, opsets,
+numerics and ops are compared with the previous night). Latency, export time and memory
+block only against the history (--history-db, the earlier nights): once it holds
+--min-history nights on the same machine, each series is judged by its own noise, as
+`harness compare --history` does; until then their regressions are warnings.
+
+Writes OUT/compare/<run>/{compare.md,compare.json,junit.xml,benchmark.json},
+OUT/summary.md (also appended to $GITHUB_STEP_SUMMARY) and, when something blocks,
+OUT/issue.md: the body of the tracking issue, with the blocking findings table.
+
+Exit codes as harness compare's: 0 nothing blocking, 1 blocking regression, 2 usage or
+infrastructure error (a missing baseline or run directory, a run without records). An
+error wins over a regression: the verdict is incomplete; issue.md is still written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness import compare_output
+from harness.compare import (
+    BLOCKING,
+    SEVERITIES,
+    WARNING,
+    CompareError,
+    Comparison,
+    Expectations,
+    Finding,
+    Options,
+    Run,
+    check_comparable,
+    compare_history,
+    compare_runs,
+    read_expected,
+    read_run,
+)
+from harness.history import HistoryError, load_comparable
+from harness.store import RunDirError
+
+NONE = "none"
+NO_BASELINE_ID = "(no previous nightly)"
+# GitHub refuses a step summary over 1 MiB and an issue body over 65,536 characters.
+SUMMARY_LIMIT = 900_000
+ISSUE_LIMIT = 60_000
+UPDATE_EXPECTED = "harness compare --update-expected RUN_DIR"
+# Nights on the same machine before latency, export time and memory may block: the history
+# judges a series by its own run-to-run noise from 3 changes on (Thresholds.min_history_changes).
+MIN_HISTORY = 5
+HISTORY_LAST = 10
+NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift"})
+
+
+class NightlyError(Exception):
+    """A run or baseline that cannot be compared (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One candidate run and the baseline run it is compared with (None: expected only)."""
+
+    name: str
+    candidate: Path
+    baseline: Path | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One pair's comparison, or the error that prevented it."""
+
+    pair: Pair
+    comparison: Comparison | None = None
+    error: str | None = None
+
+    @property
+    def blocking(self) -> int:
+        return len(self.comparison.blocking) if self.comparison else 0
+
+
+# -- pairing runs ---------------------------------------------------------------------------------
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "manifest.json").is_file()
+
+
+def find_pairs(candidate: Path, baseline: Path | None) -> list[Pair]:
+    """Candidate runs (a run dir, or every subfolder of a folder) with their baselines."""
+    if not candidate.is_dir():
+        raise NightlyError(f"--candidate {candidate}: no such directory")
+    if baseline is not None and not baseline.is_dir():
+        raise NightlyError(
+            f"--baseline {baseline}: no such directory (pass `none` on the first night)"
+        )
+    if is_run_dir(candidate):
+        runs = [candidate]
+    else:
+        runs = sorted(p for p in candidate.iterdir() if p.is_dir())
+        if not runs:
+            raise NightlyError(f"--candidate {candidate}: no run directories in it")
+    return [_pair(run, baseline, single=len(runs) == 1 and run == candidate) for run in runs]
+
+
+def _pair(run: Path, baseline: Path | None, *, single: bool) -> Pair:
+    if baseline is None:
+        return Pair(run.name, run, None, "first night: no previous nightly to compare with")
+    if single and is_run_dir(baseline):
+        return Pair(run.name, run, baseline)
+    mirrored = baseline / run.name
+    if mirrored.is_dir():
+        return Pair(run.name, run, mirrored)
+    return Pair(run.name, run, None, f"the previous nightly has no `{run.name}` run (a new suite?)")
+
+
+# -- comparing --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What judges a night besides the previous one: the expected statuses, and the history
+    that noisy metrics need before their regressions may block."""
+
+    expected: Expectations
+    history_db: Path | None = None
+    min_history: int = MIN_HISTORY
+
+
+def compare_pair(pair: Pair, policy: Policy) -> Outcome:
+    try:
+        return Outcome(pair, comparison=_compare(pair, policy))
+    except (NightlyError, RunDirError, CompareError) as exc:
+        return Outcome(pair, error=str(exc))
+    except OSError as exc:
+        return Outcome(pair, error=f"{exc.filename or pair.candidate}: {exc.strerror}")
+
+
+def _compare(pair: Pair, policy: Policy) -> Comparison:
+    candidate = read_run(pair.candidate)
+    if not candidate.records:
+        raise NightlyError(f"{pair.candidate} has no records: the run wrote none")
+    by_run, comparable = _against_previous(pair, candidate, policy.expected)
+    history, why_not = _history(candidate, policy)
+    by_history = compare_history(history, candidate) if history else None
+    return _merged(by_run, by_history, comparable=comparable, why_not=why_not)
+
+
+def _against_previous(
+    pair: Pair, candidate: Run, expected: Expectations
+) -> tuple[Comparison, bool]:
+    """The comparison with the previous night's run (or with itself when there is none: no
+    findings then but the expected-status ratchet), and whether its noisy metrics count."""
+    notes = [pair.note] if pair.note else []
+    baseline = read_run(pair.baseline) if pair.baseline else None
+    if baseline is not None and not baseline.records:
+        notes.append(f"the previous nightly's {pair.baseline} has no records")
+        baseline = None
+    if baseline is None:
+        notes.append(f"statuses checked against {expected.path} only")
+        itself = Run({"run_id": NO_BASELINE_ID}, candidate.records, None)
+        comparison = compare_runs(itself, candidate, Options(expected=expected))
+        return replace(comparison, notes=tuple(notes)), False
+    differences = check_comparable(baseline, candidate, allow_different_hardware=True)
+    if differences:
+        notes.append("different machine from the previous nightly: " + "; ".join(differences))
+    options = Options(expected=expected, compare_noisy=not differences)
+    comparison = compare_runs(baseline, candidate, options)
+    return replace(comparison, notes=tuple(notes)), not differences
+
+
+def _history(candidate: Run, policy: Policy) -> tuple[list[Run], str]:
+    """The last comparable nights of the history, when there are enough to measure noise;
+    else none, and why."""
+    if policy.history_db is None or not policy.history_db.is_file():
+        return [], "no history database yet"
+    try:
+        runs = load_comparable(policy.history_db, candidate.manifest, last=HISTORY_LAST)
+    except HistoryError as exc:
+        return [], f"the history database cannot be read ({exc})"
+    if len(runs) < policy.min_history:
+        nights = f"{len(runs)} earlier night{'s' if len(runs) != 1 else ''}"
+        return [], f"{nights} on this machine in the history, {policy.min_history} needed"
+    return [r.as_run() for r in runs], ""
+
+
+def _merged(
+    by_run: Comparison, by_history: Comparison | None, *, comparable: bool, why_not: str
+) -> Comparison:
+    """Deterministic findings from the previous night; latency, export time and memory from
+    the history when it is long enough. One previous run on a shared runner cannot tell a
+    10% change from noise (an A/A pair of smoke runs on 2 shared cores blocked on ORT
+    latency x1.36), so without that history their regressions only warn."""
+    noisy = "latency, export time and memory"
+    if by_history is not None:
+        deterministic = [f for f in by_run.findings if f.kind not in NOISY_KINDS]
+        findings = deterministic + [f for f in by_history.findings if f.kind in NOISY_KINDS]
+        note = f"{noisy} against the last {len(by_history.baseline)} nights on this machine in the history (noise-scaled thresholds)"
+        not_compared = by_history.not_compared
+    else:
+        findings = [_warn_only(f, why_not) for f in by_run.findings]
+        if comparable:
+            note = f"{noisy} against the previous night: regressions only warn ({why_not})"
+        else:
+            note = f"{noisy} not compared: no comparable previous night, and {why_not}"
+        not_compared = by_run.not_compared
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    findings.sort(key=lambda f: (order[f.severity], f.family, f.cell.key if f.cell else ()))
+    touched = {f.cell.key for f in findings if f.cell is not None}
+    return replace(
+        by_run,
+        findings=tuple(findings),
+        unchanged=len({c.key for c in by_run.cells} - touched),
+        not_compared=not_compared,
+        notes=(*by_run.notes, note),
+    )
+
+
+def _warn_only(f: Finding, why: str) -> Finding:
+    if f.kind != "metric_regressed" or f.severity != BLOCKING:
+        return f
+    return replace(f, severity=WARNING, evidence=f"{f.evidence}; only a warning: {why}")
+
+
+def exit_code(outcomes: Sequence[Outcome]) -> int:
+    if any(o.error for o in outcomes):
+        return 2
+    return 1 if any(o.blocking for o in outcomes) else 0
+
+
+# -- markdown -----------------------------------------------------------------------------------
+
+
+def run_url(env: Mapping[str, str]) -> str | None:
+    """This workflow run's page, from the variables GitHub Actions sets."""
+    parts = [env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")]
+    if not all(parts):
+        return None
+    server, repository, run_id = parts
+    return f"{server}/{repository}/actions/runs/{run_id}"
+
+
+def _headline(label: str, outcomes: Sequence[Outcome]) -> str:
+    errors = sum(1 for o in outcomes if o.error)
+    blocking = sum(o.blocking for o in outcomes)
+    parts = []
+    if errors:
+        parts.append(f"{errors} run{'s' if errors != 1 else ''} not compared")
+    if blocking:
+        parts.append(f"{blocking} blocking finding{'s' if blocking != 1 else ''}")
+    icon = "⚠️" if errors else "❌" if blocking else "✅"
+    return f"# {icon} Nightly `{label}`: " + (", ".join(parts) or "nothing blocking")
+
+
+def _demoted(markdown: str) -> str:
+    """harness compare's markdown one heading level down, to sit under a run's heading."""
+    return "\n".join("#" + ln if ln.startswith("#") else ln for ln in markdown.splitlines())
+
+
+def _source(pair: Pair) -> str:
+    return f"`{pair.candidate}` against " + (
+        f"`{pair.baseline}`" if pair.baseline else "expected statuses only"
+    )
+
+
+def summary_markdown(
+    label: str, outcomes: Sequence[Outcome], *, url: str | None, baseline_url: str | None
+) -> str:
+    lines = [_headline(label, outcomes), ""]
+    if url:
+        lines.append(f"Run: {url}")
+    lines.append(f"Baseline: {baseline_url or 'none (first night, or no previous nightly kept)'}")
+    for o in outcomes:
+        lines += ["", f"## Run `{o.pair.name}`: {_source(o.pair)}", ""]
+        if o.error:
+            lines.append(f"**Error**: {o.error}")
+        elif o.comparison is not None:
+            lines.append(_demoted(compare_output.to_markdown(o.comparison)))
+    text = "\n".join(lines) + "\n"
+    return _capped(
+        text, SUMMARY_LIMIT, "the full comparisons are compare/*/compare.md in the artifact"
+    )
+
+
+def issue_markdown(label: str, outcomes: Sequence[Outcome], *, url: str | None) -> str | None:
+    """The tracking issue's body: the blocking findings of every run; None when none block."""
+    blocking = [o for o in outcomes if o.blocking and o.comparison is not None]
+    if not blocking:
+        return None
+    total = sum(o.blocking for o in blocking)
+    lines = [f"### Nightly `{label}`: {total} blocking finding{'s' if total != 1 else ''}", ""]
+    if url:
+        lines += [f"Run, summary and artifacts: {url}", ""]
+    for o in blocking:
+        c = o.comparison
+        assert c is not None
+        lines += [f"#### Run `{o.pair.name}` ({_versions(c.candidate)}): {_source(o.pair)}", ""]
+        lines += [*compare_output.findings_table(c.blocking), ""]
+    lines += [
+        "Fix the regression (upstream or in the harness), or, where a status change is intended,",
+        f"accept it: `{UPDATE_EXPECTED}` on the run directory (in the nightly artifact), then",
+        "commit `expected/status.csv`. A latency or memory regression is reported once: the",
+        "next night compares with this one.",
+    ]
+    return _capped("\n".join(lines) + "\n", ISSUE_LIMIT, "see the run summary for the rest")
+
+
+def _versions(run: Run) -> str:
+    v = run.versions()
+    return (
+        ", ".join(f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime") if v.get(k))
+        or run.run_id
+    )
+
+
+def _capped(text: str, limit: int, where: str) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit("\n", 1)[0] + f"\n\n… truncated at {limit} characters: {where}.\n"
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--baseline", required=True, help="the previous nightly's runs, or `none`")
+    p.add_argument("--candidate", type=Path, required=True, help="tonight's run(s)")
+    p.add_argument(
+        "--expected", type=Path, default=Path("expected/status.csv"), help="expected-status CSV"
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="where compare/, summary.md, issue.md go"
+    )
+    p.add_argument("--label", default="cpu", help="what the summary and issue call this nightly")
+    p.add_argument("--baseline-url", help="the previous nightly's run page, for the summary")
+    p.add_argument(
+        "--history-db", type=Path, help="the history of earlier nights (before tonight's are added)"
+    )
+    p.add_argument(
+        "--min-history",
+        type=int,
+        default=MIN_HISTORY,
+        metavar="N",
+        help=f"nights on the same machine before latency and memory may block (default {MIN_HISTORY})",
+    )
+    return p.parse_args(argv)
+
+
+def write_outputs(out: Path, outcomes: Sequence[Outcome], summary: str, issue: str | None) -> None:
+    for o in outcomes:
+        if o.comparison is not None:
+            compare_output.write_outputs(o.comparison, out / "compare" / o.pair.name)
+    (out / "summary.md").write_text(summary)
+    issue_path = out / "issue.md"
+    if issue is None:
+        issue_path.unlink(missing_ok=True)
+    else:
+        issue_path.write_text(issue)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    baseline = None if args.baseline.strip().lower() == NONE else Path(args.baseline)
+    try:
+        if not args.expected.is_file():
+            raise NightlyError(f"--expected {args.expected}: no such file")
+        expected = read_expected(args.expected)
+        pairs = find_pairs(args.candidate, baseline)
+    except (NightlyError, CompareError) as exc:
+        args.out.mkdir(parents=True, exist_ok=True)
+        message = f"# ⚠️ Nightly `{args.label}`: not compared\n\n**Error**: {exc}\n"
+        (args.out / "summary.md").write_text(message)
+        compare_output.append_step_summary(message, env)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    policy = Policy(expected, args.history_db, args.min_history)
+    outcomes = [compare_pair(p, policy) for p in pairs]
+    url = run_url(env)
+    summary = summary_markdown(args.label, outcomes, url=url, baseline_url=args.baseline_url)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_outputs(args.out, outcomes, summary, issue_markdown(args.label, outcomes, url=url))
+    compare_output.append_step_summary(summary, env)
+    print(summary)
+    for o in outcomes:
+        if o.error:
+            print(f"error: {o.pair.name}: {o.error}", file=sys.stderr)
+    return exit_code(outcomes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(parse_args(argv), os.environ)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

