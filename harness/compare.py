@@ -24,7 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness import coverage, stats
 from harness.records import STATUSES, Cell, OutputCheck, Record
 from harness.store import read_manifest, read_records
 
@@ -48,6 +48,8 @@ FAMILY_OF_KIND = {
     "numerics_error_grew": "numerics",
     "unsupported_op_new": "ops",
     "aten_op_lost": "ops",
+    "op_coverage_lost": "ops",
+    "op_coverage_gained": "ops",
     "cell_appeared": "cells",
     "cell_vanished": "cells",
     "night_shift": "run",
@@ -382,6 +384,37 @@ def aten_op_lost_findings(base: Sequence[Record], cand: Sequence[Record]) -> lis
     return found
 
 
+def op_coverage_findings(base: Sequence[Record], cand: Sequence[Record]) -> list[Finding]:
+    """Per exporter and opset (harness.coverage): an op that exported and matched in the
+    baseline and now fails or gives wrong numbers blocks, naming the zoo models that use
+    it; a newly covered op is an improvement. Op cells name their users from the inventory."""
+    ops_run = any(r.family == coverage.OPS_FAMILY for r in cand)
+    usage = coverage.op_usage() if ops_run else None
+    found = []
+    for change in coverage.coverage_changes(base, cand, usage=usage):
+        was, now = change.before.state, change.after.state
+        where = f"{change.column.exporter} at opset {change.column.opset} ({change.column.label})"
+        users = f"used by {_few(change.usage)}" if change.usage else "no zoo model recorded"
+        if change.lost:
+            kind, severity = "op_coverage_lost", BLOCKING
+            message = f"{change.op} no longer covered with {where}: {coverage.STATE_TEXT[now]}"
+        else:
+            kind, severity = "op_coverage_gained", IMPROVEMENT
+            message = f"{change.op} now covered with {where}, was {coverage.STATE_TEXT[was]}"
+        found.append(
+            Finding(
+                kind,
+                severity,
+                f"{message}; {users}",
+                cell=change.after.cell,
+                baseline=was,
+                candidate=now,
+                evidence=change.after.signature or change.before.signature,
+            )
+        )
+    return found
+
+
 def _few(names: Iterable[str], n: int = 5) -> str:
     unique = sorted(set(names))
     return ", ".join(unique[:n]) + (f" and {len(unique) - n} more" if len(unique) > n else "")
@@ -660,14 +693,19 @@ def _floor_text(metric: Metric, t: Thresholds) -> str:
 
 
 def judge_against_run(
-    metric: Metric, base: Sequence[float], cand: Sequence[float], t: Thresholds
+    metric: Metric, base: Sequence[float], cand: Sequence[float], t: Thresholds, shift: float = 0.0
 ) -> Verdict:
     """One baseline run: the ratio of medians beyond the floor, and (with several samples on
-    each side) a Mann-Whitney U test at `alpha` agreeing on the direction."""
+    each side) a Mann-Whitney U test at `alpha` agreeing on the direction. A run-wide
+    `shift` (log, the median over all cells) is divided out first."""
+    scale = math.exp(shift)
+    cand = [x / scale for x in cand]
     mb, mc = stats.median(base), stats.median(cand)
     ratio, log_thr = mc / mb, math.log1p(metric.floor(t))
     direction = _direction(math.log(ratio), log_thr, mc - mb, metric.min_abs(t))
     medians = f"median {mb:.4g} -> {mc:.4g} {metric.unit}"
+    if shift:
+        medians += f" (run-wide shift x{scale:.3f} divided out)"
     if len(base) < 2 or len(cand) < 2:
         evidence = f"one sample per run: the {_floor_text(metric, t)} alone decides; {medians}"
         return Verdict(direction, ratio, math.exp(log_thr), evidence, backed=False)
@@ -676,15 +714,19 @@ def judge_against_run(
     return Verdict(direction if agrees else 0, ratio, math.exp(log_thr), evidence, backed=True)
 
 
-def _to_finding(metric: Metric, v: Verdict, r: Record, base: float, cand: float) -> Finding | None:
+def _to_finding(
+    metric: Metric, v: Verdict, r: Record, base: float, cand: float, *, single_run: bool = False
+) -> Finding | None:
     if v.direction == 0:
         return None
     worse = v.direction > 0
     kind = "metric_regressed" if worse else "metric_improved"
     # A single sample per run carries no noise estimate: reported, never an alarm, until
     # history gives the series its own threshold (seen here: export time x1.55 between
-    # two runs of the same build on a loaded machine).
-    severity = (BLOCKING if metric.blocks and v.backed else WARNING if v.backed else INFO) if worse else IMPROVEMENT
+    # two runs of the same build on a loaded machine). Likewise a non-blocking metric
+    # (eager latency: the reference, not the exporters' product) against one run.
+    alarm = v.backed and (metric.blocks or not single_run)
+    severity = (BLOCKING if metric.blocks and v.backed else WARNING if alarm else INFO) if worse else IMPROVEMENT
     message = f"{metric.label} {'worse' if worse else 'better'}: x{v.ratio:.2f} (threshold x{v.threshold:.2f})"
     return Finding(
         kind=kind,
@@ -732,17 +774,22 @@ def noisy_findings_against_run(
 ) -> list[Finding]:
     found = []
     for metric in METRICS:
-        for b, c in pairs:
-            paired = _paired_samples(metric, b, c, skipped)
-            if paired is None:
-                continue
-            verdict = judge_against_run(metric, *paired, t)
-            finding = _to_finding(
-                metric, verdict, c, stats.median(paired[0]), stats.median(paired[1])
-            )
+        paired = [(c, p) for b, c in pairs if (p := _paired_samples(metric, b, c, skipped))]
+        shift = run_shift([math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t)
+        for c, (sb, sc) in paired:
+            verdict = judge_against_run(metric, sb, sc, t, shift)
+            finding = _to_finding(metric, verdict, c, stats.median(sb), stats.median(sc), single_run=True)
             if finding:
                 found.append(finding)
     return found
+
+
+def run_shift(log_ratios: Sequence[float], t: Thresholds) -> float:
+    """The median log-ratio over all cells of a metric: the machine-wide drift between two
+    runs (load, clocks), divided out before one cell is judged; 0 with too few cells."""
+    if len(log_ratios) < t.min_series_for_shift:
+        return 0.0
+    return stats.median(log_ratios)
 
 
 # -- noisy metrics against history ------------------------------------------------------------
@@ -911,7 +958,8 @@ def deterministic_findings(base: Run, cand: Run, t: Thresholds) -> list[Finding]
     found = presence_findings(b, c)
     for key in sorted(b.keys() & c.keys()):
         found.extend(cell_findings(b[key], c[key], t))
-    return found + aten_op_lost_findings(list(b.values()), list(c.values()))
+    found += aten_op_lost_findings(list(b.values()), list(c.values()))
+    return found + op_coverage_findings(list(b.values()), list(c.values()))
 
 
 def _with_ratchet(found: list[Finding], cand: Run, options: Options) -> list[Finding]:

@@ -226,13 +226,26 @@ def test_latency_improvement_is_reported_as_an_improvement():
     assert one(c, "metric_improved").severity == IMPROVEMENT
 
 
-def test_eager_latency_regression_is_a_warning():
+def test_eager_latency_regression_against_one_run_is_info():
     rng = random.Random(4)
     c = compare_runs(
         run("A", [record(eager=lat(rng, 10.0))]), run("B", [record(eager=lat(rng, 13.0))])
     )
     f = one(c, "metric_regressed")
-    assert (f.metric, f.severity) == ("eager_latency", WARNING)
+    assert (f.metric, f.severity) == ("eager_latency", INFO)
+
+
+def test_run_wide_shift_is_divided_out_against_one_run():
+    """Every cell 15% slower (a loaded machine) is drift, not six regressions; one cell 60%
+    slower on top of it still is one."""
+    rng = random.Random(5)
+    base = [record(model=f"m{i}", ort=lat(rng, 2.0 + i)) for i in range(6)]
+    slower = [record(model=f"m{i}", ort=lat(rng, (2.0 + i) * 1.15 * (1.6 if i == 3 else 1.0))) for i in range(6)]
+    c = compare_runs(run("A", base), run("B", slower))
+    regressed = [f for f in c.findings if f.kind == "metric_regressed"]
+    assert [f.cell.model for f in regressed] == ["m3"]
+    assert regressed[0].ratio == pytest.approx(1.6, rel=0.05)
+    assert "run-wide shift x1.15" in regressed[0].evidence
 
 
 def test_a_a_runs_flag_nothing():
