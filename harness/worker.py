@@ -49,7 +49,7 @@ def run_cell(task: CellTask) -> Record:
     try:
         spec = find_spec(task)
         with limits.memory_limit(task.max_memory_gb), limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)):
-            record = _skip_reason(task) or _run(task, spec, measured)
+            record = _skip_reason(task, spec) or _run(task, spec, measured)
     except StageFailure as failure:
         record = _failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record
@@ -66,8 +66,8 @@ def find_spec(task: CellTask) -> ModelSpec:
     raise LookupError(f"model {task.cell.model!r} not found in {task.source}")
 
 
-def _skip_reason(task: CellTask) -> Record | None:
-    reason = exporters.available(task.cell.exporter)
+def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
+    reason = spec.missing_requirement() or exporters.available(task.cell.exporter)
     if reason is None and task.cell.device == "cuda":
         reason = "no CUDA device on this worker" if not torch.cuda.is_available() else cuda_provider_missing()
     if reason is None:
@@ -162,8 +162,14 @@ def _reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
     return Reference(inputs, outputs, _reference64(model, inputs))
 
 
+FLOAT64_MAX_PARAM_BYTES = 512 * 1024**2
+
+
 def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | None:
-    """Eager in float64, eager's own noise floor; None where the model cannot run in it."""
+    """Eager in float64, eager's own noise floor; None where the model cannot run in it,
+    or is so large that a float64 copy would cost more memory than the export itself."""
+    if sum(p.numel() * 8 for p in model.parameters()) > FLOAT64_MAX_PARAM_BYTES:
+        return None
     try:
         import copy
 

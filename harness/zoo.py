@@ -65,6 +65,9 @@ class ModelSpec:
     tags: tuple[str, ...] = ()
     expect: tuple[Any, ...] = ()
     description: str = ""
+    # Modules the entry needs beyond torch (e.g. "transformers", "torchvision"): where one
+    # does not import, the model's cells are recorded as skipped with that reason.
+    requires: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +76,16 @@ class ModelSpec:
         normalized = tuple(e if isinstance(e, Expect) else Expect(*e) for e in self.expect)
         object.__setattr__(self, "expect", normalized)
         object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "requires", tuple(self.requires))
+
+    def missing_requirement(self) -> str | None:
+        """Why this model cannot run here, or None: the first of `requires` not importable."""
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # ImportError, or a broken install raising anything
+                return f"{module} is not available here ({type(exc).__name__}: {exc})"
+        return None
 
     def expectation(self, exporter: str, opset: int, device: str, dynamic: bool) -> Expect | None:
         return next((e for e in self.expect if e.matches(exporter, opset, device, dynamic)), None)
