@@ -158,6 +158,7 @@ def _export_with_strategies(request: ExportRequest, phases: dict[str, float], fa
         except Exception:
             raise failure.error from None
     phases["capture_fallback"] = t.seconds
+    assert onnx_program is not None  # dynamo=True always returns the program
     return onnx_program.exported_program
 
 

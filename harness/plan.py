@@ -52,7 +52,7 @@ class RunOptions:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
         return cls(**values)
 
 

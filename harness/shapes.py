@@ -50,13 +50,13 @@ def _walk(value: Any, spec: Any) -> Iterator[tuple[torch.Tensor, dict[int, str]]
     if isinstance(value, torch.Tensor):
         yield value, dict(spec) if isinstance(spec, dict) else {}
     elif isinstance(value, tuple | list):
-        specs = spec if isinstance(spec, tuple | list) else [None] * len(value)
-        for v, s in zip(value, specs, strict=False):
+        items = spec if isinstance(spec, tuple | list) else [None] * len(value)
+        for v, s in zip(value, items, strict=False):
             yield from _walk(v, s)
     elif isinstance(value, dict):
-        specs = spec if isinstance(spec, dict) else {}
+        named = spec if isinstance(spec, dict) else {}
         for k, v in value.items():
-            yield from _walk(v, specs.get(k))
+            yield from _walk(v, named.get(k))
 
 
 def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:

@@ -26,8 +26,8 @@ import torch
 from harness import exporters, limits
 from harness.exporters import ExportRequest, Unavailable
 from harness.numerics import compare_outputs
-from harness.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
 from harness.ort_runner import OrtRunner, cuda_provider_missing
+from harness.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
 from harness.shapes import Inputs, flatten_outputs, second_shape, to_device, to_float64
 from harness.stages import StageFailure, stage
 from harness.suites import Protocol
@@ -280,9 +280,15 @@ def _latency(runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol
 
 
 def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:
-    if next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
-        return lambda: (inputs.call(model), torch.cuda.synchronize())
-    return lambda: inputs.call(model)
+    if not next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
+        return lambda: inputs.call(model)
+
+    def call_and_wait() -> Any:
+        out = inputs.call(model)
+        torch.cuda.synchronize()
+        return out
+
+    return call_and_wait
 
 
 def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:

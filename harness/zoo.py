@@ -195,7 +195,8 @@ def _from_exportable_module(obj: Any) -> ModelSpec | None:
     exportable = _exportable_module_class()
     if exportable is None or not isinstance(obj, exportable):
         return None
-    args, kwargs = obj.example_arguments()
+    module: Any = obj
+    args, kwargs = module.example_arguments()
     name = getattr(obj, "zoo_name", type(obj).__name__.lower())
     return ModelSpec(
         name=name,
@@ -203,7 +204,7 @@ def _from_exportable_module(obj: Any) -> ModelSpec | None:
         build=lambda: obj,
         example_inputs=lambda: tuple(args),
         example_kwargs=(lambda: dict(kwargs)) if kwargs else None,
-        dynamic_shapes=obj.dynamic_shapes(),
+        dynamic_shapes=module.dynamic_shapes(),
         tags=("exportable-module",),
     )
 

@@ -4,7 +4,16 @@ import json
 
 import pytest
 
-from harness.records import SCHEMA, Cell, Latency, Measurements, OutputCheck, Record, SchemaError, error_signature
+from harness.records import (
+    SCHEMA,
+    Cell,
+    Latency,
+    Measurements,
+    OutputCheck,
+    Record,
+    SchemaError,
+    error_signature,
+)
 
 CELL = Cell("mlp", "dynamo", 18, "cpu", True, "base", family="seed")
 
