@@ -220,6 +220,8 @@ def _export_legacy(request: ExportRequest, *, scripted: bool) -> Exported:
         with stage("capture") as t:
             module = torch.jit.script(r.model)
         phases["capture"] = t.seconds
+    if _is_exportable_module(module):
+        module = _TorchScriptOnly(module)
     axes = dynamic_axes(r.inputs, r.dynamic_shapes) if r.dynamic_shapes is not None else None
     with stage("translate") as t:
         torch.onnx.export(
@@ -234,6 +236,23 @@ def _export_legacy(request: ExportRequest, *, scripted: bool) -> Exported:
         )
     phases["translate"] = t.seconds
     return Exported(r.path, phases)
+
+
+def _is_exportable_module(model: Any) -> bool:
+    return isinstance(model, getattr(torch.onnx, "ExportableModule", ()))
+
+
+class _TorchScriptOnly(torch.nn.Module):
+    """torch.onnx.export sends a torch.onnx.ExportableModule to the dynamo exporter even
+    with dynamo=False (torch 2.13: its `node_linear` names showed up in `torchscript`
+    cells); wrapped in a plain module, the TorchScript exporter traces it."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args: Any) -> Any:
+        return self.model(*args)
 
 
 def torchscript_aten_ops(request: ExportRequest, *, scripted: bool) -> dict[str, int] | None:

@@ -198,14 +198,16 @@ def _from_exportable_module(obj: Any) -> ModelSpec | None:
     module: Any = obj
     args, kwargs = module.example_arguments()
     name = getattr(obj, "zoo_name", type(obj).__name__.lower())
+    family = getattr(obj, "zoo_family", "exportable")
     return ModelSpec(
         name=name,
-        family=getattr(obj, "zoo_family", "exportable"),
+        family=family,
         build=lambda: obj,
         example_inputs=lambda: tuple(args),
         example_kwargs=(lambda: dict(kwargs)) if kwargs else None,
         dynamic_shapes=module.dynamic_shapes(),
-        tags=("exportable-module",),
+        tags=(family, "exportable-module"),
+        description=(type(obj).__doc__ or "").strip().split("\n")[0],
     )
 
 
@@ -252,7 +254,8 @@ def discover(
         files = zoo_files(path)
         if not files:
             raise UsageError(f"--zoo path {path} holds no zoo entry files (*.py)")
-        sources += files
+        known = {s.resolve() for s in sources}  # a --zoo path inside model_zoo/ adds nothing twice
+        sources += [f for f in files if f.resolve() not in known]
 
     models: dict[str, ModelSpec] = {}
     problems: list[ZooProblem] = []

@@ -1,0 +1,1 @@
+"""transformers models from tiny configs (the `hf` suite; needs the `hf` extra)."""

@@ -1,0 +1,191 @@
+"""Adapters for real model libraries (model_zoo/hf, model_zoo/torchvision), the
+torch.onnx.ExportableModule entry (model_zoo/exportable) and the large model
+(model_zoo/large): they load as ModelSpecs, run through the real CLI, and are skipped with
+the reason where their library does not import."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import exporters, store, suites, zoo
+from harness.exporters import ExportRequest
+from harness.shapes import Inputs, flatten_outputs
+from tests.conftest import REPO, run_cli
+
+HF = zoo.BUILTIN_ZOO / "hf"
+EXPORTABLE = zoo.BUILTIN_ZOO / "exportable" / "exportable_mlp.py"
+LARGE = zoo.BUILTIN_ZOO / "large" / "linear_stack_2gb.py"
+HF_MODELS = {
+    "hf_bert", "hf_gpt2", "hf_llama", "hf_t5", "hf_vit", "hf_whisper_encoder", "hf_wav2vec2",
+}  # fmt: skip
+TORCHVISION_MODELS = {
+    "tv_resnet18",
+    "tv_mobilenet_v3_small",
+    "tv_squeezenet1_0",
+    "tv_shufflenet_v2_x0_5",
+}
+
+
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models come from configs: nothing may reach the Hub (the CLI inherits this)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+# -- zoo entries load as specs ------------------------------------------------------------
+
+
+def test_adapter_entries_declare_their_library() -> None:
+    specs = {s.name: s for f in zoo.zoo_files(HF) for s in zoo.load_file(f)}
+    assert set(specs) == HF_MODELS
+    assert all(s.family == "hf" and s.requires == ("transformers",) for s in specs.values())
+    tv = zoo.load_file(zoo.BUILTIN_ZOO / "torchvision" / "classifiers.py")
+    assert {s.name for s in tv} == TORCHVISION_MODELS
+    assert all(s.family == "torchvision" and s.requires == ("torchvision",) for s in tv)
+
+
+def test_adapter_files_import_without_their_library() -> None:
+    """A zoo file imports its library only inside `build`: with transformers and
+    torchvision unimportable, the files still load and say why their cells are skipped."""
+    script = """
+import sys
+sys.modules["transformers"] = None  # `import transformers` now raises ImportError
+sys.modules["torchvision"] = None
+from pathlib import Path
+from harness import zoo
+for folder in ("hf", "torchvision"):
+    for f in zoo.zoo_files(zoo.BUILTIN_ZOO / folder):
+        for spec in zoo.load_file(f):
+            print(spec.name, "|", spec.missing_requirement())
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    reasons = dict(line.split(" | ") for line in result.stdout.splitlines())
+    assert set(reasons) == HF_MODELS | TORCHVISION_MODELS
+    assert all(reasons[n].startswith("transformers is not available here") for n in HF_MODELS)
+    assert all(
+        reasons[n].startswith("torchvision is not available here") for n in TORCHVISION_MODELS
+    )
+
+
+def test_hf_model_outputs_flatten_through_to_tuple() -> None:
+    """Unwrapped HF models return ModelOutput; the harness flattens it with to_tuple(), in
+    the order the exporters list graph outputs (None fields dropped)."""
+    pytest.importorskip("transformers")
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    hidden, pooled = torch.rand(2, 3, 4), torch.rand(2, 4)
+    out = BaseModelOutputWithPooling(
+        last_hidden_state=hidden, pooler_output=pooled, attentions=None
+    )
+    flat = flatten_outputs(out)
+    assert len(flat) == 2 and flat[0] is hidden and flat[1] is pooled
+
+
+def test_exportable_module_entry_loads_as_a_model_spec() -> None:
+    (spec,) = zoo.load_file(EXPORTABLE)
+    model = spec.build()
+    assert isinstance(model, torch.onnx.ExportableModule)
+    assert (spec.name, spec.family) == ("exportable_mlp", "exportable")
+    assert spec.tags == ("exportable", "exportable-module")
+    assert spec.description and "\n" not in spec.description
+    (x,) = spec.example_inputs()
+    args, kwargs = model.example_arguments()
+    assert torch.equal(x, args[0]) and x.shape == (4, 32) and kwargs is None
+    assert spec.example_kwargs is None
+    assert spec.dynamic_shapes == ({0: "batch"},) == model.dynamic_shapes()
+    assert spec.build() is model  # one instance, built (and seeded) at import
+    assert model(x).shape == (4, 10)
+
+
+def test_torchscript_exporter_really_traces_an_exportable_module(tmp_path: Path) -> None:
+    """torch.onnx.export(..., dynamo=False) hands an ExportableModule to the dynamo
+    exporter; the harness must keep `torchscript` cells on the TorchScript exporter."""
+    import onnx
+
+    (spec,) = zoo.load_file(EXPORTABLE)
+    model = spec.build().eval()
+    request = ExportRequest(
+        model=model,
+        inputs=Inputs(spec.example_inputs(), {}, ("features",)),
+        opset=18,
+        path=tmp_path / "model.onnx",
+        output_names=("output_0",),
+    )
+    exporters.export("torchscript", request)
+    names = [n.name for n in onnx.load(str(request.path)).graph.node]
+    # The TorchScript exporter names nodes by module path (/model/net/net.0/Gemm); the
+    # dynamo exporter by op (node_linear).
+    assert names and all(n.startswith("/") for n in names), names
+
+
+def test_large_model_is_over_two_gib_and_only_in_the_large_suite() -> None:
+    (spec,) = zoo.load_file(LARGE)
+    module = importlib.import_module("model_zoo.large.linear_stack_2gb")
+    assert module.WEIGHT_BYTES > 2**31  # protobuf's cap: the exporters must write external data
+    with torch.device("meta"):
+        model = module.LinearStack()  # no memory: shapes only
+    assert sum(p.numel() * p.element_size() for p in model.parameters()) == module.WEIGHT_BYTES
+    assert spec.family == "large"
+    everything = zoo.discover(entry_points=False)
+    selecting = [
+        name
+        for name in suites.available_suites()
+        if spec.name in {m.name for m in everything.select(suites.load_suite(name).models)}
+    ]
+    assert selecting == ["large"]
+
+
+# -- the real CLI -------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_transformers_models_export_and_match_in_ort(tmp_path: Path, offline: None) -> None:
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    result = run_cli(
+        "run", "--suite", "hf", "--models", "hf_bert,hf_llama", "--exporters", "dynamo",
+        "--opsets", "18", "--static-only", "--out", str(out), "--timeout", "300", "--no-report",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = {r.model: r for r in store.read_records(out)}
+    assert set(records) == {"hf_bert", "hf_llama"}
+    for record in records.values():
+        assert record.status == "ok", (record.model, record.error_message)
+        assert record.opset_actual == 18
+        assert record.numerics and all(c.ok for c in record.numerics)
+        assert record.ort_latency_ms is not None and record.speedup is not None
+    # BERT's two outputs (hidden states, pooled) and LLaMA's logits, in graph order.
+    assert [c.name for c in records["hf_bert"].numerics] == ["output_0", "output_1"]
+    assert [c.name for c in records["hf_llama"].numerics] == ["output_0"]
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is not None, reason="torchvision is installed here"
+)
+def test_torchvision_cells_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    out = tmp_path / "tv"
+    result = run_cli(
+        "run", "--suite", "torchvision", "--opsets", "18", "--out", str(out),
+        "--timeout", "120", "--no-report",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = store.read_records(out)
+    # 4 models x 2 exporters x opset 18 x static + dynamic, each with exactly one record
+    assert len(records) == len({r.cell.key for r in records}) == 16
+    assert {r.model for r in records} == TORCHVISION_MODELS
+    for r in records:
+        assert r.status == "skipped", (r.model, r.status, r.error_message)
+        assert "torchvision is not available here" in (r.reason or ""), r.reason
+        assert r.export_s is None and r.numerics is None
