@@ -94,7 +94,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
-        _export(task, request, m)
+        _export(task, request, m, spec.max_export_memory_ratio)
         _check(request.path, m)
         runner = OrtRunner(request.path, task.threads, device)
         m.ort_session_s = runner.session_s
@@ -199,7 +199,7 @@ def artifacts_dir(task: CellTask) -> Path:
     return Path(task.run_dir) / "artifacts" / task.cell.cell_id
 
 
-def _export(task: CellTask, request: ExportRequest, m: Measurements) -> None:
+def _export(task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None) -> None:
     exporter = task.cell.exporter
     try:
         with PeakRss() as peak, PeakCuda(task.cell.device) as peak_cuda:
@@ -219,6 +219,26 @@ def _export(task: CellTask, request: ExportRequest, m: Measurements) -> None:
     m.export_peak_rss_mb = peak.peak_mb
     m.export_peak_cuda_mb = peak_cuda.peak_mb
     m.aten_ops = _aten_ops(exporter, request, exported.aten_ops)
+    _check_memory_budget(request.model, peak.peak_mb, memory_ratio)
+
+
+class MemoryBudgetExceeded(Exception):
+    pass
+
+
+def _check_memory_budget(model: torch.nn.Module, peak_mb: float | None, ratio: float | None) -> None:
+    """A zoo entry may cap export memory at a multiple of its weights (the large model:
+    an exporter holding extra copies of 2 GB of weights is a regression)."""
+    if ratio is None or peak_mb is None:
+        return
+    weights_mb = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / 1024**2
+    if peak_mb > ratio * weights_mb:
+        raise StageFailure(
+            "save",
+            MemoryBudgetExceeded(
+                f"export peak {peak_mb:.0f} MiB is over {ratio:g} x the weights ({weights_mb:.0f} MiB)"
+            ),
+        )
 
 
 def _aten_ops(exporter: str, request: ExportRequest, found: dict[str, int] | None) -> dict[str, int] | None:

@@ -68,6 +68,8 @@ class ModelSpec:
     # Modules the entry needs beyond torch (e.g. "transformers", "torchvision"): where one
     # does not import, the model's cells are recorded as skipped with that reason.
     requires: tuple[str, ...] = ()
+    # Export peak memory allowed, as a multiple of the model's weights (None: unchecked).
+    max_export_memory_ratio: float | None = None
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:

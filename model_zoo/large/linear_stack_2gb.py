@@ -49,5 +49,8 @@ SPEC = ModelSpec(
     # atol 1e-5 + rtol 1e-4 budget); atol 1e-4 leaves room for other BLAS builds.
     tolerance=(1e-4, 1e-4),
     tags=("large", "external-data", "mlp"),
+    # An exporter that copies the weights more than once fails the cell (measured here:
+    # dynamo 0.001 x the weights, TorchScript 0.25 x).
+    max_export_memory_ratio=1.0,
     description="8 x Linear(8192, 8192) + ReLU: 537M float32 parameters (2.15 GB), exported with external data",
 )

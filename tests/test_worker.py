@@ -1,0 +1,36 @@
+"""The worker in-process (no Ray): one cell start to finish, real export and onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.records import Cell, CellTask
+from harness.suites import Protocol
+from harness.worker import run_cell
+from tests.conftest import FIXTURES
+
+QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
+
+
+def _task(tmp_path: Path, source: Path, model: str, exporter: str = "torchscript", dynamic: bool = False) -> CellTask:
+    return CellTask(Cell(model, exporter, 17, dynamic=dynamic), str(source), "r", str(tmp_path), protocol=QUICK)
+
+
+def test_ok_cell_measures_everything(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", dynamic=True))
+    assert r.status == "ok", r.error_message
+    assert r.opset_actual == 17 and r.onnx_ops and r.onnx_nodes
+    assert r.aten_ops == {"aten.linear": 2, "aten.sigmoid": 1}
+    assert [c.name for c in r.numerics or []] == ["output_0", "output_0@second_shape"]
+    assert r.ort_latency_ms and r.ort_latency_ms.n >= 5 and r.speedup and r.duration_s
+
+
+def test_export_memory_budget_fails_the_cell(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "budget.py", "budget_zero"))
+    assert (r.status, r.stage, r.error_type) == ("export_failed", "save", "MemoryBudgetExceeded")
+    assert "x the weights" in (r.error_message or "")
+
+
+def test_unknown_model_is_a_harness_error_record(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "budget.py", "not_there"))
+    assert r.status == "harness_error" and "not found" in (r.error_message or "")
