@@ -73,18 +73,53 @@ def stop() -> None:
         ray.shutdown()
 
 
+class _ThisProcess:
+    """How many cells this worker process ran before the current one (a reused worker
+    may carry state from them; see `_needs_clean_rerun`)."""
+
+    cells_run = 0
+
+
 def _run_cell_here(task: CellTask) -> Record:
     started = time.time()
-    from harness.worker import run_cell
+    from harness.worker import run_cell, run_cell_isolated
 
-    record = run_cell(task)
-    return record.with_changes(worker={**_whoami(), "started_at": started, "finished_at": time.time()})
+    before = _ThisProcess.cells_run
+    _ThisProcess.cells_run += 1
+    record = run_cell_isolated(task) if task.fresh_process else run_cell(task)
+    worker = {
+        **_whoami(),
+        "cells_before": 0 if task.fresh_process else before,
+        "fresh_process": task.fresh_process,
+        "started_at": started,
+        "finished_at": time.time(),
+    }
+    return record.with_changes(worker=worker)
 
 
-# One task definition per kind of worker, at module level. CUDA cells get a fresh worker
-# process each (max_calls=1): a CUDA context and its cached memory never outlive a cell.
+# One task definition per kind of worker, at module level. CPU cells reuse worker
+# processes (imports and exporter warm-up are paid once per process); a cell that fails
+# in a reused process runs again in a process spawned for it alone. CUDA cells get a
+# worker of their own (max_calls=1): a CUDA context never outlives a cell.
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
 _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
+
+CLEAN_PASS = frozenset({"ok", "xpass", "skipped"})
+
+
+def _needs_clean_rerun(record: Record, task: CellTask) -> bool:
+    """A cell that failed in a worker which had run other cells before is run again in a
+    fresh process, and that run is its record: torch keeps per-process state that can
+    make one cell's result depend on another's (seen here: a static export of an LSTM
+    model makes the next dynamic export of it fail in the same process). Crashes and
+    timeouts already ended their worker; they stay as they are."""
+    worker = record.worker or {}
+    return (
+        not task.fresh_process
+        and record.status not in CLEAN_PASS
+        and record.status not in ("crashed", "timeout")
+        and worker.get("cells_before", 0) > 0
+    )
 
 
 @ray.remote(max_retries=0)
@@ -149,6 +184,7 @@ class DispatchStats:
     timeouts: int = 0
     crashes: int = 0
     retried: int = 0
+    clean_reruns: int = 0
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -194,6 +230,10 @@ def run_tasks(
             if record.status == "crashed" and _node_lost(alive) and flight.task.attempt < MAX_ATTEMPTS:
                 stats.retried += 1
                 retry.append(replace(flight.task, attempt=flight.task.attempt + 1))
+                continue
+            if _needs_clean_rerun(record, flight.task):
+                stats.clean_reruns += 1
+                retry.append(replace(flight.task, fresh_process=True))
                 continue
             on_record(_with_overhead(record, flight))
         for ref in _expired(in_flight, timeout_s):

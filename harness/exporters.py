@@ -72,21 +72,14 @@ def _quiet() -> Iterator[None]:
 
 
 def export_dynamo(request: ExportRequest) -> Exported:
-    """Capture with torch.export (non-strict, the exporter's first strategy), translate,
-    optimize and save as separate timed phases. If non-strict capture fails, the
-    exporter's own strategy chain is tried as one step, as a user's call would."""
+    """Capture (the exporter's own strategies), translate, optimize and save, each timed as
+    its own phase; together they are what one torch.onnx.export(dynamo=True) call does."""
     phases: dict[str, float] = {}
     r = request
     ds = dynamo_shapes(r.dynamic_shapes) if r.dynamic_shapes is not None else None
-    try:
-        with stage("capture") as t:
-            program: Any = torch.export.export(
-                r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes=ds, strict=False
-            )
-        phases["capture"] = t.seconds
-    except StageFailure as failure:
-        phases["capture"] = t.seconds
-        program = _export_with_strategies(request, phases, failure)
+    with stage("capture") as t:
+        program = _capture(r, ds)
+    phases["capture"] = t.seconds
     try:
         onnx_program = _translate(request, program, phases)
     except StageFailure as failure:
@@ -101,6 +94,32 @@ def export_dynamo(request: ExportRequest) -> Exported:
         onnx_program.save(r.path, external_data=_needs_external_data(r.model))
     phases["save"] = t.seconds
     return Exported(r.path, phases, aten_ops)
+
+
+def _capture(request: ExportRequest, dynamic_shapes: Any) -> Any:
+    """torch.export the way the exporter does it: its capture strategies in its order
+    (non-strict with its RNN and size-oblivious patches, then strict, then draft export),
+    the first error raised when all fail. Calling torch.export.export directly instead
+    gives different results (seen here: dynamic LSTM/GRU models fail without the patches)."""
+    r = request
+    strategies = _capture_strategies()
+    if not strategies:  # the private API moved: plain non-strict torch.export
+        return torch.export.export(r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    first_error: Exception | None = None
+    for strategy in strategies:
+        result = strategy(verbose=False)(r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes)
+        if result.success:
+            return result.exported_program
+        first_error = first_error or result.exception
+    raise first_error or RuntimeError("no capture strategy succeeded")
+
+
+def _capture_strategies() -> list[Any]:
+    try:
+        from torch.onnx._internal.exporter import _capture_strategies as capture
+    except ImportError:
+        return []
+    return list(getattr(capture, "CAPTURE_STRATEGIES", []))
 
 
 def _translate(request: ExportRequest, program: Any, phases: dict[str, float]) -> Any:
@@ -136,30 +155,6 @@ def dynamo_unsupported_ops(error: BaseException) -> list[str] | None:
             found.update(f"{op}.{overload}" for op, overload in _OP_OVERLOAD.findall(str(current)))
         current = current.__cause__ or current.__context__
     return sorted(found) or None
-
-
-def _export_with_strategies(request: ExportRequest, phases: dict[str, float], failure: StageFailure) -> Any:
-    """Non-strict capture failed: let torch.onnx.export try its other strategies and, if
-    all fail, write its markdown report into the cell's artifacts."""
-    r = request
-    with stage("capture") as t:
-        try:
-            onnx_program = torch.onnx.export(
-                r.model,
-                r.inputs.args,
-                kwargs=r.inputs.kwargs,
-                dynamic_shapes=r.dynamic_shapes,
-                opset_version=r.opset,
-                optimize=False,
-                dynamo=True,
-                report=r.artifacts is not None,
-                artifacts_dir=r.artifacts or ".",
-            )
-        except Exception:
-            raise failure.error from None
-    phases["capture_fallback"] = t.seconds
-    assert onnx_program is not None  # dynamo=True always returns the program
-    return onnx_program.exported_program
 
 
 def dynamo_report(request: ExportRequest) -> None:

@@ -114,6 +114,9 @@ class CellTask:
     protocol: Any = None
     attempt: int = 1
     max_memory_gb: float | None = None
+    # Run in a worker process of its own (not reused): set when a cell that failed in a
+    # reused worker is run again to rule out state left by earlier cells.
+    fresh_process: bool = False
 
 
 @dataclass(frozen=True)

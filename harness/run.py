@@ -126,6 +126,7 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
         "submitted": stats.submitted,
         "completed": stats.completed,
         "retried": stats.retried,
+        "clean_reruns": stats.clean_reruns,
         "wall_s": round(wall, 3),
         "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
     }

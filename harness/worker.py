@@ -7,8 +7,10 @@ never into an exception that escapes `run_cell`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import gc
+import multiprocessing
 import inspect
 import os
 import shutil
@@ -59,8 +61,22 @@ def run_cell(task: CellTask) -> Record:
     return record.with_changes(duration_s=time.perf_counter() - start, attempt=task.attempt)
 
 
+def run_cell_isolated(task: CellTask) -> Record:
+    """`run_cell` in a brand-new Python process (spawned, not forked), for a cell whose
+    result must not depend on anything an earlier cell left in the process."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        try:
+            return pool.submit(run_cell, task).result()
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            reason = limits.read_crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)) or str(exc)
+            return Record.without_run(
+                task.cell, task.run_id, status="crashed", reason=f"cell process died: {reason}"
+            ).with_changes(attempt=task.attempt)
+
+
 def find_spec(task: CellTask) -> ModelSpec:
-    for spec in load_source(task.source):
+    for spec in load_source(task.source, fresh=True):
         if spec.name == task.cell.model:
             return spec
     raise LookupError(f"model {task.cell.model!r} not found in {task.source}")

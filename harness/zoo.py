@@ -12,6 +12,7 @@ import fnmatch
 import hashlib
 import importlib.metadata
 import importlib.util
+import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -97,8 +98,8 @@ class ModelSpec:
         `xpass` (so a fix shows up instead of hiding)."""
         c = record.cell
         expect = self.expectation(c.exporter, c.opset, c.device, c.dynamic)
-        if expect is None or record.status in ("skipped", "not_attempted"):
-            return record
+        if expect is None or record.status in ("skipped", "not_attempted", "xfail", "xpass"):
+            return record  # nothing expected, nothing run, or judged already
         status = "xpass" if record.status == "ok" else "xfail"
         return record.with_changes(status=status, reason=expect.reason)
 
@@ -156,13 +157,19 @@ def zoo_files(path: Path) -> list[Path]:
     )
 
 
-def load_file(path: Path) -> list[ModelSpec]:
-    """Import one zoo file and return its specs, each tagged with the file as `source`."""
+def load_file(path: Path, *, fresh: bool = False) -> list[ModelSpec]:
+    """Import one zoo file and return its specs, each tagged with the file as `source`.
+
+    `fresh` executes the file again under a new module name, so its classes are new
+    objects: torch.jit and torch.export keep per-class state (seen here: after a failed
+    torch.jit.script of a class, scripting it again fails with "Can't redefine method";
+    after a static capture of an LSTM model, its dynamic capture fails), and a worker
+    reused across cells must not carry one cell's state into the next."""
     path = path.resolve()
     module_name = "harness_zoo_" + hashlib.sha1(str(path).encode()).hexdigest()[:10] + "_" + path.stem
-    if module_name in sys.modules:
-        module = sys.modules[module_name]
-    else:
+    if fresh:
+        module_name += f"_{next(_FRESH_LOADS)}"
+    if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import {path}")
@@ -173,7 +180,10 @@ def load_file(path: Path) -> list[ModelSpec]:
         except BaseException:
             del sys.modules[module_name]
             raise
-    return _specs_of(module, str(path))
+    return _specs_of(sys.modules[module_name], str(path))
+
+
+_FRESH_LOADS = itertools.count()
 
 
 def _specs_of(module: Any, source: str) -> list[ModelSpec]:
@@ -229,11 +239,11 @@ def load_entry_point(name: str) -> list[ModelSpec]:
     raise UsageError(f"no {ENTRY_POINT_GROUP} entry point named {name!r}")
 
 
-def load_source(source: str) -> list[ModelSpec]:
+def load_source(source: str, *, fresh: bool = False) -> list[ModelSpec]:
     """Reload the specs of one source (a file path or `entry-point:NAME`), as a worker does."""
     if source.startswith("entry-point:"):
         return load_entry_point(source.split(":", 1)[1])
-    return load_file(Path(source))
+    return load_file(Path(source), fresh=fresh)
 
 
 def discover(

@@ -101,3 +101,19 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
     assert all(r.attempt == 1 for r in status.values())  # failures are never retried
+
+
+def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) -> None:
+    out = tmp_path / "sticky"
+    # --threads 2 on this 2-core machine: one slot, so both cells share one worker, in order.
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "sticky"), "--exporters", "torchscript", "--opsets", "17",
+        "--threads", "2", "--out", str(out), "--no-report",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = {r.model: r for r in store.read_records(out)}
+    assert len(records) == 2
+    assert records["sticky_b"].status == "ok"
+    assert records["sticky_b"].worker["fresh_process"] is True
+    assert records["sticky_a"].worker["fresh_process"] is False
+    assert store.read_manifest(out)["dispatch"]["clean_reruns"] == 1

@@ -20,6 +20,20 @@ ZOO = zoo.discover(entry_points=False)
 MODELS = sorted(ZOO.models)
 REQUIRED = {"vision": 10, "nlp": 8, "audio": 4, "seed": 8}
 SMOKE = {"mlp_sigmoid", "sum_module"}
+# Models too big to build in a unit test (the 2 GB external-data model: ~8 GB per cell);
+# tests/test_adapters.py covers them without building.
+TOO_LARGE_TAG = "large"
+
+
+def _spec_to_run(name: str) -> zoo.ModelSpec:
+    """The spec, or a pytest skip where this machine cannot build it."""
+    spec = ZOO.get(name)
+    missing = spec.missing_requirement()
+    if missing:
+        pytest.skip(missing)
+    if TOO_LARGE_TAG in spec.tags:
+        pytest.skip("too large to build in a unit test")
+    return spec
 
 
 def _run(spec: zoo.ModelSpec) -> list[torch.Tensor]:
@@ -34,17 +48,23 @@ def _run(spec: zoo.ModelSpec) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def _tensors_with_axes(inputs: Any, spec: Any, where: str) -> Iterator[tuple[str, torch.Tensor, Any]]:
+def _tensors_with_axes(
+    inputs: Any, spec: Any, where: str
+) -> Iterator[tuple[str, torch.Tensor, Any]]:
     """Walk inputs and dynamic_shapes together: (where, tensor, {axis: name} or None)."""
     if isinstance(inputs, torch.Tensor):
-        assert spec is None or isinstance(spec, dict), f"{where}: a tensor needs {{axis: name}} or None"
+        assert spec is None or isinstance(spec, dict), (
+            f"{where}: a tensor needs {{axis: name}} or None"
+        )
         yield where, inputs, spec
     elif isinstance(inputs, dict):
         assert spec is None or (isinstance(spec, dict) and set(spec) == set(inputs)), (
             f"{where}: dynamic_shapes must have the dict input's keys {sorted(inputs)}"
         )
         for key, value in inputs.items():
-            yield from _tensors_with_axes(value, None if spec is None else spec[key], f"{where}[{key!r}]")
+            yield from _tensors_with_axes(
+                value, None if spec is None else spec[key], f"{where}[{key!r}]"
+            )
     elif isinstance(inputs, list | tuple):
         assert spec is None or (isinstance(spec, list | tuple) and len(spec) == len(inputs)), (
             f"{where}: dynamic_shapes must have one entry per element ({len(inputs)})"
@@ -62,13 +82,17 @@ def test_zoo_loads_without_problems() -> None:
 def test_required_families_are_populated() -> None:
     counts = collections.Counter(spec.family for spec in ZOO.models.values())
     for family, minimum in REQUIRED.items():
-        assert counts[family] >= minimum, f"family {family!r} has {counts[family]} models, needs {minimum}"
+        assert counts[family] >= minimum, (
+            f"family {family!r} has {counts[family]} models, needs {minimum}"
+        )
 
 
 def test_names_are_unique_across_files() -> None:
     # discover() refuses duplicates; check the files directly too, so a clash is named here.
     names = [s.name for f in zoo.zoo_files(zoo.BUILTIN_ZOO) for s in zoo.load_file(f)]
-    assert len(names) == len(set(names)), [n for n, c in collections.Counter(names).items() if c > 1]
+    assert len(names) == len(set(names)), [
+        n for n, c in collections.Counter(names).items() if c > 1
+    ]
 
 
 def test_smoke_tag_marks_the_few_smallest_models() -> None:
@@ -96,16 +120,21 @@ def test_metadata(name: str) -> None:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_forward_gives_finite_outputs(name: str) -> None:
-    outputs = _run(ZOO.get(name))
+    spec = _spec_to_run(name)
+    outputs = _run(spec)
     assert outputs, "the model returns no tensor"
     for i, out in enumerate(outputs):
-        assert out.is_floating_point(), f"output {i} is {out.dtype}, not a float tensor"
-        assert torch.isfinite(out).all(), f"output {i} has non-finite values"
+        # Architecture families return float tensors; one-op entries may return bool/int.
+        if spec.family in REQUIRED:
+            assert out.is_floating_point(), f"output {i} is {out.dtype}, not a float tensor"
+        if out.is_floating_point():
+            assert torch.isfinite(out).all(), f"output {i} has non-finite values"
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_same_seed_same_outputs(name: str) -> None:
-    first, second = _run(ZOO.get(name)), _run(ZOO.get(name))
+    spec = _spec_to_run(name)
+    first, second = _run(spec), _run(spec)
     assert len(first) == len(second)
     for a, b in zip(first, second, strict=True):
         assert torch.equal(a, b)
@@ -125,7 +154,9 @@ def test_dynamic_shapes_mirror_the_inputs(name: str) -> None:
         for axis, dim in (axes or {}).items():
             assert isinstance(axis, int) and 0 <= axis < tensor.dim(), f"{where}: no axis {axis}"
             assert isinstance(dim, str) and dim, f"{where}: axis {axis} needs a string name"
-            assert tensor.shape[axis] >= 2, f"{where}: torch.export specializes size {tensor.shape[axis]}"
+            assert tensor.shape[axis] >= 2, (
+                f"{where}: torch.export specializes size {tensor.shape[axis]}"
+            )
             assert named.setdefault(dim, tensor.shape[axis]) == tensor.shape[axis], (
                 f"{where}: {dim!r} has two sizes"
             )
@@ -139,7 +170,7 @@ def test_dynamic_shapes_mirror_the_inputs(name: str) -> None:
 def test_model_runs_at_the_second_dynamic_shape(name: str) -> None:
     """The second verification shape (axis-0 dims -> 1, others halved, unless
     `dynamic_sizes` says otherwise) must be valid for the model in eager mode."""
-    spec = ZOO.get(name)
+    spec = _spec_to_run(name)
     if spec.dynamic_shapes is None:
         pytest.skip("no dynamic dimensions")
     torch.manual_seed(0)
@@ -156,7 +187,7 @@ def test_model_runs_at_the_second_dynamic_shape(name: str) -> None:
     with torch.no_grad():
         out = model(*narrowed, **kwargs)
     for t in pytree.tree_leaves(out):
-        if isinstance(t, torch.Tensor):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
             assert torch.isfinite(t).all()
 
 
@@ -168,7 +199,9 @@ def _narrow(inputs: Any, spec: Any, sizes: dict[str, int]) -> Any:
     if isinstance(inputs, dict):
         return {k: _narrow(v, None if spec is None else spec[k], sizes) for k, v in inputs.items()}
     if isinstance(inputs, list | tuple):
-        return type(inputs)(_narrow(v, None if spec is None else spec[i], sizes) for i, v in enumerate(inputs))
+        return type(inputs)(
+            _narrow(v, None if spec is None else spec[i], sizes) for i, v in enumerate(inputs)
+        )
     return inputs
 
 
