@@ -1,0 +1,511 @@
+"""Op coverage (issue 5): which ATen ops each exporter handles, at each opset.
+
+A matrix op x (exporter, opset) of states, from whichever evidence a run holds:
+
+- op cells (family `ops`, one op per model, harness/ops.py): the cell's own status, so
+  `ok` (exports, checks, runs in ORT and matches eager), `wrong` (exports, wrong numbers)
+  or `fails` (export, checker or ORT fails, with the error signature);
+- model cells: an op is `ok` where a cell that passed used it, `fails` where it is in a
+  cell's `unsupported_ops`, and `unknown` where it only appears in cells that failed for
+  some other reason.
+
+Dynamo records name overloads ('aten.add.Tensor'); TorchScript graphs name none
+('aten.add'), so a TorchScript op counts for every overload of its packet the run has
+seen. Pure over records, like the comparison that uses it: no torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.records import Cell, Record
+from harness.zoo import BUILTIN_ZOO
+
+BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"
+OPS_FAMILY = "ops"
+
+OK, WRONG, FAILS, UNKNOWN = "ok", "wrong", "fails", "unknown"
+STATES = (OK, WRONG, FAILS, UNKNOWN)
+STATE_TEXT = {
+    OK: "exports and matches",
+    WRONG: "exports, wrong numbers",
+    FAILS: "fails",
+    UNKNOWN: "not shown",
+}
+STATE_MARK = {OK: "ok", WRONG: "wrong", FAILS: "FAILS", UNKNOWN: "?"}
+# Where evidence disagrees within one column, the worse state wins: one failing use of an
+# op is worth showing even where another model exported it.
+_PRECEDENCE = {FAILS: 0, WRONG: 1, OK: 2, UNKNOWN: 3}
+
+_EXPORTED_OK = frozenset({"ok", "xpass"})
+_WRONG_NUMBERS = frozenset({"numerics_mismatch", "dynamic_mismatch"})
+_NOT_JUDGED = frozenset({"skipped", "not_attempted", "harness_error"})
+
+
+# == the data ==================================================================================
+
+
+@dataclass(frozen=True, order=True)
+class Column:
+    exporter: str
+    opset: int
+    device: str = "cpu"
+    variant: str = "base"
+
+    @classmethod
+    def of(cls, r: Record) -> Column:
+        return cls(r.exporter, r.opset, r.device, r.variant)
+
+    @property
+    def label(self) -> str:
+        device = "" if self.device == "cpu" else f" {self.device}"
+        variant = "" if self.variant == "base" else f" [{self.variant}]"
+        return f"{self.exporter}@{self.opset}{device}{variant}"
+
+
+@dataclass(frozen=True)
+class OpState:
+    """One op in one column: its state, the error signature behind it (or the reason it is
+    unknown), the models of the cells that showed it, and one such cell."""
+
+    state: str
+    signature: str | None = None
+    models: tuple[str, ...] = ()
+    cell: Cell | None = None
+
+
+@dataclass(frozen=True)
+class OpRow:
+    op: str
+    usage: tuple[str, ...] | None  # the zoo models that use the op; None where unknown
+    states: Mapping[Column, OpState]
+
+    def state(self, column: Column) -> str | None:
+        s = self.states.get(column)
+        return s.state if s else None
+
+
+@dataclass(frozen=True)
+class ColumnSummary:
+    column: Column
+    ops: int  # ops with a state in this column
+    counts: Mapping[str, int]
+    covered_share: float | None
+    weighted_share: float | None  # the same, each op weighted by the zoo models using it
+
+
+@dataclass(frozen=True)
+class Coverage:
+    source: str  # which evidence: "op cells", "model cells" or both
+    columns: tuple[Column, ...]
+    rows: tuple[OpRow, ...]
+    not_isolated: tuple[Mapping[str, Any], ...] = field(default=())  # from the inventory
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.rows
+
+    def summaries(self) -> list[ColumnSummary]:
+        return [_summary(self.rows, c) for c in self.columns]
+
+
+def _summary(rows: Sequence[OpRow], column: Column) -> ColumnSummary:
+    seen = [r for r in rows if r.state(column) is not None]
+    counts = {s: sum(1 for r in seen if r.state(column) == s) for s in STATES}
+    weights = {r.op: len(r.usage) if r.usage is not None else 0 for r in seen}
+    total = sum(weights.values())
+    covered = sum(weights[r.op] for r in seen if r.state(column) == OK)
+    return ColumnSummary(
+        column=column,
+        ops=len(seen),
+        counts=counts,
+        covered_share=counts[OK] / len(seen) if seen else None,
+        weighted_share=covered / total if total else None,
+    )
+
+
+# == building it from records ==================================================================
+
+
+def op_usage(path: Path = BUILTIN_INVENTORY) -> dict[str, tuple[str, ...]]:
+    """Op overload -> the zoo models using it, from the inventory harness/ops.py writes
+    (keyed by the real name and by the op cells' lower-case model name); empty if absent."""
+    inventory = _read_json(path)
+    usage: dict[str, tuple[str, ...]] = {}
+    for entry in [*inventory.get("ops", ()), *inventory.get("skipped", ())]:
+        models = tuple(entry.get("models") or ())
+        usage[entry["op"]] = models
+        usage.setdefault(entry.get("name") or entry["op"].lower(), models)
+    return usage
+
+
+def not_isolated(path: Path = BUILTIN_INVENTORY) -> tuple[Mapping[str, Any], ...]:
+    """The inventory's ops that have no one-op model, each with its reason."""
+    return tuple(_read_json(path).get("skipped", ()))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@dataclass
+class _Evidence:
+    """States gathered for one (op key, column), before the worst one is picked."""
+
+    states: list[OpState] = field(default_factory=list)
+
+    def add(self, state: OpState) -> None:
+        self.states.append(state)
+
+    def merged(self) -> OpState:
+        worst = min(_PRECEDENCE[s.state] for s in self.states)
+        chosen = [s for s in self.states if _PRECEDENCE[s.state] == worst]
+        models = tuple(sorted({m for s in chosen for m in s.models}))
+        first = chosen[0]
+        return OpState(first.state, first.signature, models, first.cell)
+
+
+def build_coverage(
+    records: Iterable[Record], *, usage: Mapping[str, Sequence[str]] | None = None
+) -> Coverage:
+    """The coverage matrix of a run. `usage` (op -> zoo models, `op_usage()`) names the
+    models behind each op; without it they are the run's own models that used the op."""
+    cells = {r.cell.key: r for r in records}  # a repeated cell keeps its last record
+    op_cells = [r for r in cells.values() if r.family == OPS_FAMILY]
+    model_cells = [r for r in cells.values() if r.family != OPS_FAMILY]
+    names = _OpNames(usage or {})
+    names.learn(r.model for r in op_cells)
+    for r in model_cells:
+        names.learn([*(r.aten_ops or ()), *(r.unsupported_ops or ())])
+    evidence: dict[tuple[str, Column], _Evidence] = {}
+    seen_in: dict[str, set[str]] = {}
+    for key, column, state in _model_evidence(model_cells, names):
+        evidence.setdefault((key, column), _Evidence()).add(state)
+        seen_in.setdefault(key, set()).update(state.models)
+    overridden = {(names.key(r.model), Column.of(r)) for r in op_cells}
+    evidence = {k: v for k, v in evidence.items() if k not in overridden}
+    for r in op_cells:
+        evidence.setdefault((names.key(r.model), Column.of(r)), _Evidence()).add(op_cell_state(r))
+    by_op: dict[str, dict[Column, OpState]] = {}
+    for (key, column), ev in evidence.items():
+        by_op.setdefault(key, {})[column] = ev.merged()
+    rows = tuple(
+        OpRow(names.display(key), _usage_of(key, usage, seen_in), states)
+        for key, states in sorted(by_op.items())
+    )
+    columns = tuple(sorted({c for states in by_op.values() for c in states}))
+    source = " and ".join(
+        s for s, present in (("op cells", op_cells), ("model cells", model_cells)) if present
+    )
+    return Coverage(source or "no cells", columns, rows)
+
+
+def _usage_of(
+    key: str, usage: Mapping[str, Sequence[str]] | None, seen_in: Mapping[str, set[str]]
+) -> tuple[str, ...] | None:
+    if usage:
+        found = next((v for k, v in usage.items() if k.lower() == key), None)
+        if found is not None:
+            return tuple(found)
+    return tuple(sorted(seen_in[key])) if key in seen_in else None
+
+
+def op_cell_state(r: Record) -> OpState:
+    """An op cell's status as a coverage state: the op alone, so the cell's outcome is the op's."""
+    if r.status in _EXPORTED_OK or (r.stage == "latency" and r.numerics):
+        state = OK  # a latency failure comes after the numerics passed
+    elif r.status in _WRONG_NUMBERS:
+        state = WRONG
+    elif r.status in _NOT_JUDGED:
+        state = UNKNOWN
+    else:
+        state = FAILS
+    signature = None if state == OK else (r.error_signature or r.reason or r.status)
+    return OpState(state, signature, (r.model,), r.cell)
+
+
+def _model_evidence(
+    records: Sequence[Record], names: _OpNames
+) -> Iterable[tuple[str, Column, OpState]]:
+    for r in records:
+        column, unsupported = Column.of(r), set(r.unsupported_ops or ())
+        for op in unsupported:
+            for key in names.keys(op):
+                yield key, column, OpState(FAILS, r.error_signature, (r.model,), r.cell)
+        passed = r.status in _EXPORTED_OK
+        for op in set(r.aten_ops or ()) - unsupported:
+            state = (
+                OpState(OK, None, (r.model,), r.cell)
+                if passed
+                else OpState(
+                    UNKNOWN, f"only in cells that failed otherwise ({r.status})", (r.model,), r.cell
+                )
+            )
+            for key in names.keys(op):
+                yield key, column, state
+
+
+class _OpNames:
+    """Row keys: an overload's lower-cased name ('aten.add.tensor', which is also its op
+    cell's model name); a TorchScript packet ('aten.add') maps to every overload of it the
+    run has seen, or to a row of its own."""
+
+    def __init__(self, usage: Mapping[str, Sequence[str]]) -> None:
+        self._display: dict[str, str] = {}
+        self._overloads: dict[str, set[str]] = {}
+        # The inventory only spells names; rows come from the run's own ops.
+        self.learn(usage, rows=False)
+
+    def learn(self, names: Iterable[str], *, rows: bool = True) -> None:
+        for name in names:
+            name = name.replace("::", ".")
+            key = name.lower()
+            if key not in self._display or name != key:  # prefer the real spelling
+                self._display[key] = name
+            if rows and name.count(".") >= 2:
+                self._overloads.setdefault(_packet(key), set()).add(key)
+
+    def key(self, name: str) -> str:
+        return name.replace("::", ".").lower()
+
+    def keys(self, name: str) -> list[str]:
+        key = self.key(name)
+        if key.count(".") >= 2:
+            return [key]
+        return sorted(self._overloads.get(key, ())) or [key]
+
+    def display(self, key: str) -> str:
+        return self._display.get(key, key)
+
+
+def _packet(name: str) -> str:
+    return ".".join(name.split(".")[:2])
+
+
+# == what changed between two runs =============================================================
+
+
+@dataclass(frozen=True)
+class CoverageChange:
+    """One op in one column whose state differs between a baseline and a candidate run."""
+
+    op: str
+    column: Column
+    before: OpState
+    after: OpState
+    usage: tuple[str, ...]
+
+    @property
+    def lost(self) -> bool:
+        """It exported and matched, and now it demonstrably does not (the op itself fails
+        or gives wrong numbers; an op only seen in cells that fail for another reason is
+        not blamed here: the cell's status change is the finding)."""
+        return self.before.state == OK and self.after.state in (FAILS, WRONG)
+
+    @property
+    def gained(self) -> bool:
+        return self.before.state != OK and self.after.state == OK
+
+
+def coverage_changes(
+    base: Iterable[Record],
+    cand: Iterable[Record],
+    *,
+    usage: Mapping[str, Sequence[str]] | None = None,
+) -> list[CoverageChange]:
+    """Ops lost or newly covered per column, for ops present in both runs' column."""
+    before, after = build_coverage(base, usage=usage), build_coverage(cand, usage=usage)
+    old = {(r.op.lower(), c): (r, s) for r in before.rows for c, s in r.states.items()}
+    changes = []
+    for row in after.rows:
+        for column, now in sorted(row.states.items()):
+            if (row.op.lower(), column) not in old:
+                continue
+            old_row, was = old[(row.op.lower(), column)]
+            models = row.usage or old_row.usage or ()
+            change = CoverageChange(row.op, column, was, now, tuple(models))
+            if change.lost or change.gained:
+                changes.append(change)
+    return changes
+
+
+# == rendering =================================================================================
+
+
+def _percent(share: float | None) -> str:
+    return "—" if share is None else f"{100 * share:.0f}%"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _summary_table(cov: Coverage) -> list[str]:
+    headers = (
+        "exporter@opset",
+        "ops",
+        *(STATE_TEXT[s] for s in STATES),
+        "covered",
+        "weighted by model usage",
+    )
+    rows = [
+        (
+            s.column.label,
+            str(s.ops),
+            *(str(s.counts[k]) for k in STATES),
+            _percent(s.covered_share),
+            _percent(s.weighted_share),
+        )
+        for s in cov.summaries()
+    ]
+    return _md_table(headers, rows)
+
+
+def _is_problem(row: OpRow) -> bool:
+    return any(s.state != OK for s in row.states.values())
+
+
+def _matrix_table(cov: Coverage, rows: Sequence[OpRow]) -> list[str]:
+    headers = ("op", "models", *(c.label for c in cov.columns))
+    body = [
+        (
+            f"`{row.op}`",
+            "—" if row.usage is None else str(len(row.usage)),
+            *(STATE_MARK[st] if (st := row.state(c)) else "—" for c in cov.columns),
+        )
+        for row in rows
+    ]
+    return _md_table(headers, body)
+
+
+def _failure_lines(rows: Sequence[OpRow], columns: Sequence[Column]) -> list[str]:
+    """Each problem op's signatures, with the columns that share each."""
+    lines = []
+    for row in rows:
+        by_signature: dict[tuple[str, str], list[str]] = {}
+        for c in columns:
+            s = row.states.get(c)
+            if s is not None and s.state != OK:
+                by_signature.setdefault((s.state, s.signature or ""), []).append(c.label)
+        for (state, signature), labels in by_signature.items():
+            used = f"; used by {_few(row.usage)}" if row.usage else ""
+            detail = f": `{signature}`" if signature else ""
+            lines.append(f"- `{row.op}` {STATE_TEXT[state]} with {', '.join(labels)}{detail}{used}")
+    return lines
+
+
+def _few(names: Iterable[str], n: int = 5) -> str:
+    unique = sorted(set(names))
+    return ", ".join(unique[:n]) + (f" and {len(unique) - n} more" if len(unique) > n else "")
+
+
+def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
+    """Summary per exporter and opset, the op x column matrix, then each problem's error."""
+    problems = [r for r in cov.rows if _is_problem(r)]
+    shown = problems if problems_only else list(cov.rows)
+    lines = [
+        f"Op coverage from {cov.source}: {len(cov.rows)} ATen ops. 'models': how many zoo "
+        "models use the op; 'ok': exports and matches eager; 'wrong': exports, wrong "
+        "numbers; 'FAILS': export, checker or ONNX Runtime fails; '?': not shown, only in "
+        "cells that failed for another reason; '—': not in that column's cells.",
+        "",
+        *_summary_table(cov),
+        "",
+    ]
+    if problems_only:
+        lines += [
+            f"{len(cov.rows) - len(problems)} ops export and match in every column; the others:",
+            "",
+        ]
+    if shown:
+        lines += [*_matrix_table(cov, shown), ""]
+    failures = _failure_lines(problems, cov.columns)
+    if failures:
+        lines += ["Why:", "", *failures, ""]
+    if cov.not_isolated:
+        lines += [f"Not isolated as one-op models ({len(cov.not_isolated)}):", ""]
+        lines += [f"- `{e['op']}`: {e.get('reason')}" for e in cov.not_isolated] + [""]
+    return "\n".join(lines)
+
+
+def to_json(cov: Coverage) -> dict[str, Any]:
+    return {
+        "source": cov.source,
+        "columns": [c.label for c in cov.columns],
+        "summary": [
+            {
+                **_column_dict(s.column),
+                "ops": s.ops,
+                **{k: s.counts[k] for k in STATES},
+                "covered_share": s.covered_share,
+                "weighted_share": s.weighted_share,
+            }
+            for s in cov.summaries()
+        ],
+        "ops": [
+            {
+                "op": row.op,
+                "models": None if row.usage is None else list(row.usage),
+                "status": {
+                    c.label: {"state": s.state, "signature": s.signature, "cells": list(s.models)}
+                    for c, s in sorted(row.states.items())
+                },
+            }
+            for row in cov.rows
+        ],
+        "not_isolated": list(cov.not_isolated),
+    }
+
+
+def _column_dict(c: Column) -> dict[str, Any]:
+    return {"exporter": c.exporter, "opset": c.opset, "device": c.device, "variant": c.variant}
+
+
+CSV_COLUMNS = ("op", "models", "exporter", "opset", "device", "variant", "state", "signature")
+
+
+def to_csv(cov: Coverage) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in cov.rows:
+        for c, s in sorted(row.states.items()):
+            usage = "" if row.usage is None else str(len(row.usage))
+            writer.writerow(
+                [
+                    row.op,
+                    usage,
+                    c.exporter,
+                    c.opset,
+                    c.device,
+                    c.variant,
+                    s.state,
+                    s.signature or "",
+                ]
+            )
+    return out.getvalue()
+
+
+def coverage_markdown(records: Sequence[Record]) -> str | None:
+    """The coverage section for a run's report.md: the summary, the ops with a problem and
+    why; None when the run holds no op data. Op cells' usage comes from the built-in inventory."""
+    usage = op_usage() if any(r.family == OPS_FAMILY for r in records) else None
+    cov = build_coverage(records, usage=usage)
+    if cov.is_empty:
+        return None
+    return to_markdown(cov, problems_only=True)

@@ -1,0 +1,613 @@
+"""The op inventory and the one-op models built from it (issue 5: op coverage).
+
+`build_inventory` captures every zoo model the way the dynamo exporter does
+(`torch.export.export(..., strict=False)`, then the exporter's own decompositions), and
+notes for each distinct ATen overload the zoo models that use it and the arguments of its
+first call: tensors as {shape, dtype} taken from the graph's `node.meta["val"]`, other
+arguments as JSON values. `specs_from_inventory` turns each op into an ordinary zoo entry
+(family `ops`, named by the overload) whose module calls `torch.ops.<ns>.<op>.<overload>`
+with those arguments, so `harness run --suite ops` exports, checks and times each op alone.
+
+The inventory is a committed JSON file (`model_zoo/ops/_inventory.json`), regenerated on
+purpose with `harness coverage --refresh-inventory`: discovery stays fast and the op cells
+stay the same from run to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import math
+import re
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.coverage import OPS_FAMILY
+from harness.zoo import ModelSpec
+
+INVENTORY_SCHEMA = 1
+REFRESH_COMMAND = "harness coverage --refresh-inventory"
+
+# Ops whose output values are uninitialised memory: no two runs agree on them.
+_UNINITIALISED = re.compile(
+    r"^aten\.(empty|empty_like|empty_strided|new_empty|new_empty_strided)\."
+)
+_SHAPE_QUERIES = re.compile(r"^aten\.sym_(size|numel|stride|storage_offset)\.")
+_NAME_CHARS = re.compile(r"^[a-z0-9_.\-]+$")
+
+
+class NotIsolable(Exception):
+    """An op call that cannot be rebuilt as a one-op model; the message is the reason."""
+
+
+# == capture ===================================================================================
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One call of an op in a captured graph: the op's name and its argument template, or
+    the reason it cannot be isolated."""
+
+    op: str
+    model: str
+    node: str
+    args: list[Any] | None = None
+    kwargs: dict[str, Any] | None = None
+    outputs: list[int] | None = None  # the outputs the graph used, where not all of them
+    floats: str = "normal"  # how float tensors are drawn (FLOATS)
+    skip_reason: str | None = None
+
+
+@dataclass
+class _OpEntry:
+    op: str
+    models: set[str] = field(default_factory=set)
+    calls: int = 0
+    first: OpCall | None = None  # the first isolable call
+    skip_reason: str | None = None  # why no call could be isolated (the first reason seen)
+
+
+def onnx_registry() -> Any:
+    """The dynamo exporter's registry of ONNX translations (its decompositions depend on it)."""
+    from torch.onnx._internal.exporter import _registration
+
+    with _quiet():
+        return _registration.ONNXRegistry.from_torchlib()
+
+
+def decomposed_program(
+    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], registry: Any
+) -> Any:
+    """The exported program as the dynamo exporter translates it: non-strict torch.export,
+    then the exporter's decompositions and type promotion (torch.onnx's private
+    `_prepare_exported_program_for_export`, the step `torch.onnx.export` runs), so op names
+    match the `aten_ops` of dynamo records. Where non-strict capture fails, the exporter's
+    own strategy chain captures it, as a user's call would."""
+    from torch.onnx._internal.exporter import _core
+
+    with _quiet():
+        try:
+            program = torch.export.export(model, args, kwargs, strict=False)
+        except Exception:
+            onnx_program: Any = torch.onnx.export(
+                model, args, kwargs=kwargs, dynamo=True, optimize=False
+            )
+            return onnx_program.exported_program
+        return _core._prepare_exported_program_for_export(program, registry=registry)
+
+
+def op_calls(program: Any, model: str) -> Iterator[OpCall]:
+    """Every call_function node of the program and of its nested graphs (control-flow
+    bodies), in graph order."""
+    roles = _placeholder_roles(program)
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op == "call_function":
+                yield _op_call(node, model, roles if module is program.graph_module else {})
+
+
+def _placeholder_roles(program: Any) -> dict[str, str]:
+    """Placeholders that hold parameters, buffers or constants: in the one-op model these
+    stay module state (ONNX initializers), as they were in the real model."""
+    sig = program.graph_signature
+    state = {
+        **sig.inputs_to_parameters,
+        **sig.inputs_to_buffers,
+        **sig.inputs_to_lifted_tensor_constants,
+    }
+    return dict.fromkeys(state, "param")
+
+
+def op_name(target: Any) -> str:
+    """'aten.conv2d.default' for an OpOverload; 'operator.getitem' and the like otherwise."""
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    module = getattr(target, "__module__", None) or "python"
+    return f"{module.lstrip('_')}.{getattr(target, '__name__', type(target).__name__)}"
+
+
+def _op_call(node: torch.fx.Node, model: str, roles: dict[str, str]) -> OpCall:
+    name = op_name(node.target)
+    reason = skip_reason(node.target)
+    if reason is not None:
+        return OpCall(name, model, node.name, skip_reason=reason)
+    try:
+        args = [_encode(a, roles) for a in node.args]
+        kwargs = {
+            k: _encode(v, roles) for k, v in node.kwargs.items() if not isinstance(v, torch.device)
+        }
+    except NotIsolable as exc:
+        return OpCall(name, model, node.name, skip_reason=str(exc))
+    return OpCall(name, model, node.name, args, kwargs, _used_outputs(node))
+
+
+def _used_outputs(node: torch.fx.Node) -> list[int] | None:
+    """Of a multi-output op, the outputs the graph takes (`getitem` users): the one-op
+    model returns only those, as an unused output (batch norm's saved statistics) is
+    never in the real model's ONNX graph either."""
+    if not isinstance(node.meta.get("val"), list | tuple) or not node.users:
+        return None
+    if not all(u.op == "call_function" and u.target is _getitem() for u in node.users):
+        return None
+    indices: Any = [u.args[1] for u in node.users]
+    return sorted({int(i) for i in indices})
+
+
+def skip_reason(target: Any) -> str | None:
+    """Why calls of this target cannot become one-op models, judged from the op alone."""
+    if target is _getitem():
+        return "graph plumbing (takes one output of a multi-output op), not an operator"
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return "higher-order operator (control flow): the ops of its bodies are listed on their own"
+    if not isinstance(target, torch._ops.OpOverload):
+        return "a Python function on symbolic values, not an operator"
+    name, schema = str(target), target._schema
+    if _SHAPE_QUERIES.match(name):
+        return "symbolic shape query"
+    if schema.is_mutable or target._overloadname == "out":
+        return "in-place or out= variant"
+    if _UNINITIALISED.match(name):
+        return "returns uninitialised memory: no two runs agree on its values"
+    if not schema.returns:
+        return "returns nothing"
+    if not all(_is_tensor_type(r.type) for r in schema.returns):
+        return "returns a non-tensor value (a Python scalar or a size)"
+    if not _NAME_CHARS.match(name.lower()):
+        return "its name does not fit a zoo model name"
+    return None
+
+
+def _getitem() -> Any:
+    import operator
+
+    return operator.getitem
+
+
+def _is_tensor_type(t: Any) -> bool:
+    text = str(t)
+    return text in ("Tensor", "Optional[Tensor]", "List[Tensor]", "Tensor[]", "Tensor?")
+
+
+# -- argument templates -------------------------------------------------------------------------
+#
+# A template is the call's arguments as JSON: tensors {"tensor": {"shape", "dtype", "role"}},
+# dtypes {"dtype": "float32"}, memory formats and layouts likewise, non-finite floats
+# {"float": "inf"}; ints, floats, bools, strings, None and lists as themselves. Devices
+# are dropped (the one-op model runs where the cell runs).
+
+
+def _encode(value: Any, roles: dict[str, str]) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return _encode_node(value, roles)
+    if isinstance(value, list | tuple):
+        return [_encode(v, roles) for v in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": str(value)}
+    if isinstance(value, torch.dtype):
+        return {"dtype": _dtype_name(value)}
+    if isinstance(value, torch.memory_format):
+        return {"memory_format": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.layout):
+        return {"layout": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        raise NotIsolable("takes a device as a positional argument")
+    raise NotIsolable(f"takes an argument of type {type(value).__name__}")
+
+
+def _encode_node(node: torch.fx.Node, roles: dict[str, str]) -> dict[str, Any]:
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        kind = type(val).__name__ if val is not None else "no metadata"
+        raise NotIsolable(
+            f"argument {node.name} is computed in the graph and is not a tensor ({kind})"
+        )
+    if not all(isinstance(s, int) for s in val.shape):
+        raise NotIsolable(f"argument {node.name} has a data-dependent shape {list(val.shape)}")
+    if val.dtype not in GENERATED_DTYPES:
+        raise NotIsolable(
+            f"argument {node.name} has dtype {_dtype_name(val.dtype)}, not generated here"
+        )
+    role = roles.get(node.name, "param" if node.op == "get_attr" else "input")
+    return {
+        "tensor": {
+            "shape": [int(s) for s in val.shape],
+            "dtype": _dtype_name(val.dtype),
+            "role": role,
+        }
+    }
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def decode(template: Any, tensors: Callable[[dict[str, Any]], Any]) -> Any:
+    """One argument's template back as Python values; each tensor leaf becomes `tensors(leaf)`."""
+    if isinstance(template, list):
+        return [decode(v, tensors) for v in template]
+    if not isinstance(template, dict):
+        return template
+    ((kind, value),) = template.items()
+    if kind == "tensor":
+        return tensors(value)
+    if kind in ("dtype", "memory_format", "layout"):
+        return getattr(torch, value)
+    if kind == "float":
+        return float(value)
+    raise ValueError(f"unknown template entry {kind!r}")
+
+
+def tensor_leaves(args: list[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The {shape, dtype, role} of every tensor of a call's template, in argument order
+    (the order `decode` meets them)."""
+    found: list[dict[str, Any]] = []
+
+    def walk(template: Any) -> None:
+        if isinstance(template, list):
+            for v in template:
+                walk(v)
+        elif isinstance(template, dict) and "tensor" in template:
+            found.append(template["tensor"])
+
+    for value in [*args, *kwargs.values()]:
+        walk(value)
+    return found
+
+
+def input_leaves(args: list[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tensors that are the one-op model's inputs: those that were not parameters,
+    buffers or constants in the real graph; all of them where none was (so that no
+    exporter can fold the op away into a constant)."""
+    leaves = tensor_leaves(args, kwargs)
+    inputs = [leaf for leaf in leaves if leaf["role"] == "input"]
+    return inputs or leaves
+
+
+# == the inventory =============================================================================
+
+
+def build_inventory(
+    specs: Iterable[ModelSpec], *, progress: Callable[[str], None] | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """Capture each model (seeded, eval mode, its example inputs) and gather its ops."""
+    registry = onnx_registry()
+    entries: dict[str, _OpEntry] = {}
+    models: dict[str, dict[str, Any]] = {}
+    for spec in sorted(specs, key=lambda s: s.name):
+        if spec.family == OPS_FAMILY:
+            continue  # the one-op models themselves
+        try:
+            program = _capture(spec, registry, seed)
+        except Exception as exc:
+            models[spec.name] = {"error": _first_line(exc)}
+            _say(progress, f"{spec.name}: capture failed: {_first_line(exc)}")
+            continue
+        calls = list(op_calls(program, spec.name))
+        for call in calls:
+            _add_call(entries, call, seed)
+        ops = sorted({c.op for c in calls})
+        models[spec.name] = {"ops": len(ops)}
+        _say(progress, f"{spec.name}: {len(calls)} calls of {len(ops)} ops")
+    return _inventory_json(entries, models)
+
+
+def _capture(spec: ModelSpec, registry: Any, seed: int) -> Any:
+    torch.manual_seed(seed)
+    model = spec.build().eval()
+    torch.manual_seed(seed)
+    args = tuple(spec.example_inputs())
+    kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
+    return decomposed_program(model, args, kwargs, registry)
+
+
+def _add_call(entries: dict[str, _OpEntry], call: OpCall, seed: int) -> None:
+    entry = entries.setdefault(call.op, _OpEntry(call.op))
+    entry.models.add(call.model)
+    entry.calls += 1
+    if entry.first is not None:
+        return
+    reason, floats = call.skip_reason, FLOATS[0]
+    if reason is None:
+        reason, floats = _eager_check(call, seed)
+    if reason is None:
+        entry.first, entry.skip_reason = dataclasses.replace(call, floats=floats), None
+    elif entry.skip_reason is None:
+        entry.skip_reason = reason
+
+
+def _eager_check(call: OpCall, seed: int) -> tuple[str | None, str]:
+    """Run the one-op model in eager: it must run, and give the same values twice on the
+    same inputs (random ops cannot be compared with ONNX Runtime). Float tensors are
+    standard normal unless that makes the outputs non-finite (log, rsqrt, a mask times
+    finfo.min), then uniform in [0, 1): (the problem or None, the float inputs to use)."""
+    for floats in FLOATS:
+        try:
+            first, second = (_eager_outputs(call, floats, seed, seed + k) for k in (1, 2))
+        except Exception as exc:
+            return f"does not run in isolation: {_first_line(exc)}", floats
+        same = len(first) == len(second) and all(
+            a.shape == b.shape and torch.equal(_comparable(a), _comparable(b))
+            for a, b in zip(first, second, strict=True)
+        )
+        if not same:
+            return "random: two eager calls with the same inputs differ", floats
+        if all(torch.isfinite(t).all() for t in first if t.is_floating_point()):
+            return None, floats
+    return None, FLOATS[0]
+
+
+def _eager_outputs(call: OpCall, floats: str, seed: int, call_seed: int) -> list[torch.Tensor]:
+    args, kwargs = call.args or [], call.kwargs or {}
+    torch.manual_seed(seed)
+    module = OneOp(call.op, args, kwargs, call.outputs, floats)
+    torch.manual_seed(seed)
+    inputs = example_inputs(args, kwargs, floats)
+    torch.manual_seed(call_seed)  # a different RNG state per call: random ops differ
+    with torch.no_grad(), _quiet():
+        return _flat(module(*inputs))
+
+
+def _flat(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _flat(v)]
+    return []
+
+
+def _comparable(t: torch.Tensor) -> torch.Tensor:
+    return torch.nan_to_num(t, nan=0.0) if t.is_floating_point() else t
+
+
+def _inventory_json(
+    entries: dict[str, _OpEntry], models: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    ops, skipped = [], []
+    for name in sorted(entries):
+        e = entries[name]
+        usage = {"models": sorted(e.models), "calls": e.calls}
+        if e.first is None:
+            skipped.append({"op": name, "reason": e.skip_reason, **usage})
+            continue
+        ops.append(
+            {
+                "op": name,
+                "name": model_name(name),
+                **usage,
+                "first_call": {"model": e.first.model, "node": e.first.node},
+                "args": e.first.args,
+                "kwargs": e.first.kwargs,
+                "outputs": e.first.outputs,
+                "floats": e.first.floats,
+            }
+        )
+    return {
+        "schema": INVENTORY_SCHEMA,
+        "about": f"ATen ops of the zoo's captured graphs, one-op model templates; regenerate with `{REFRESH_COMMAND}`",
+        "torch": torch.__version__,
+        "models": dict(sorted(models.items())),
+        "ops": ops,
+        "skipped": skipped,
+    }
+
+
+def write_inventory(inventory: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(inventory, indent=1, allow_nan=False) + "\n")
+
+
+def read_inventory(path: Path) -> dict[str, Any]:
+    inventory: dict[str, Any] = json.loads(path.read_text())
+    if inventory.get("schema") != INVENTORY_SCHEMA:
+        raise ValueError(
+            f"{path}: inventory schema {inventory.get('schema')!r}, this harness reads {INVENTORY_SCHEMA}; "
+            f"regenerate it with `{REFRESH_COMMAND}`"
+        )
+    return inventory
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = _ANSI.sub("", str(exc)).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _say(progress: Callable[[str], None] | None, line: str) -> None:
+    if progress is not None:
+        progress(line)
+
+
+# == one-op models =============================================================================
+
+
+def model_name(op: str) -> str:
+    """The zoo name of an op's model: the overload, lower-cased ('aten.add.tensor') since
+    zoo names are [a-z0-9_.-]; the inventory keeps the real name beside it."""
+    return op.lower()
+
+
+def resolve(op: str) -> Any:
+    """'aten.conv2d.default' -> torch.ops.aten.conv2d.default."""
+    namespace, packet, overload = op.split(".")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a tensor argument comes from at call time: forward's input i, or a buffer."""
+
+    input: int | None = None
+    buffer: str | None = None
+
+
+class OneOp(torch.nn.Module):
+    """A module whose forward is one call of one op, with the recorded argument template.
+
+    Tensors that were parameters, buffers or constants in the real graph are buffers here
+    (initializers in ONNX, as in the real model); the others are inputs (`input_leaves`).
+    """
+
+    def __init__(
+        self,
+        op: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        outputs: list[int] | None = None,
+        floats: str = "normal",
+    ) -> None:
+        super().__init__()
+        self.op_name = op
+        self.op = resolve(op)
+        self.outputs = outputs
+        bound = _index_bound(tensor_leaves(args, kwargs))
+        inputs = [id(leaf) for leaf in input_leaves(args, kwargs)]
+
+        def slot(leaf: dict[str, Any]) -> _Slot:
+            if id(leaf) in inputs:
+                return _Slot(input=inputs.index(id(leaf)))
+            name = f"state_{len(self._buffers)}"
+            self.register_buffer(name, make_tensor(leaf, bound(leaf), floats))
+            return _Slot(buffer=name)
+
+        self._args = [decode(a, slot) for a in args]
+        self._kwargs = {k: decode(v, slot) for k, v in kwargs.items()}
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        args = [self._fill(a, inputs) for a in self._args]
+        kwargs = {k: self._fill(v, inputs) for k, v in self._kwargs.items()}
+        result = self.op(*args, **kwargs)
+        if self.outputs is None:
+            return result
+        return tuple(result[i] for i in self.outputs)
+
+    def _fill(self, value: Any, inputs: tuple[torch.Tensor, ...]) -> Any:
+        if isinstance(value, _Slot):
+            return (
+                inputs[value.input] if value.input is not None else getattr(self, str(value.buffer))
+            )
+        if isinstance(value, list):
+            return [self._fill(v, inputs) for v in value]
+        return value
+
+
+def example_inputs(
+    args: list[Any], kwargs: dict[str, Any], floats: str = "normal"
+) -> tuple[torch.Tensor, ...]:
+    """Random inputs of the recorded shapes and dtypes, in the order `OneOp.forward` takes them."""
+    bound = _index_bound(tensor_leaves(args, kwargs))
+    return tuple(make_tensor(leaf, bound(leaf), floats) for leaf in input_leaves(args, kwargs))
+
+
+def _index_bound(leaves: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+    """Integer tensors get values in [0, bound): bound is the smallest dimension of the
+    call's other tensors, so an integer tensor used as an index (embedding, gather,
+    index, scatter) is valid along any dimension it may index; 2 when there is none."""
+
+    def bound(leaf: dict[str, Any]) -> int:
+        dims = [d for other in leaves if other is not leaf for d in other["shape"] if d > 0]
+        return min(dims) if dims else 2
+
+    return bound
+
+
+_FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+GENERATED_DTYPES = frozenset((*_FLOAT_DTYPES, *_INT_DTYPES, torch.bool))
+# How float tensors are drawn, in the order tried at capture: standard normal, or uniform
+# in [0, 1) where normal values make the op's outputs non-finite.
+FLOATS = ("normal", "uniform")
+
+
+def make_tensor(leaf: dict[str, Any], bound: int, floats: str = "normal") -> torch.Tensor:
+    """A random tensor of the leaf's shape and dtype, from torch's global RNG (the harness
+    seeds it): floats normal or uniform (`floats`), integers in [0, bound), bools a coin."""
+    dtype, shape = getattr(torch, leaf["dtype"]), list(leaf["shape"])
+    if dtype in _FLOAT_DTYPES:
+        return (torch.randn(shape) if floats == "normal" else torch.rand(shape)).to(dtype)
+    if dtype in _INT_DTYPES:
+        return torch.randint(0, max(bound, 1), shape).to(dtype)
+    return torch.rand(shape) < 0.5
+
+
+# float16/bfloat16 ops cannot meet float32's default tolerance.
+_LOW_PRECISION = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2)}
+
+
+def op_spec(entry: dict[str, Any]) -> ModelSpec:
+    """The zoo entry of one inventory op."""
+    op, args, kwargs = entry["op"], entry["args"], entry["kwargs"]
+    outputs, floats = entry.get("outputs"), entry.get("floats", FLOATS[0])
+    dtypes = {leaf["dtype"] for leaf in tensor_leaves(args, kwargs)}
+    tolerance = next((_LOW_PRECISION[d] for d in _LOW_PRECISION if d in dtypes), None)
+    used_by = entry["models"]
+    return ModelSpec(
+        name=entry["name"],
+        family=OPS_FAMILY,
+        build=partial(OneOp, op, args, kwargs, outputs, floats),
+        example_inputs=partial(example_inputs, args, kwargs, floats),
+        tolerance=tolerance,
+        tags=(OPS_FAMILY, f"ns:{op.split('.')[0]}"),
+        description=(
+            f"{op} alone, as {entry['first_call']['model']} calls it; "
+            f"used by {len(used_by)} zoo model{'s' if len(used_by) != 1 else ''}"
+        ),
+    )
+
+
+def specs_from_inventory(inventory: dict[str, Any]) -> list[ModelSpec]:
+    return [op_spec(entry) for entry in inventory["ops"]]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch.export and the exporter print and warn a lot; the inventory's log is ours."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
