@@ -691,18 +691,30 @@ def opsets_section(records: Sequence[Record], images: Mapping[str, str]) -> Sect
 
 
 def coverage_table(records: Sequence[Record]) -> Table | None:
-    data = coverage_data(records)
-    if data.is_empty:
+    """Op coverage per exporter and opset (harness.coverage), when the run has op data:
+    from op cells (the ops suite) or from the models' ATen inventories."""
+    from harness import coverage
+
+    usage = coverage.op_usage() if any(r.family == coverage.OPS_FAMILY for r in records) else None
+    cov = coverage.build_coverage(records, usage=usage)
+    if cov.is_empty:
         return None
     rows = tuple(
         (
-            Text(column),
-            *(Text(str(sum(line[j] == state for line in data.state))) for state in COVERAGE_STATES),
+            Text(s.column.label),
+            Text(str(s.ops)),
+            *(Text(str(s.counts[state])) for state in coverage.STATES),
+            Text(_percent(s.covered_share)),
+            Text(_percent(s.weighted_share)),
         )
-        for j, column in enumerate(data.columns)
+        for s in cov.summaries()
     )
-    headers = ("exporter@opset", *(label for label, _ in COVERAGE_STATES.values()))
-    return Table(headers, rows)
+    states = tuple(coverage.STATE_TEXT[state] for state in coverage.STATES)
+    return Table(("exporter@opset", "ops", *states, "covered", "weighted by model usage"), rows)
+
+
+def _percent(share: float | None) -> str:
+    return MISSING if share is None else f"{share:.0%}"
 
 
 def comparison_section(
