@@ -23,7 +23,11 @@ def harness(*args: str, timeout: float = 3600) -> float:
     """Run the real CLI; returns its wall time in seconds."""
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return time.perf_counter() - start

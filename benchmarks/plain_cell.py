@@ -55,7 +55,9 @@ def main() -> None:
         try:
             _export(model, args, path, a, spec.dynamic_shapes)
         except Exception as exc:
-            out.update(status="export_failed", error=str(exc)[:200], wall_s=time.perf_counter() - START)
+            out.update(
+                status="export_failed", error=str(exc)[:200], wall_s=time.perf_counter() - START
+            )
             print(json.dumps(out))
             return
         out["export_s"] = time.perf_counter() - t0
@@ -65,12 +67,15 @@ def main() -> None:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), args, strict=False)}
         got = session.run(None, feeds)
-        ok = all(np.allclose(g, e.numpy(), rtol=1e-4, atol=1e-5) for g, e in zip(got, expected, strict=False))
+        ok = all(
+            np.allclose(g, e.numpy(), rtol=1e-4, atol=1e-5)
+            for g, e in zip(got, expected, strict=False)
+        )
         out["status"] = "ok" if ok else "numerics_mismatch"
         if a.dynamic and ok:
             out["status"] = _second_shape(session, model, args)
         out["ort_p50_ms"] = _p50(lambda: session.run(None, feeds), a.ort_iters)
-        del session
+        session = None  # drop ORT and its thread pool before eager is timed
         with torch.inference_mode():
             out["eager_p50_ms"] = _p50(lambda: model(*args), a.eager_iters)
     out["wall_s"] = time.perf_counter() - START
@@ -80,12 +85,30 @@ def main() -> None:
 def _export(model, args, path: Path, a: argparse.Namespace, dynamic_shapes) -> None:  # type: ignore[no-untyped-def]
     names = [f"input_{i}" for i in range(len(args))]
     if a.exporter == "dynamo":
-        torch.onnx.export(model, args, str(path), dynamo=True, opset_version=a.opset, input_names=names,
-                          dynamic_shapes=dynamic_shapes if a.dynamic else None)
+        torch.onnx.export(
+            model,
+            args,
+            str(path),
+            dynamo=True,
+            opset_version=a.opset,
+            input_names=names,
+            dynamic_shapes=dynamic_shapes if a.dynamic else None,
+        )
     else:
-        axes = {n: dict(d) for n, d in zip(names, dynamic_shapes or (), strict=False) if d} if a.dynamic else None
-        torch.onnx.export(model, args, str(path), dynamo=False, opset_version=a.opset, input_names=names,
-                          dynamic_axes=axes)
+        axes = (
+            {n: dict(d) for n, d in zip(names, dynamic_shapes or (), strict=False) if d}
+            if a.dynamic
+            else None
+        )
+        torch.onnx.export(
+            model,
+            args,
+            str(path),
+            dynamo=False,
+            opset_version=a.opset,
+            input_names=names,
+            dynamic_axes=axes,
+        )
 
 
 def _second_shape(session, model, args) -> str:  # type: ignore[no-untyped-def]
@@ -94,10 +117,14 @@ def _second_shape(session, model, args) -> str:  # type: ignore[no-untyped-def]
         expected = model(*small)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     try:
-        got = session.run(None, {i.name: t.numpy() for i, t in zip(session.get_inputs(), small, strict=False)})
+        got = session.run(
+            None, {i.name: t.numpy() for i, t in zip(session.get_inputs(), small, strict=False)}
+        )
     except Exception:
         return "dynamic_mismatch"
-    ok = all(np.allclose(g, e.numpy(), rtol=1e-4, atol=1e-5) for g, e in zip(got, expected, strict=False))
+    ok = all(
+        np.allclose(g, e.numpy(), rtol=1e-4, atol=1e-5) for g, e in zip(got, expected, strict=False)
+    )
     return "ok" if ok else "dynamic_mismatch"
 
 

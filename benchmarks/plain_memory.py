@@ -40,7 +40,9 @@ def main() -> None:
     dynamo = a.exporter == "dynamo"
     with tempfile.TemporaryDirectory() as tmp:
         warm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
-        torch.onnx.export(warm, (torch.rand(2, 4),), f"{tmp}/warm.onnx", dynamo=dynamo, opset_version=a.opset)
+        torch.onnx.export(
+            warm, (torch.rand(2, 4),), f"{tmp}/warm.onnx", dynamo=dynamo, opset_version=a.opset
+        )
         Path("/proc/self/clear_refs").write_text("5")
         baseline = _kib("VmRSS")
         torch.onnx.export(model, args, f"{tmp}/model.onnx", dynamo=dynamo, opset_version=a.opset)

@@ -29,9 +29,14 @@ def test_noise_vision(benchmark, figures: Figures, tmp_path: Path) -> None:  # t
     cvs = {k: statistics.stdev(v) / statistics.mean(v) for k, v in p50s.items() if len(v) == RUNS}
     worst_key = max(cvs, key=lambda k: cvs[k])
     median_cv = statistics.median(cvs.values())
-    benchmark.extra_info.update(median_cv=median_cv, worst_cv=cvs[worst_key], cells=len(cvs), runs=RUNS)
-    figures.add(f"Noise (vision, ORT p50 over {RUNS} runs)", [
-        f"coefficient of variation per cell: median {median_cv:.3%}, worst {cvs[worst_key]:.3%} "
-        f"({' '.join(map(str, worst_key))}), over {len(cvs)} cells",
-    ])
+    benchmark.extra_info.update(
+        median_cv=median_cv, worst_cv=cvs[worst_key], cells=len(cvs), runs=RUNS
+    )
+    figures.add(
+        f"Noise (vision, ORT p50 over {RUNS} runs)",
+        [
+            f"coefficient of variation per cell: median {median_cv:.3%}, worst {cvs[worst_key]:.3%} "
+            f"({' '.join(map(str, worst_key))}), over {len(cvs)} cells",
+        ],
+    )
     assert cvs

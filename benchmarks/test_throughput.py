@@ -20,9 +20,18 @@ def _plain_way(records: list[Record], sources: dict[str, str]) -> tuple[float, d
     start = time.perf_counter()
     for r in records:
         args = [
-            "--source", sources[r.model], "--model", r.model, "--exporter", r.exporter, "--opset", str(r.opset),
-            "--ort-iters", str(r.ort_latency_ms.n if r.ort_latency_ms else 20),
-            "--eager-iters", str(r.eager_latency_ms.n if r.eager_latency_ms else 20),
+            "--source",
+            sources[r.model],
+            "--model",
+            r.model,
+            "--exporter",
+            r.exporter,
+            "--opset",
+            str(r.opset),
+            "--ort-iters",
+            str(r.ort_latency_ms.n if r.ort_latency_ms else 20),
+            "--eager-iters",
+            str(r.eager_latency_ms.n if r.eager_latency_ms else 20),
         ]
         if r.dynamic:
             args.append("--dynamic")
@@ -35,10 +44,14 @@ def _passed(status: str) -> bool:
 
 
 @pytest.mark.parametrize("suite", ["smoke", "vision"])
-def test_throughput_against_plain_way(benchmark, figures: Figures, suite: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_throughput_against_plain_way(
+    benchmark, figures: Figures, suite: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / suite
     harness_s = benchmark.pedantic(
-        lambda: harness("run", "--suite", suite, "--out", str(out), "--no-report"), rounds=1, iterations=1
+        lambda: harness("run", "--suite", suite, "--out", str(out), "--no-report"),
+        rounds=1,
+        iterations=1,
     )
     records = [r for r in store.read_records(out) if r.exporter in ("dynamo", "torchscript")]
     from harness.zoo import discover

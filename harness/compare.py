@@ -726,7 +726,11 @@ def _to_finding(
     # two runs of the same build on a loaded machine). Likewise a non-blocking metric
     # (eager latency: the reference, not the exporters' product) against one run.
     alarm = v.backed and (metric.blocks or not single_run)
-    severity = (BLOCKING if metric.blocks and v.backed else WARNING if alarm else INFO) if worse else IMPROVEMENT
+    severity = (
+        (BLOCKING if metric.blocks and v.backed else WARNING if alarm else INFO)
+        if worse
+        else IMPROVEMENT
+    )
     message = f"{metric.label} {'worse' if worse else 'better'}: x{v.ratio:.2f} (threshold x{v.threshold:.2f})"
     return Finding(
         kind=kind,
@@ -775,10 +779,14 @@ def noisy_findings_against_run(
     found = []
     for metric in METRICS:
         paired = [(c, p) for b, c in pairs if (p := _paired_samples(metric, b, c, skipped))]
-        shift = run_shift([math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t)
+        shift = run_shift(
+            [math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t
+        )
         for c, (sb, sc) in paired:
             verdict = judge_against_run(metric, sb, sc, t, shift)
-            finding = _to_finding(metric, verdict, c, stats.median(sb), stats.median(sc), single_run=True)
+            finding = _to_finding(
+                metric, verdict, c, stats.median(sb), stats.median(sc), single_run=True
+            )
             if finding:
                 found.append(finding)
     return found

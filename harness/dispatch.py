@@ -60,7 +60,9 @@ def cluster_info(address: str) -> ClusterInfo:
             "host": n.get("NodeManagerHostname"),
             "address": n.get("NodeManagerAddress"),
             "alive": n.get("Alive"),
-            "resources": {k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")},
+            "resources": {
+                k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")
+            },
         }
         for n in ray.nodes()
     ]
@@ -130,12 +132,19 @@ def _versions_remote() -> dict[str, Any]:
 
 
 def _whoami() -> dict[str, Any]:
-    return {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
 
 
 def variant_versions(variants: dict[str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
     """Package versions as a worker of each variant's runtime_env sees them."""
-    refs = {name: _versions_remote.options(runtime_env=_runtime_env(specs)).remote() for name, specs in variants.items()}
+    refs = {
+        name: _versions_remote.options(runtime_env=_runtime_env(specs)).remote()
+        for name, specs in variants.items()
+    }
     found: dict[str, dict[str, Any]] = {}
     for name, ref in refs.items():
         try:
@@ -227,7 +236,11 @@ def run_tasks(
         for ref in ready:
             flight = in_flight.pop(ref)
             record = _collect(ref, flight, stats)
-            if record.status == "crashed" and _node_lost(alive) and flight.task.attempt < MAX_ATTEMPTS:
+            if (
+                record.status == "crashed"
+                and _node_lost(alive)
+                and flight.task.attempt < MAX_ATTEMPTS
+            ):
                 stats.retried += 1
                 retry.append(replace(flight.task, attempt=flight.task.attempt + 1))
                 continue
@@ -255,7 +268,9 @@ def _with_overhead(record: Record, flight: _InFlight) -> Record:
     so the scheduling overhead of every cell can be read off its record."""
     if record.worker is None:
         return record
-    return record.with_changes(worker={**record.worker, "submitted_at": flight.submitted_at, "collected_at": time.time()})
+    return record.with_changes(
+        worker={**record.worker, "submitted_at": flight.submitted_at, "collected_at": time.time()}
+    )
 
 
 def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Record:
@@ -263,10 +278,16 @@ def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Rec
     task = flight.task
     try:
         return ray.get(ref)
-    except (ray_errors.WorkerCrashedError, ray_errors.LocalRayletDiedError, ray_errors.NodeDiedError) as exc:
+    except (
+        ray_errors.WorkerCrashedError,
+        ray_errors.LocalRayletDiedError,
+        ray_errors.NodeDiedError,
+    ) as exc:
         stats.crashes += 1
         reason = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id)) or _first_line(exc)
-        return _no_run(task, "crashed", f"worker process died while running the cell: {reason}", flight)
+        return _no_run(
+            task, "crashed", f"worker process died while running the cell: {reason}", flight
+        )
     except ray_errors.OutOfMemoryError as exc:
         return _no_run(task, "oom", f"killed by Ray's memory monitor: {_first_line(exc)}", flight)
     except ray_errors.RayTaskError as exc:
@@ -280,17 +301,23 @@ def _expired(in_flight: dict[ray.ObjectRef, _InFlight], timeout_s: float) -> lis
     return [ref for ref, f in in_flight.items() if now - f.submitted > timeout_s]
 
 
-def _cancel(ref: ray.ObjectRef, flight: _InFlight, timeout_s: float, stats: DispatchStats) -> Record:
+def _cancel(
+    ref: ray.ObjectRef, flight: _InFlight, timeout_s: float, stats: DispatchStats
+) -> Record:
     """Driver-side timeout: kill the worker running the cell (force cancel)."""
     ray.cancel(ref, force=True)
     stats.completed += 1
     stats.timeouts += 1
-    return _no_run(flight.task, "timeout", f"no result after {timeout_s:g} s; worker killed", flight)
+    return _no_run(
+        flight.task, "timeout", f"no result after {timeout_s:g} s; worker killed", flight
+    )
 
 
 def _no_run(task: CellTask, status: str, reason: str, flight: _InFlight) -> Record:
     record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
-    return record.with_changes(duration_s=time.perf_counter() - flight.submitted, attempt=task.attempt)
+    return record.with_changes(
+        duration_s=time.perf_counter() - flight.submitted, attempt=task.attempt
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -55,7 +55,9 @@ def export(exporter: str, request: ExportRequest) -> Exported:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """The exporters print progress and deprecation chatter; keep worker logs readable."""
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+    loggers = [
+        logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")
+    ]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
@@ -104,7 +106,9 @@ def _capture(request: ExportRequest, dynamic_shapes: Any) -> Any:
     r = request
     strategies = _capture_strategies()
     if not strategies:  # the private API moved: plain non-strict torch.export
-        return torch.export.export(r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        return torch.export.export(
+            r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes=dynamic_shapes, strict=False
+        )
     first_error: Exception | None = None
     for strategy in strategies:
         result = strategy(verbose=False)(r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes)

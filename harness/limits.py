@@ -26,7 +26,12 @@ _SIGNALS = {
     "Floating point exception": "SIGFPE",
     "Illegal instruction": "SIGILL",
 }
-_OOM_MESSAGES = ("can't allocate memory", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+_OOM_MESSAGES = (
+    "can't allocate memory",
+    "Cannot allocate memory",
+    "std::bad_alloc",
+    "out of memory",
+)
 
 
 def _data_kib() -> int:

@@ -49,7 +49,10 @@ def expand(
         for dyn in ((False, True) if dynamic and m.has_dynamic else (False,))
         for v in variants
     )
-    return Matrix(tuple(cells), announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants))
+    return Matrix(
+        tuple(cells),
+        announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants),
+    )
 
 
 def announce(

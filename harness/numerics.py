@@ -28,7 +28,13 @@ def compare_outputs(
     if len(actual) != len(reference):
         return [
             OutputCheck(
-                "outputs", None, None, None, rtol, atol, False,
+                "outputs",
+                None,
+                None,
+                None,
+                rtol,
+                atol,
+                False,
                 note=f"ONNX model has {len(actual)} outputs, eager has {len(reference)}",
             )
         ]
@@ -49,12 +55,22 @@ def check_output(
     atol: float,
 ) -> OutputCheck:
     if got.shape != want.shape:
-        return OutputCheck(name, None, None, None, rtol, atol, False, note=f"shape {got.shape} != {want.shape}")
-    if not np.issubdtype(want.dtype, np.floating) and not np.issubdtype(want.dtype, np.complexfloating):
+        return OutputCheck(
+            name, None, None, None, rtol, atol, False, note=f"shape {got.shape} != {want.shape}"
+        )
+    if not np.issubdtype(want.dtype, np.floating) and not np.issubdtype(
+        want.dtype, np.complexfloating
+    ):
         equal = bool(np.array_equal(got, want))
         mismatches = int(np.count_nonzero(got != want))
         return OutputCheck(
-            name, float(mismatches), None, None, 0.0, 0.0, equal,
+            name,
+            float(mismatches),
+            None,
+            None,
+            0.0,
+            0.0,
+            equal,
             note=None if equal else f"{mismatches} of {want.size} values differ",
         )
     got64, want64_32 = got.astype(np.float64), want.astype(np.float64)
@@ -68,14 +84,18 @@ def check_output(
     rmse = float(np.sqrt(np.mean(diff[finite] ** 2))) if finite.any() else 0.0
     close = bool(np.allclose(got64, want64_32, rtol=rtol, atol=atol, equal_nan=True))
     if new_nan:
-        return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, False, note="NaN where eager has none")
+        return OutputCheck(
+            name, max_abs, max_rel, rmse, rtol, atol, False, note="NaN where eager has none"
+        )
     if close:
         return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, True)
     ok, note = _noise_gate(got64, want64_32, want64)
     return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, ok, note=note)
 
 
-def _noise_gate(got: np.ndarray, want: np.ndarray, want64: np.ndarray | None) -> tuple[bool, str | None]:
+def _noise_gate(
+    got: np.ndarray, want: np.ndarray, want64: np.ndarray | None
+) -> tuple[bool, str | None]:
     """Pass an output that misses allclose only because eager float32 is that noisy too."""
     if want64 is None or want64.shape != want.shape:
         return False, None
@@ -83,5 +103,8 @@ def _noise_gate(got: np.ndarray, want: np.ndarray, want64: np.ndarray | None) ->
     eager_noise = float(np.nanmax(np.abs(want - truth))) if want.size else 0.0
     onnx_error = float(np.nanmax(np.abs(got - truth))) if got.size else 0.0
     if eager_noise > 0 and onnx_error <= NOISE_MULTIPLE * eager_noise:
-        return True, f"passed by float64 gate: error {onnx_error:.3g} <= {NOISE_MULTIPLE:g} x eager noise {eager_noise:.3g}"
+        return (
+            True,
+            f"passed by float64 gate: error {onnx_error:.3g} <= {NOISE_MULTIPLE:g} x eager noise {eager_noise:.3g}",
+        )
     return False, f"error vs float64 {onnx_error:.3g}, eager float32 noise {eager_noise:.3g}"

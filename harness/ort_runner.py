@@ -22,7 +22,11 @@ class OrtRunner:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+        providers = (
+            ["CUDAExecutionProvider", "CPUExecutionProvider"]
+            if device == "cuda"
+            else ["CPUExecutionProvider"]
+        )
         with stage("ort_session") as t:
             self.session = ort.InferenceSession(str(path), options, providers=providers)
         self.session_s = t.seconds
@@ -36,7 +40,9 @@ class OrtRunner:
         by_name = dict(zip(inputs.names(), inputs.leaves(), strict=True))
         missing = [n for n in self.input_names if n not in by_name]
         if missing:
-            raise StageFailure("ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have"))
+            raise StageFailure(
+                "ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have")
+            )
         return {n: by_name[n] for n in self.input_names}
 
     def bind(self, inputs: Inputs) -> Callable[[], Any]:

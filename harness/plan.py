@@ -52,7 +52,9 @@ class RunOptions:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
         known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
+        values: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known
+        }
         return cls(**values)
 
 
@@ -83,17 +85,25 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     zoo = discover([Path(p) for p in options.zoo])
     suite = load_suite(options.suite) if options.suite else None
     specs = _models(options, zoo, suite)
-    exporters = validate_exporters(options.exporters, "--exporters") if options.exporters else (
-        suite.exporters if suite else DEFAULT_EXPORTERS
+    exporters = (
+        validate_exporters(options.exporters, "--exporters")
+        if options.exporters
+        else (suite.exporters if suite else DEFAULT_EXPORTERS)
     )
-    devices = validate_devices(options.devices, "--devices") if options.devices else (
-        suite.devices if suite else ("cpu",)
+    devices = (
+        validate_devices(options.devices, "--devices")
+        if options.devices
+        else (suite.devices if suite else ("cpu",))
     )
     opsets = _opsets_for(options, suite, exporters)
-    dynamic = options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+    dynamic = (
+        options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+    )
     variants = parse_variants(options.variants)
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
-    matrix = expand(refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic, variants=("base", *variants))
+    matrix = expand(
+        refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic, variants=("base", *variants)
+    )
     run_id = run_id or new_run_id()
     run_dir = Path(options.out) if options.out else Path("results") / run_id
     if not resume:
@@ -145,7 +155,9 @@ def _models(options: RunOptions, zoo: Zoo, suite: Any) -> list[ModelSpec]:
     return chosen
 
 
-def _opsets_for(options: RunOptions, suite: Any, exporters: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+def _opsets_for(
+    options: RunOptions, suite: Any, exporters: tuple[str, ...]
+) -> dict[str, tuple[int, ...]]:
     if options.opsets:
         return {e: validate_opsets(list(options.opsets), e, "--opsets") for e in exporters}
     if suite is not None:
@@ -167,7 +179,9 @@ def _check_out_dir(run_dir: Path, run_id: str) -> None:
             f"--out {run_dir} already holds another run; finish it with `harness run --resume {run_dir}` "
             "or choose another directory"
         )
-    raise UsageError(f"--out {run_dir} is a non-empty directory that is not a run; choose another directory")
+    raise UsageError(
+        f"--out {run_dir} is a non-empty directory that is not a run; choose another directory"
+    )
 
 
 def pending_cells(plan: RunPlan, done: set[tuple[Any, ...]]) -> list[Cell]:

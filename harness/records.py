@@ -92,7 +92,9 @@ class Cell:
     def cell_id(self) -> str:
         """A file-system safe name, unique within a run; names the artifacts folder."""
         shape = "dynamic" if self.dynamic else "static"
-        return f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
+        return (
+            f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
+        )
 
     def label(self) -> str:
         shape = " dynamic" if self.dynamic else ""
@@ -252,7 +254,11 @@ class Record:
         """A cell that ran in a worker: ok, or failed at `stage` with `error`."""
         values = {name: getattr(measured, name) for name in _MEASURED}
         speedup = None
-        if measured.ort_latency_ms and measured.eager_latency_ms and measured.ort_latency_ms.p50 > 0:
+        if (
+            measured.ort_latency_ms
+            and measured.eager_latency_ms
+            and measured.ort_latency_ms.p50 > 0
+        ):
             speedup = measured.eager_latency_ms.p50 / measured.ort_latency_ms.p50
         return cls(
             **_cell_fields(cell, run_id),
@@ -267,12 +273,21 @@ class Record:
 
     @classmethod
     def without_run(
-        cls, cell: Cell, run_id: str, *, status: str, reason: str, stage: str | None = None, **extra: Any
+        cls,
+        cell: Cell,
+        run_id: str,
+        *,
+        status: str,
+        reason: str,
+        stage: str | None = None,
+        **extra: Any,
     ) -> Record:
         """A cell that produced no measurements: skipped, not attempted, crashed, timed out, oom."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
-        signature = None if status in ("skipped", "not_attempted") else f"{status}: {_normalize(reason)}"
+        signature = (
+            None if status in ("skipped", "not_attempted") else f"{status}: {_normalize(reason)}"
+        )
         return cls(
             **_cell_fields(cell, run_id),
             status=status,
@@ -288,7 +303,13 @@ class Record:
     @property
     def cell(self) -> Cell:
         return Cell(
-            self.model, self.exporter, self.opset, self.device, self.dynamic, self.variant, self.family
+            self.model,
+            self.exporter,
+            self.opset,
+            self.device,
+            self.dynamic,
+            self.variant,
+            self.family,
         )
 
     @property

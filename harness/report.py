@@ -19,7 +19,6 @@ from typing import Any
 
 from harness.plots import (
     CLASS_OF_STATUS,
-    COVERAGE_STATES,
     DEFAULT_THRESHOLD,
     PLOT_TITLES,
     STATUS_CLASSES,
@@ -30,7 +29,6 @@ from harness.plots import (
     TrendSeries,
     column_of,
     comparison_data,
-    coverage_data,
     layout,
     opset_differs,
     opset_effect_data,

@@ -80,7 +80,9 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: TextIO = sys.stderr) -> Path:
+def execute(
+    plan: RunPlan, argv: list[str], *, resume: bool = False, stream: TextIO = sys.stderr
+) -> Path:
     """Run every pending cell of the plan; returns the run directory."""
     from harness import dispatch  # ray is imported only when a run really starts
 
@@ -90,15 +92,24 @@ def execute(plan: RunPlan, argv: list[str], *, resume: bool = False, stream: Tex
     cells = pending_cells(plan, done)
     print(plan.matrix.announcement, file=stream)
     if done:
-        print(f"resuming {run_dir}: {len(done)} cells already recorded, {len(cells)} to run", file=stream)
+        print(
+            f"resuming {run_dir}: {len(done)} cells already recorded, {len(cells)} to run",
+            file=stream,
+        )
     for problem in plan.zoo_problems:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
     store.write_manifest(run_dir, manifest)
     cluster = dispatch.start(plan.options.address, env_vars=harness_env())
     slots = dispatch.slots(plan.options.threads)
-    manifest["cluster"] = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+    manifest["cluster"] = {
+        "address": cluster.address,
+        "nodes": cluster.nodes,
+        "resources": cluster.resources,
+    }
     manifest["versions"] = dispatch.variant_versions({"base": (), **plan.variants})
-    manifest["settings"]["max_memory_gb"] = max_memory_gb(plan, slots, manifest["hardware"].get("memory_gb"))
+    manifest["settings"]["max_memory_gb"] = max_memory_gb(
+        plan, slots, manifest["hardware"].get("memory_gb")
+    )
     store.write_manifest(run_dir, manifest)
     progress = Progress(total=len(cells), stream=stream)
     try:
@@ -148,12 +159,18 @@ def max_memory_gb(plan: RunPlan, slots: int, machine_gb: float | None) -> float 
     return round(machine_gb * 0.9 / max(1, slots), 2)
 
 
-def _skip_without_gpus(plan: RunPlan, cells: list[Cell], has_gpus: bool, on_record: Any) -> list[Cell]:
+def _skip_without_gpus(
+    plan: RunPlan, cells: list[Cell], has_gpus: bool, on_record: Any
+) -> list[Cell]:
     """CUDA cells on a cluster without GPUs are recorded as skipped, not left unschedulable."""
     if has_gpus:
         return cells
     for cell in (c for c in cells if c.device == "cuda"):
-        on_record(Record.without_run(cell, plan.run_id, status="skipped", reason="no GPU in the Ray cluster"))
+        on_record(
+            Record.without_run(
+                cell, plan.run_id, status="skipped", reason="no GPU in the Ray cluster"
+            )
+        )
     return [c for c in cells if c.device != "cuda"]
 
 

@@ -73,7 +73,9 @@ def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
 def dynamic_axes(inputs: Inputs, dynamic_shapes: Any) -> dict[str, dict[int, str]]:
     """TorchScript `dynamic_axes` ({input name: {axis: name}}) derived from the spec."""
     axes: dict[str, dict[int, str]] = {}
-    for i, (_, dims) in enumerate(_walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))):
+    for i, (_, dims) in enumerate(
+        _walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))
+    ):
         if dims:
             axes[f"input_{i}"] = {int(a): str(n) for a, n in dims.items()}
     return axes

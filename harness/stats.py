@@ -178,7 +178,9 @@ def log_ratios(series: Sequence[float]) -> list[float]:
     return [math.log(b / a) for a, b in zip(series, series[1:], strict=False) if a > 0 and b > 0]
 
 
-def noise_log_threshold(series: Sequence[float], *, floor: float, k: float, min_changes: int) -> float | None:
+def noise_log_threshold(
+    series: Sequence[float], *, floor: float, k: float, min_changes: int
+) -> float | None:
     """The log-ratio a new value must exceed to stand out of `series`' own noise.
 
     max(log(1 + floor), k * robust sigma of the run-to-run log-ratios); None when the

@@ -73,7 +73,9 @@ def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterat
         pending: TornLine | None = None
         for number, line in enumerate(f, start=1):
             if pending is not None:
-                raise RunDirError(f"{path}:{pending.line_number} is not a JSON record: {pending.text[:80]!r}")
+                raise RunDirError(
+                    f"{path}:{pending.line_number} is not a JSON record: {pending.text[:80]!r}"
+                )
             if not line.strip():
                 continue
             try:

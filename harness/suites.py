@@ -46,7 +46,9 @@ class Protocol:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - known)
         if unknown:
-            raise UsageError(f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+            raise UsageError(
+                f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})"
+            )
         for key, value in table.items():
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"{source}: [protocol] {key} must be a non-negative number")
@@ -91,7 +93,9 @@ def load_suite(name_or_path: str) -> Suite:
     try:
         table = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
-        where = str(exc).replace("(at end of document)", f"(at the end of the file, line {_line_count(path)})")
+        where = str(exc).replace(
+            "(at end of document)", f"(at the end of the file, line {_line_count(path)})"
+        )
         raise UsageError(f"suite file {path} is not valid TOML: {where}") from None
     return parse_suite(table, name=path.stem, source=str(path))
 
@@ -106,9 +110,13 @@ _SUITE_KEYS = {"description", "models", "exporters", "opsets", "devices", "dynam
 def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     unknown = sorted(set(table) - _SUITE_KEYS)
     if unknown:
-        raise UsageError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_SUITE_KEYS))})")
+        raise UsageError(
+            f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_SUITE_KEYS))})"
+        )
     models = _string_list(table, "models", source, required=True)
-    exporters = validate_exporters(_string_list(table, "exporters", source) or DEFAULT_EXPORTERS, source)
+    exporters = validate_exporters(
+        _string_list(table, "exporters", source) or DEFAULT_EXPORTERS, source
+    )
     devices = validate_devices(_string_list(table, "devices", source) or ("cpu",), source)
     opsets = _opsets(table.get("opsets", list(DEFAULT_OPSETS)), exporters, source)
     dynamic = table.get("dynamic", False)
@@ -121,7 +129,9 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     return Suite(name, source, models, exporters, opsets, devices, dynamic, description, protocol)
 
 
-def _string_list(table: dict[str, Any], key: str, source: str, *, required: bool = False) -> tuple[str, ...]:
+def _string_list(
+    table: dict[str, Any], key: str, source: str, *, required: bool = False
+) -> tuple[str, ...]:
     value = table.get(key)
     if value is None:
         if required:
@@ -139,7 +149,9 @@ def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tu
     if isinstance(value, dict):
         unknown = sorted(set(value) - set(exporters))
         if unknown:
-            raise UsageError(f"{source}: [opsets] names exporter {unknown[0]!r}, which the suite does not run")
+            raise UsageError(
+                f"{source}: [opsets] names exporter {unknown[0]!r}, which the suite does not run"
+            )
         default = value.get("*", list(DEFAULT_OPSETS))
         return {e: validate_opsets(value.get(e, default), e, source) for e in exporters}
     raise UsageError(f"{source}: 'opsets' must be a list of integers or a table per exporter")
@@ -167,5 +179,7 @@ def validate_opsets(values: Any, exporter: str, source: str) -> tuple[int, ...]:
         if not isinstance(v, int) or isinstance(v, bool):
             raise UsageError(f"{source}: opset {v!r} is not an integer")
         if not low <= v <= high:
-            raise UsageError(f"{source}: opset {v} is outside what {exporter} can take ({low}..{high})")
+            raise UsageError(
+                f"{source}: opset {v} is outside what {exporter} can take ({low}..{high})"
+            )
     return tuple(sorted(set(values)))

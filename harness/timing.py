@@ -44,7 +44,10 @@ def _warm_up(fn: Callable[[], object], protocol: Protocol) -> int:
         fn()
         window = [*window[-(STABLE_WINDOW - 1) :], time.perf_counter() - t0]
         done_min = len(window) >= protocol.warmup_min_iters
-        if done_min and (is_stable(window, protocol.warmup_tolerance) or time.perf_counter() - start >= protocol.warmup_max_s):
+        if done_min and (
+            is_stable(window, protocol.warmup_tolerance)
+            or time.perf_counter() - start >= protocol.warmup_max_s
+        ):
             return len(window)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import gc
-import multiprocessing
 import inspect
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -50,12 +50,17 @@ def run_cell(task: CellTask) -> Record:
     spec: ModelSpec | None = None
     try:
         spec = find_spec(task)
-        with limits.memory_limit(task.max_memory_gb), limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)):
+        with (
+            limits.memory_limit(task.max_memory_gb),
+            limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)),
+        ):
             record = _skip_reason(task, spec) or _run(task, spec, measured)
     except StageFailure as failure:
         record = _failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record
-        record = Record.finished(task.cell, task.run_id, measured, status="harness_error", error=exc)
+        record = Record.finished(
+            task.cell, task.run_id, measured, status="harness_error", error=exc
+        )
     if spec is not None:
         record = spec.judge(record)
     return record.with_changes(duration_s=time.perf_counter() - start, attempt=task.attempt)
@@ -69,7 +74,9 @@ def run_cell_isolated(task: CellTask) -> Record:
         try:
             return pool.submit(run_cell, task).result()
         except concurrent.futures.process.BrokenProcessPool as exc:
-            reason = limits.read_crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)) or str(exc)
+            reason = limits.read_crash_log(
+                limits.crash_log_path(task.run_dir, task.cell.cell_id)
+            ) or str(exc)
             return Record.without_run(
                 task.cell, task.run_id, status="crashed", reason=f"cell process died: {reason}"
             ).with_changes(attempt=task.attempt)
@@ -85,7 +92,11 @@ def find_spec(task: CellTask) -> ModelSpec:
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
     reason = spec.missing_requirement() or exporters.available(task.cell.exporter)
     if reason is None and task.cell.device == "cuda":
-        reason = "no CUDA device on this worker" if not torch.cuda.is_available() else cuda_provider_missing()
+        reason = (
+            "no CUDA device on this worker"
+            if not torch.cuda.is_available()
+            else cuda_provider_missing()
+        )
     if reason is None:
         return None
     return Record.without_run(task.cell, task.run_id, status="skipped", reason=reason)
@@ -198,7 +209,12 @@ def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | N
 
 
 def _request(
-    task: CellTask, spec: ModelSpec, model: torch.nn.Module, inputs: Inputs, n_outputs: int, workdir: Path
+    task: CellTask,
+    spec: ModelSpec,
+    model: torch.nn.Module,
+    inputs: Inputs,
+    n_outputs: int,
+    workdir: Path,
 ) -> ExportRequest:
     return ExportRequest(
         model=model,
@@ -215,7 +231,9 @@ def artifacts_dir(task: CellTask) -> Path:
     return Path(task.run_dir) / "artifacts" / task.cell.cell_id
 
 
-def _export(task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None) -> None:
+def _export(
+    task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
+) -> None:
     exporter = task.cell.exporter
     try:
         with PeakRss() as peak, PeakCuda(task.cell.device) as peak_cuda:
@@ -242,12 +260,16 @@ class MemoryBudgetExceeded(Exception):
     pass
 
 
-def _check_memory_budget(model: torch.nn.Module, peak_mb: float | None, ratio: float | None) -> None:
+def _check_memory_budget(
+    model: torch.nn.Module, peak_mb: float | None, ratio: float | None
+) -> None:
     """A zoo entry may cap export memory at a multiple of its weights (the large model:
     an exporter holding extra copies of 2 GB of weights is a regression)."""
     if ratio is None or peak_mb is None:
         return
-    weights_mb = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / 1024**2
+    weights_mb = (
+        sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / 1024**2
+    )
     if peak_mb > ratio * weights_mb:
         raise StageFailure(
             "save",
@@ -257,7 +279,9 @@ def _check_memory_budget(model: torch.nn.Module, peak_mb: float | None, ratio: f
         )
 
 
-def _aten_ops(exporter: str, request: ExportRequest, found: dict[str, int] | None) -> dict[str, int] | None:
+def _aten_ops(
+    exporter: str, request: ExportRequest, found: dict[str, int] | None
+) -> dict[str, int] | None:
     if found is not None or not exporter.startswith("torchscript"):
         return found
     return exporters.torchscript_aten_ops(request, scripted=exporter == "torchscript-script")
@@ -267,7 +291,9 @@ def _check(path: Path, m: Measurements) -> None:
     with stage("check"):
         onnx.checker.check_model(str(path), full_check=True)
         model = onnx.load(str(path), load_external_data=False)
-    m.opset_actual = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    m.opset_actual = next(
+        (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None
+    )
     m.onnx_nodes = len(model.graph.node)
     ops: dict[str, int] = {}
     for node in model.graph.node:
@@ -279,18 +305,26 @@ def _check(path: Path, m: Measurements) -> None:
 def _verify(runner: OrtRunner, ref: Reference, spec: ModelSpec, m: Measurements) -> None:
     with stage("ort_run"):
         outputs = runner.run(ref.inputs)
-    m.numerics = compare_outputs(outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance)
+    m.numerics = compare_outputs(
+        outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance
+    )
     _require_ok("numerics", m.numerics)
 
 
 def _require_ok(stage_name: str, checks: list[Any]) -> None:
     bad = [c for c in checks if not c.ok]
     if bad:
-        detail = "; ".join(f"{c.name}: max_abs {c.max_abs}" + (f" ({c.note})" if c.note else "") for c in bad)
-        raise StageFailure(stage_name, NumericsMismatch(f"{len(bad)} of {len(checks)} outputs differ: {detail}"))
+        detail = "; ".join(
+            f"{c.name}: max_abs {c.max_abs}" + (f" ({c.note})" if c.note else "") for c in bad
+        )
+        raise StageFailure(
+            stage_name, NumericsMismatch(f"{len(bad)} of {len(checks)} outputs differ: {detail}")
+        )
 
 
-def _verify_second_shape(runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements) -> None:
+def _verify_second_shape(
+    runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
+) -> None:
     """Dynamic cells run again at a second shape (batch 1, shorter sequences)."""
     with stage("dynamic"):
         other = second_shape(inputs, spec.dynamic_shapes, spec.dynamic_sizes)
@@ -302,7 +336,9 @@ def _verify_second_shape(runner: OrtRunner, model: torch.nn.Module, inputs: Inpu
     _require_ok("dynamic", checks)
 
 
-def _latency(runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements) -> None:
+def _latency(
+    runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements
+) -> None:
     """ORT first, then the session is dropped before eager is timed, so no idle ORT
     thread pool shares the cores with eager (DESIGN.md: latency in a clean state)."""
     with stage("latency"):
@@ -343,7 +379,9 @@ def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
 def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
     status = "oom" if limits.is_out_of_memory(failure.error) else STATUS_OF_STAGE[failure.stage]
     m.artifacts.update(_write_failure_artifacts(task, failure))
-    return Record.finished(task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error)
+    return Record.finished(
+        task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error
+    )
 
 
 def _write_failure_artifacts(task: CellTask, failure: StageFailure) -> dict[str, str]:

@@ -129,7 +129,9 @@ class Zoo:
         for pattern in patterns:
             hits = [m for m in self.models.values() if _selects(pattern, m)]
             if not hits:
-                raise UsageError(f"no model in the zoo matches {pattern!r}; `harness list` shows the zoo")
+                raise UsageError(
+                    f"no model in the zoo matches {pattern!r}; `harness list` shows the zoo"
+                )
             chosen.update((m.name, m) for m in hits)
         return sorted(chosen.values(), key=lambda m: m.name)
 
@@ -166,7 +168,9 @@ def load_file(path: Path, *, fresh: bool = False) -> list[ModelSpec]:
     after a static capture of an LSTM model, its dynamic capture fails), and a worker
     reused across cells must not carry one cell's state into the next."""
     path = path.resolve()
-    module_name = "harness_zoo_" + hashlib.sha1(str(path).encode()).hexdigest()[:10] + "_" + path.stem
+    module_name = (
+        "harness_zoo_" + hashlib.sha1(str(path).encode()).hexdigest()[:10] + "_" + path.stem
+    )
     if fresh:
         module_name += f"_{next(_FRESH_LOADS)}"
     if module_name not in sys.modules:
@@ -294,5 +298,7 @@ def discover(
             except UsageError:
                 raise
             except Exception as exc:
-                problems.append(ZooProblem(f"entry-point:{ep.name}", f"{type(exc).__name__}: {exc}"))
+                problems.append(
+                    ZooProblem(f"entry-point:{ep.name}", f"{type(exc).__name__}: {exc}")
+                )
     return Zoo(models=dict(sorted(models.items())), problems=tuple(problems))

@@ -11,7 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "zoo_fixtures"
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     """The real `harness` command line in a fresh process (its own Ray instance)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run(

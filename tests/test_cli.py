@@ -27,10 +27,16 @@ def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     ("argv", "message"),
     [
         (["run", "--suite", "nope"], "unknown suite 'nope'"),
-        (["run", "--suite", "smoke", "--models", "no_such_model"], "no model in the zoo matches 'no_such_model'"),
+        (
+            ["run", "--suite", "smoke", "--models", "no_such_model"],
+            "no model in the zoo matches 'no_such_model'",
+        ),
         (["run", "--suite", "smoke", "--exporters", "onnx9"], "unknown exporter 'onnx9'"),
         (["run", "--suite", "smoke", "--opsets", "99"], "opset 99 is outside what dynamo can take"),
-        (["run", "--suite", "smoke", "--exporters", "torchscript", "--opsets", "21"], "outside what torchscript can take"),
+        (
+            ["run", "--suite", "smoke", "--exporters", "torchscript", "--opsets", "21"],
+            "outside what torchscript can take",
+        ),
         (["run", "--suite", "smoke", "--opsets", "x"], "--opsets takes integers"),
         (["run", "--zoo", "/no/such/path"], "--zoo path /no/such/path does not exist"),
         (["run", "--zoo", str(FIXTURES / "nospec")], "defines neither SPEC nor SPECS"),
@@ -41,21 +47,27 @@ def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str) -> None:
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
+) -> None:
     out = tmp_path / "run"
     line = _fails(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
     assert message in line
     assert not out.exists()
 
 
-def test_malformed_suite_names_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_malformed_suite_names_file_and_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     suite = tmp_path / "bad.toml"
     suite.write_text('models = ["mlp*"]\nopsets = [17, 18\n')
     line = _fails(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
     assert str(suite) in line and "line 2" in line
 
 
-def test_out_holding_another_run_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_out_holding_another_run_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     out = tmp_path / "taken"
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "someone-else"}))
@@ -83,8 +95,13 @@ def test_list_json_has_models_and_suites(capsys: pytest.CaptureFixture[str]) -> 
     assert {s["name"] for s in listing["suites"]} >= {"smoke", "vision", "nlp", "audio", "seed"}
 
 
-def test_broken_zoo_file_is_reported_and_others_still_load(capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_zoo_file_is_reported_and_others_still_load(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["list", "--zoo", str(FIXTURES / "broken")]) == 0
     out = capsys.readouterr().out
     assert "plugin_ok" in out
-    assert "raises_on_import.py failed to import: RuntimeError: this plugin is broken on purpose" in out
+    assert (
+        "raises_on_import.py failed to import: RuntimeError: this plugin is broken on purpose"
+        in out
+    )

@@ -240,7 +240,10 @@ def test_run_wide_shift_is_divided_out_against_one_run():
     slower on top of it still is one."""
     rng = random.Random(5)
     base = [record(model=f"m{i}", ort=lat(rng, 2.0 + i)) for i in range(6)]
-    slower = [record(model=f"m{i}", ort=lat(rng, (2.0 + i) * 1.15 * (1.6 if i == 3 else 1.0))) for i in range(6)]
+    slower = [
+        record(model=f"m{i}", ort=lat(rng, (2.0 + i) * 1.15 * (1.6 if i == 3 else 1.0)))
+        for i in range(6)
+    ]
     c = compare_runs(run("A", base), run("B", slower))
     regressed = [f for f in c.findings if f.kind == "metric_regressed"]
     assert [f.cell.model for f in regressed] == ["m3"]

@@ -19,8 +19,16 @@ def _run(out: Path, **env: str) -> Path:
     os.environ.update(env)
     try:
         result = run_cli(
-            "run", "--zoo", str(FIXTURES / "inject"), "--exporters", "dynamo", "--opsets", "18",
-            "--out", str(out), "--no-report",
+            "run",
+            "--zoo",
+            str(FIXTURES / "inject"),
+            "--exporters",
+            "dynamo",
+            "--opsets",
+            "18",
+            "--out",
+            str(out),
+            "--no-report",
         )
     finally:
         for k, v in saved.items():
@@ -47,9 +55,13 @@ def _compare(baseline: Path, candidate: Path, out: Path) -> tuple[int, dict]:
 def test_injected_regressions_are_flagged_exactly(runs: dict[str, Path], tmp_path: Path) -> None:
     code, report = _compare(runs["a"], runs["b"], tmp_path)
     assert code == 1
-    blocking = {(f["model"], f["family"]) for f in report["findings"] if f["severity"] == "blocking"}
+    blocking = {
+        (f["model"], f["family"]) for f in report["findings"] if f["severity"] == "blocking"
+    }
     assert blocking == {("inj_slow", "ort_latency"), ("inj_op", "status")}
-    flagged_models = {f["model"] for f in report["findings"] if f["severity"] in ("blocking", "warning")}
+    flagged_models = {
+        f["model"] for f in report["findings"] if f["severity"] in ("blocking", "warning")
+    }
     assert not any(m.startswith("inj_steady") for m in flagged_models)
     messages = " ".join(f["message"] for f in report["findings"])
     assert "aten.cummax.default" in messages

@@ -40,8 +40,21 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node(cluster: Cluster, tmp_path: Pat
     cluster.wait_for_nodes()
     out = tmp_path / "gpu"
     result = run_cli(
-        "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters", "torchscript",
-        "--opsets", "17", "--devices", "cpu,cuda", "--address", cluster.address, "--out", str(out),
+        "run",
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--models",
+        "tiny_mlp",
+        "--exporters",
+        "torchscript",
+        "--opsets",
+        "17",
+        "--devices",
+        "cpu,cuda",
+        "--address",
+        cluster.address,
+        "--out",
+        str(out),
         "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -66,8 +79,20 @@ def test_cells_of_a_lost_node_are_retried_elsewhere(tmp_path: Path) -> None:
         c.wait_for_nodes()
         out = tmp_path / "lost"
         proc = _start_cli(
-            "run", "--zoo", str(FIXTURES / "slow"), "--models", "slow_0,slow_1", "--exporters", "torchscript",
-            "--opsets", "17", "--address", c.address, "--out", str(out), "--no-report",
+            "run",
+            "--zoo",
+            str(FIXTURES / "slow"),
+            "--models",
+            "slow_0,slow_1",
+            "--exporters",
+            "torchscript",
+            "--opsets",
+            "17",
+            "--address",
+            c.address,
+            "--out",
+            str(out),
+            "--no-report",
         )
         _wait_for(lambda: len(list((out / ".crash").glob("*.log"))) >= 2, timeout=120, proc=proc)
         c.remove_node(doomed)  # kills its raylet and the worker running a cell there
@@ -85,8 +110,20 @@ def test_cells_of_a_lost_node_are_retried_elsewhere(tmp_path: Path) -> None:
 def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
     out = tmp_path / "resume"
     proc = _start_cli(
-        "run", "--zoo", str(FIXTURES / "tiny"), "--zoo", str(FIXTURES / "slow"), "--models", "tiny_*,slow_*",
-        "--exporters", "torchscript", "--opsets", "17", "--out", str(out), "--no-report",
+        "run",
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--zoo",
+        str(FIXTURES / "slow"),
+        "--models",
+        "tiny_*,slow_*",
+        "--exporters",
+        "torchscript",
+        "--opsets",
+        "17",
+        "--out",
+        str(out),
+        "--no-report",
     )
     _wait_for(lambda: _line_count(out) >= 2, timeout=180, proc=proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
@@ -107,8 +144,20 @@ def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
 def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
     out = tmp_path / "variant"
     result = run_cli(
-        "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters", "dynamo", "--opsets", "18",
-        "--variant", "old=onnxscript==0.6.2", "--out", str(out), "--no-report",
+        "run",
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--models",
+        "tiny_mlp",
+        "--exporters",
+        "dynamo",
+        "--opsets",
+        "18",
+        "--variant",
+        "old=onnxscript==0.6.2",
+        "--out",
+        str(out),
+        "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     by_variant = {r.variant: r for r in _records(out)}
@@ -141,9 +190,8 @@ def _wait_for(condition, *, timeout: float, proc: subprocess.Popen[str]) -> None
         if condition():
             return
         if proc.poll() is not None:
-            raise AssertionError(f"the run ended early: {proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
+            )
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
-
-
-

@@ -43,7 +43,9 @@ def test_integer_outputs_compare_exactly() -> None:
 
 def test_output_count_mismatch_is_one_failed_check() -> None:
     checks = compare_outputs([np.zeros(2)], [np.zeros(2), np.zeros(3)], None, ["a"], None)
-    assert len(checks) == 1 and not checks[0].ok and "1 outputs, eager has 2" in (checks[0].note or "")
+    assert (
+        len(checks) == 1 and not checks[0].ok and "1 outputs, eager has 2" in (checks[0].note or "")
+    )
 
 
 def test_shape_mismatch_fails() -> None:

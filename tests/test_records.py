@@ -52,11 +52,39 @@ def test_missing_values_are_null_not_zero() -> None:
 def test_contract_fields_present() -> None:
     fields = set(json.loads(_ok_record().to_json()))
     contract = {
-        "schema", "run_id", "model", "family", "exporter", "opset", "opset_actual", "device", "dynamic",
-        "variant", "status", "stage", "error_type", "error_message", "error_signature", "export_s",
-        "export_phases", "export_peak_rss_mb", "export_peak_cuda_mb", "onnx_bytes", "onnx_nodes",
-        "onnx_ops", "aten_ops", "unsupported_ops", "numerics", "ort_session_s", "ort_latency_ms",
-        "eager_latency_ms", "speedup", "attempt", "worker", "duration_s", "artifacts",
+        "schema",
+        "run_id",
+        "model",
+        "family",
+        "exporter",
+        "opset",
+        "opset_actual",
+        "device",
+        "dynamic",
+        "variant",
+        "status",
+        "stage",
+        "error_type",
+        "error_message",
+        "error_signature",
+        "export_s",
+        "export_phases",
+        "export_peak_rss_mb",
+        "export_peak_cuda_mb",
+        "onnx_bytes",
+        "onnx_nodes",
+        "onnx_ops",
+        "aten_ops",
+        "unsupported_ops",
+        "numerics",
+        "ort_session_s",
+        "ort_latency_ms",
+        "eager_latency_ms",
+        "speedup",
+        "attempt",
+        "worker",
+        "duration_s",
+        "artifacts",
     }
     assert contract <= fields
 
@@ -75,7 +103,9 @@ def test_failed_record_keeps_root_cause_signature() -> None:
         except KeyError as inner:
             raise RuntimeError("Failed to convert the exported program") from inner
     except RuntimeError as outer:
-        record = Record.finished(CELL, "r", Measurements(), status="export_failed", stage="translate", error=outer)
+        record = Record.finished(
+            CELL, "r", Measurements(), status="export_failed", stage="translate", error=outer
+        )
     assert record.error_type == "RuntimeError"
     assert record.error_signature == "KeyError: 'aten.cummax.default at 0x? in <path> line N'"
     assert "Caused by KeyError" in (record.error_message or "")

@@ -17,8 +17,15 @@ pytestmark = pytest.mark.e2e
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "tiny"
     result = run_cli(
-        "run", "--suite", str(FIXTURES / "tiny_suite.toml"), "--zoo", str(FIXTURES / "tiny"),
-        "--out", str(out), "--timeout", "300",
+        "run",
+        "--suite",
+        str(FIXTURES / "tiny_suite.toml"),
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--out",
+        str(out),
+        "--timeout",
+        "300",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
@@ -39,8 +46,12 @@ def test_every_cell_has_exactly_one_record(tiny_run: Path) -> None:
 
 def test_ok_cells_have_measurements(tiny_run: Path) -> None:
     ok = [r for r in store.read_records(tiny_run) if r.status == "ok"]
-    assert {(r.model, r.exporter) for r in ok} >= {("tiny_mlp", "dynamo"), ("tiny_mlp", "torchscript"),
-                                                  ("tiny_conv", "dynamo"), ("tiny_conv", "torchscript")}
+    assert {(r.model, r.exporter) for r in ok} >= {
+        ("tiny_mlp", "dynamo"),
+        ("tiny_mlp", "torchscript"),
+        ("tiny_conv", "dynamo"),
+        ("tiny_conv", "torchscript"),
+    }
     for r in ok:
         assert r.export_s is not None and r.export_s > 0
         assert r.export_peak_rss_mb is not None
@@ -50,7 +61,9 @@ def test_ok_cells_have_measurements(tiny_run: Path) -> None:
         assert r.onnx_nodes and r.onnx_bytes and r.onnx_ops
         assert r.worker is not None and r.worker["pid"] > 0
     dynamo = [r for r in ok if r.exporter == "dynamo"]
-    assert all(set(r.export_phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo)
+    assert all(
+        set(r.export_phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo
+    )
 
 
 def test_opset_actual_is_read_from_the_saved_model(tiny_run: Path) -> None:
@@ -90,8 +103,20 @@ def test_manifest_and_report(tiny_run: Path) -> None:
 def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "faults"
     result = run_cli(
-        "run", "--zoo", str(FIXTURES / "faults"), "--exporters", "torchscript", "--opsets", "17",
-        "--out", str(out), "--timeout", "30", "--max-memory-gb", "1", "--no-report",
+        "run",
+        "--zoo",
+        str(FIXTURES / "faults"),
+        "--exporters",
+        "torchscript",
+        "--opsets",
+        "17",
+        "--out",
+        str(out),
+        "--timeout",
+        "30",
+        "--max-memory-gb",
+        "1",
+        "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     status = {r.model: r for r in store.read_records(out)}
@@ -107,8 +132,18 @@ def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) 
     out = tmp_path / "sticky"
     # --threads 2 on this 2-core machine: one slot, so both cells share one worker, in order.
     result = run_cli(
-        "run", "--zoo", str(FIXTURES / "sticky"), "--exporters", "torchscript", "--opsets", "17",
-        "--threads", "2", "--out", str(out), "--no-report",
+        "run",
+        "--zoo",
+        str(FIXTURES / "sticky"),
+        "--exporters",
+        "torchscript",
+        "--opsets",
+        "17",
+        "--threads",
+        "2",
+        "--out",
+        str(out),
+        "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     records = {r.model: r for r in store.read_records(out)}

@@ -15,7 +15,10 @@ def _write(tmp_path: Path, text: str) -> str:
 
 
 def test_suite_with_per_exporter_opsets(tmp_path: Path) -> None:
-    suite = load_suite(_write(tmp_path, """
+    suite = load_suite(
+        _write(
+            tmp_path,
+            """
 models = ["mlp*", "tag:vision"]
 exporters = ["dynamo", "torchscript"]
 dynamic = true
@@ -24,7 +27,9 @@ dynamo = [18, 20]
 torchscript = [17, 16, 18]
 [protocol]
 min_iters = 5
-"""))
+""",
+        )
+    )
     assert suite.models == ("mlp*", "tag:vision")
     assert suite.opsets_for("dynamo") == (18, 20)
     assert suite.opsets_for("torchscript") == (16, 17, 18)
@@ -44,7 +49,10 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
         ('exporters = ["dynamo"]', "missing required key 'models'"),
         ('models = ["a"]\nexporters = ["onnx2"]', "unknown exporter 'onnx2'"),
         ('models = ["a"]\nopsets = [9000]', "opset 9000 is outside what dynamo can take"),
-        ('models = ["a"]\nexporters = ["torchscript"]\nopsets = [21]', "outside what torchscript can take"),
+        (
+            'models = ["a"]\nexporters = ["torchscript"]\nopsets = [21]',
+            "outside what torchscript can take",
+        ),
         ('models = ["a"]\nmodles = 1', "unknown key 'modles'"),
         ('models = ["a"]\n[protocol]\nmin_itres = 3', "unknown \\[protocol\\] key 'min_itres'"),
         ('models = ["a"]\ndevices = ["tpu"]', "unknown device 'tpu'"),
@@ -63,7 +71,10 @@ def test_unknown_suite_lists_known_ones() -> None:
 def test_opset_ranges_match_installed_torch() -> None:
     from torch.onnx import _constants
 
-    assert OPSET_RANGE["torchscript"] == (_constants.ONNX_MIN_OPSET, _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET)
+    assert OPSET_RANGE["torchscript"] == (
+        _constants.ONNX_MIN_OPSET,
+        _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET,
+    )
     assert OPSET_RANGE["dynamo"][1] == _constants.ONNX_MAX_OPSET
 
 

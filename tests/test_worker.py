@@ -12,8 +12,12 @@ from tests.conftest import FIXTURES
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
 
 
-def _task(tmp_path: Path, source: Path, model: str, exporter: str = "torchscript", dynamic: bool = False) -> CellTask:
-    return CellTask(Cell(model, exporter, 17, dynamic=dynamic), str(source), "r", str(tmp_path), protocol=QUICK)
+def _task(
+    tmp_path: Path, source: Path, model: str, exporter: str = "torchscript", dynamic: bool = False
+) -> CellTask:
+    return CellTask(
+        Cell(model, exporter, 17, dynamic=dynamic), str(source), "r", str(tmp_path), protocol=QUICK
+    )
 
 
 def test_ok_cell_measures_everything(tmp_path: Path) -> None:

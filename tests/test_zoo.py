@@ -22,7 +22,11 @@ MODELS = sorted(ZOO.models)
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere
 # (tests/test_adapters.py, where their cells must come out `skipped` or ok).
 TOO_LARGE_TAG = "large"
-BUILDABLE = [n for n in MODELS if not ZOO.get(n).missing_requirement() and TOO_LARGE_TAG not in ZOO.get(n).tags]
+BUILDABLE = [
+    n
+    for n in MODELS
+    if not ZOO.get(n).missing_requirement() and TOO_LARGE_TAG not in ZOO.get(n).tags
+]
 DYNAMIC = [n for n in MODELS if ZOO.get(n).dynamic_shapes is not None]
 DYNAMIC_BUILDABLE = [n for n in BUILDABLE if n in DYNAMIC]
 REQUIRED = {"vision": 10, "nlp": 8, "audio": 4, "seed": 8}

@@ -32,5 +32,7 @@ def test_judge_turns_failures_into_xfail_and_passes_into_xpass_once() -> None:
     assert SPEC.judge(failed).status == "xfail" and SPEC.judge(failed).reason == "cannot script"
     assert SPEC.judge(passed).status == "xpass"
     assert SPEC.judge(SPEC.judge(passed)).status == "xpass"  # judging twice changes nothing
-    unexpected = Record.finished(Cell("m", "dynamo", 18), "r", Measurements(), status="export_failed")
+    unexpected = Record.finished(
+        Cell("m", "dynamo", 18), "r", Measurements(), status="export_failed"
+    )
     assert SPEC.judge(unexpected).status == "export_failed"

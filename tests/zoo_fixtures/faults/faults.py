@@ -21,8 +21,15 @@ def _hang() -> torch.nn.Module:
 
 
 SPECS = [
-    ModelSpec(name="fault_segv", family="seed", build=_segfault, example_inputs=lambda: (torch.rand(2, 2),)),
-    ModelSpec(name="fault_hang", family="seed", build=_hang, example_inputs=lambda: (torch.rand(2, 2),)),
+    ModelSpec(
+        name="fault_segv",
+        family="seed",
+        build=_segfault,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="fault_hang", family="seed", build=_hang, example_inputs=lambda: (torch.rand(2, 2),)
+    ),
     ModelSpec(
         name="fault_neighbour",
         family="seed",
@@ -42,5 +49,10 @@ def _allocate_without_bound() -> torch.nn.Module:
 
 
 SPECS.append(
-    ModelSpec(name="fault_oom", family="seed", build=_allocate_without_bound, example_inputs=lambda: (torch.rand(2, 2),))
+    ModelSpec(
+        name="fault_oom",
+        family="seed",
+        build=_allocate_without_bound,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    )
 )

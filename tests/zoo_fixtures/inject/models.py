@@ -44,8 +44,12 @@ def _op() -> torch.nn.Module:
 
 
 SPECS = [
-    ModelSpec(name="inj_slow", family="seed", build=_slow, example_inputs=lambda: (torch.randn(64, 192),)),
-    ModelSpec(name="inj_op", family="seed", build=_op, example_inputs=lambda: (torch.randn(8, 32),)),
+    ModelSpec(
+        name="inj_slow", family="seed", build=_slow, example_inputs=lambda: (torch.randn(64, 192),)
+    ),
+    ModelSpec(
+        name="inj_op", family="seed", build=_op, example_inputs=lambda: (torch.randn(8, 32),)
+    ),
     # Unchanged models: enough cells for the comparison to estimate (and divide out) the
     # run-wide drift of a loaded machine.
     *[

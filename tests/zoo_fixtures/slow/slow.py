@@ -15,6 +15,11 @@ def _slow_linear() -> torch.nn.Module:
 
 
 SPECS = [
-    ModelSpec(name=f"slow_{i}", family="seed", build=_slow_linear, example_inputs=lambda: (torch.rand(3, 4),))
+    ModelSpec(
+        name=f"slow_{i}",
+        family="seed",
+        build=_slow_linear,
+        example_inputs=lambda: (torch.rand(3, 4),),
+    )
     for i in range(3)
 ]

@@ -22,6 +22,16 @@ def _breaks_on_state() -> torch.nn.Module:
 
 
 SPECS = [
-    ModelSpec(name="sticky_a", family="seed", build=_leaves_state, example_inputs=lambda: (torch.rand(2, 3),)),
-    ModelSpec(name="sticky_b", family="seed", build=_breaks_on_state, example_inputs=lambda: (torch.rand(2, 3),)),
+    ModelSpec(
+        name="sticky_a",
+        family="seed",
+        build=_leaves_state,
+        example_inputs=lambda: (torch.rand(2, 3),),
+    ),
+    ModelSpec(
+        name="sticky_b",
+        family="seed",
+        build=_breaks_on_state,
+        example_inputs=lambda: (torch.rand(2, 3),),
+    ),
 ]
