@@ -61,12 +61,17 @@ def main() -> None:
             print(json.dumps(out))
             return
         out["export_s"] = time.perf_counter() - t0
-        onnx.checker.check_model(str(path))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = a.threads
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), args, strict=False)}
-        got = session.run(None, feeds)
+        try:
+            onnx.checker.check_model(str(path))
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = a.threads
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), args, strict=False)}
+            got = session.run(None, feeds)
+        except Exception as exc:
+            out.update(status="check_or_ort_failed", error=str(exc)[:200], wall_s=time.perf_counter() - START)
+            print(json.dumps(out))
+            return
         ok = all(
             np.allclose(g, e.numpy(), rtol=1e-4, atol=1e-5)
             for g, e in zip(got, expected, strict=False)
