@@ -20,6 +20,7 @@ from typing import Any
 import ray
 from ray import exceptions as ray_errors
 
+from harness.errors import UsageError
 from harness.limits import crash_log_path, read_crash_log
 from harness.records import CellTask, Record
 
@@ -47,7 +48,10 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
         "configure_logging": True,
     }
     if address:
-        ray.init(address=address, **kwargs)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, ray_errors.RayError, ValueError) as exc:
+            raise UsageError(f"--address {address}: cannot join the Ray cluster ({_first_line(exc)})") from None
     else:
         ray.init(num_cpus=os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **kwargs)
     return cluster_info(address or "local")
