@@ -69,7 +69,11 @@ def main() -> None:
             feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), args, strict=False)}
             got = session.run(None, feeds)
         except Exception as exc:
-            out.update(status="check_or_ort_failed", error=str(exc)[:200], wall_s=time.perf_counter() - START)
+            out.update(
+                status="check_or_ort_failed",
+                error=str(exc)[:200],
+                wall_s=time.perf_counter() - START,
+            )
             print(json.dumps(out))
             return
         ok = all(

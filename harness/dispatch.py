@@ -51,7 +51,9 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
         try:
             ray.init(address=address, **kwargs)
         except (ConnectionError, ray_errors.RayError, ValueError) as exc:
-            raise UsageError(f"--address {address}: cannot join the Ray cluster ({_first_line(exc)})") from None
+            raise UsageError(
+                f"--address {address}: cannot join the Ray cluster ({_first_line(exc)})"
+            ) from None
     else:
         ray.init(num_cpus=os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **kwargs)
     return cluster_info(address or "local")

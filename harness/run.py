@@ -98,7 +98,9 @@ def execute(
         )
     for problem in plan.zoo_problems:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
-    cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # before anything is written
+    cluster = dispatch.start(
+        plan.options.address, env_vars=harness_env()
+    )  # before anything is written
     slots = dispatch.slots(plan.options.threads)
     manifest["cluster"] = {
         "address": cluster.address,
