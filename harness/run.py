@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from harness import environment, store
 from harness.plan import RunPlan, pending_cells
-from harness.records import SCHEMA, Cell, CellTask, Record
+from harness.records import PASSING, SCHEMA, Cell, CellTask, Record
 from harness.store import RecordWriter
 
 
@@ -58,7 +58,7 @@ class Progress:
 
     @property
     def failures(self) -> int:
-        return sum(n for s, n in self.statuses.items() if s not in ("ok", "xfail", "skipped"))
+        return sum(n for s, n in self.statuses.items() if s not in PASSING)
 
     def update(self, record: Record) -> None:
         self.done += 1

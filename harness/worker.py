@@ -8,6 +8,7 @@ never into an exception that escapes `run_cell`.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import functools
 import gc
 import inspect
@@ -198,8 +199,6 @@ def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | N
     if sum(p.numel() * 8 for p in model.parameters()) > FLOAT64_MAX_PARAM_BYTES:
         return None
     try:
-        import copy
-
         model64 = copy.deepcopy(model).cpu().double()
         with torch.no_grad():
             out = flatten_outputs(to_float64(to_device(inputs, "cpu")).call(model64))
