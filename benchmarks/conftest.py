@@ -48,10 +48,14 @@ def plain(script: str, *args: str, timeout: float = 900) -> dict[str, Any]:
 
 
 class Figures:
-    """Collects each benchmark's figures; written to results/summary.md at the end."""
+    """Collects each benchmark's figures; written to results/summary.md at the end. A run
+    of some benchmarks replaces their sections and keeps the others' latest figures."""
 
     def __init__(self) -> None:
-        self.sections: dict[str, list[str]] = {}
+        saved = RESULTS / "figures.json"
+        self.sections: dict[str, list[str]] = (
+            json.loads(saved.read_text()) if saved.exists() else {}
+        )
 
     def add(self, section: str, lines: list[str]) -> None:
         self.sections[section] = lines

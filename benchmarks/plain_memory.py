@@ -1,7 +1,7 @@
 """The export peak memory of one cell in a fresh process, read from the kernel's peak
-(VmHWM): build the model, export a trivial model first (the harness also warms each
-exporter up once per process, so that one-time initialisation is not charged to a
-model), reset the peak, export, and report VmHWM minus the RSS before the export.
+(VmHWM): build the model, export the harness's warm-up model first (the harness also
+warms each exporter up once per process with it, so that one-time initialisation is not
+charged to a model), reset the peak, export, and report VmHWM minus the RSS before the export.
 
     python benchmarks/plain_memory.py --source FILE --model NAME --exporter dynamo --opset 18
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from harness.worker import WarmUpModel
 from harness.zoo import load_source
 
 
@@ -39,9 +40,12 @@ def main() -> None:
     args = tuple(spec.example_inputs())
     dynamo = a.exporter == "dynamo"
     with tempfile.TemporaryDirectory() as tmp:
-        warm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
         torch.onnx.export(
-            warm, (torch.rand(2, 4),), f"{tmp}/warm.onnx", dynamo=dynamo, opset_version=a.opset
+            WarmUpModel().eval(),
+            WarmUpModel.example_inputs(),
+            f"{tmp}/warm.onnx",
+            dynamo=dynamo,
+            opset_version=a.opset,
         )
         Path("/proc/self/clear_refs").write_text("5")
         baseline = _kib("VmRSS")

@@ -1,19 +1,22 @@
-"""Run-to-run spread of ORT p50 on the vision suite over RUNS runs: the coefficient of
-variation per cell (median and worst), so the compare thresholds can be set from it."""
+"""Run-to-run spread of ORT p50 on the vision suite over RUNS runs (the coefficient of
+variation per cell, median and worst, so the compare thresholds can be set from it), and
+the comparison calibrated on the same runs (calibrate.py): the A/A false-alarm rate of
+consecutive pairs and the smallest single-model latency slowdown the defaults catch."""
 
 from __future__ import annotations
 
+import json
 import os
-import statistics
 from pathlib import Path
 
-from benchmarks.conftest import Figures, harness
-from harness import store
+from benchmarks.calibrate import detection, false_alarms, noise
+from benchmarks.conftest import RESULTS, Figures, harness
+from harness.compare import read_run
 
 RUNS = int(os.environ.get("HARNESS_NOISE_RUNS", "5"))
 
 
-def test_noise_vision(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_noise_and_alert_calibration_vision(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     def runs() -> list[Path]:
         dirs = [tmp_path / f"run{i}" for i in range(RUNS)]
         for d in dirs:
@@ -21,22 +24,42 @@ def test_noise_vision(benchmark, figures: Figures, tmp_path: Path) -> None:  # t
         return dirs
 
     dirs = benchmark.pedantic(runs, rounds=1, iterations=1)
-    p50s: dict[tuple, list[float]] = {}
-    for d in dirs:
-        for r in store.read_records(d):
-            if r.ort_latency_ms is not None and r.status in ("ok", "xpass"):
-                p50s.setdefault(r.cell.key, []).append(r.ort_latency_ms.p50)
-    cvs = {k: statistics.stdev(v) / statistics.mean(v) for k, v in p50s.items() if len(v) == RUNS}
-    worst_key = max(cvs, key=lambda k: cvs[k])
-    median_cv = statistics.median(cvs.values())
-    benchmark.extra_info.update(
-        median_cv=median_cv, worst_cv=cvs[worst_key], cells=len(cvs), runs=RUNS
+    loaded = [read_run(d) for d in dirs]
+    spread, aa, caught = noise(loaded), false_alarms(loaded), detection(loaded)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "calibration.json").write_text(
+        json.dumps({"noise": spread, "aa": aa, "detection": caught}, indent=2)
     )
-    figures.add(
-        f"Noise (vision, ORT p50 over {RUNS} runs)",
-        [
-            f"coefficient of variation per cell: median {median_cv:.3%}, worst {cvs[worst_key]:.3%} "
-            f"({' '.join(map(str, worst_key))}), over {len(cvs)} cells",
+    benchmark.extra_info.update(noise=spread, aa_rate=aa["rate"], caught=caught["caught_share"])
+    figures.add(f"Noise (vision, ORT p50 over {RUNS} runs)", _noise_lines(spread))
+    figures.add("Alert calibration (vision, default thresholds)", _calibration_lines(aa, caught))
+    assert spread["cells"] > 0 and aa["pairs"] and caught["cases"] > 0
+
+
+def _noise_lines(spread: dict) -> list[str]:
+    return [
+        f"coefficient of variation of ORT p50 per cell: median {spread['median_cv']:.2%},"
+        f" 90th percentile {spread['p90_cv']:.2%}, worst {spread['worst_cv']:.2%}"
+        f" ({spread['worst_cell']}), over {spread['cells']} cells"
+    ]
+
+
+def _calibration_lines(aa: dict, caught: dict) -> list[str]:
+    shares = " | ".join(f"{float(s) - 1:+.0%}: {v:.0%}" for s, v in caught["caught_share"].items())
+    return [
+        f"A/A false alarms (blocking or warning): {aa['alarms']} over {aa['cell_comparisons']}"
+        f" cell comparisons in {len(aa['pairs'])} pairs ({aa['rate']:.2%})",
+        *[
+            f"- {p['pair']}: {p['blocking']} blocking, {p['warnings']} warnings {p['alarms'] or ''}"
+            for p in aa["pairs"]
         ],
-    )
-    assert cvs
+        "",
+        f"one model slowed down alone, share of {caught['cases']} (pair, cell) cases caught as"
+        f" blocking: {shares}",
+        f"smallest slowdown caught in >= 90% of cases: {_pct(caught['smallest_caught_90'])};"
+        f" in all: {_pct(caught['smallest_caught_all'])}",
+    ]
+
+
+def _pct(factor: float | None) -> str:
+    return "none of those tried" if factor is None else f"{factor - 1:+.0%}"

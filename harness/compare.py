@@ -783,13 +783,29 @@ def noisy_findings_against_run(
             [math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t
         )
         for c, (sb, sc) in paired:
-            verdict = judge_against_run(metric, sb, sc, t, shift)
-            finding = _to_finding(
-                metric, verdict, c, stats.median(sb), stats.median(sc), single_run=True
-            )
-            if finding:
+            if finding := cell_finding_against_run(metric, c, sb, sc, t, shift):
                 found.append(finding)
     return found
+
+
+def cell_finding_against_run(
+    metric: Metric,
+    cand: Record,
+    base_samples: Sequence[float],
+    cand_samples: Sequence[float],
+    t: Thresholds,
+    shift: float,
+) -> Finding | None:
+    """One cell's metric judged against one baseline run, after the run-wide `shift`."""
+    verdict = judge_against_run(metric, base_samples, cand_samples, t, shift)
+    return _to_finding(
+        metric,
+        verdict,
+        cand,
+        stats.median(base_samples),
+        stats.median(cand_samples),
+        single_run=True,
+    )
 
 
 def run_shift(log_ratios: Sequence[float], t: Thresholds) -> float:

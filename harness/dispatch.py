@@ -200,6 +200,8 @@ class DispatchStats:
     crashes: int = 0
     retried: int = 0
     clean_reruns: int = 0
+    max_in_flight: int = 0
+    peak_in_flight: int = 0
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -225,7 +227,7 @@ def run_tasks(
     retry: list[CellTask] = []
     pending: Iterator[CellTask] = iter(tasks)
     in_flight: dict[ray.ObjectRef, _InFlight] = {}
-    limit = max_in_flight or slots(1)
+    limit = stats.max_in_flight = max_in_flight or slots(1)
     exhausted = False
     alive = _alive_nodes()
     while in_flight or retry or not exhausted:
@@ -236,6 +238,7 @@ def run_tasks(
                 break
             in_flight[_submit(task, variants)] = _InFlight(task, time.perf_counter())
             stats.submitted += 1
+            stats.peak_in_flight = max(stats.peak_in_flight, len(in_flight))
         if not in_flight:
             continue
         ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import time
 from collections import Counter
@@ -139,11 +140,19 @@ def execute(
         "completed": stats.completed,
         "retried": stats.retried,
         "clean_reruns": stats.clean_reruns,
+        "max_in_flight": stats.max_in_flight,
+        "peak_in_flight": stats.peak_in_flight,
+        "driver_peak_rss_mb": driver_peak_rss_mb(),
         "wall_s": round(wall, 3),
         "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
     }
     store.write_manifest(run_dir, manifest)
     return run_dir
+
+
+def driver_peak_rss_mb() -> float:
+    """This process's peak RSS so far (the kernel's high-water mark), in MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def harness_env() -> dict[str, str]:

@@ -151,4 +151,8 @@ def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) 
     assert records["sticky_b"].status == "ok"
     assert records["sticky_b"].worker["fresh_process"] is True
     assert records["sticky_a"].worker["fresh_process"] is False
-    assert store.read_manifest(out)["dispatch"]["clean_reruns"] == 1
+    dispatch = store.read_manifest(out)["dispatch"]
+    assert dispatch["clean_reruns"] == 1
+    # one slot: backpressure keeps exactly one task in flight at a time
+    assert (dispatch["max_in_flight"], dispatch["peak_in_flight"]) == (1, 1)
+    assert dispatch["driver_peak_rss_mb"] > 100  # a driver that imported torch and ray

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.records import Cell, CellTask
+from harness.shapes import Inputs
 from harness.suites import Protocol
-from harness.worker import run_cell
+from harness.worker import (
+    WARM_UP_MODEL_MIN_OPSET,
+    WarmUpModel,
+    _warm_up,
+    run_cell,
+    warm_up_exporter,
+)
 from tests.conftest import FIXTURES
 
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
@@ -38,3 +47,18 @@ def test_export_memory_budget_fails_the_cell(tmp_path: Path) -> None:
 def test_unknown_model_is_a_harness_error_record(tmp_path: Path) -> None:
     r = run_cell(_task(tmp_path, FIXTURES / "budget.py", "not_there"))
     assert r.status == "harness_error" and "not found" in (r.error_message or "")
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_warm_up_model_exports_from_its_minimum_opset(exporter: str) -> None:
+    inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
+    assert _warm_up(exporter, WARM_UP_MODEL_MIN_OPSET, WarmUpModel().eval(), inputs)
+
+
+def test_warm_up_below_its_minimum_opset_is_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    warm_up_exporter("torchscript", 11)
+    out, err = capfd.readouterr()
+    assert "prim::Constant" not in out + err
+    # and the model really would not export there, which is why the trivial one is used
+    inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
+    assert not _warm_up("torchscript", 11, WarmUpModel().eval(), inputs)
