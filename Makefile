@@ -4,9 +4,9 @@
 bench:
 	python -m pytest benchmarks -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark.json
 
-# Without the 5-run noise benchmark (about a third of the time).
+# Without the 5-run noise and calibration benchmark and the 10 000-cell scale benchmark.
 bench-quick:
-	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise" --benchmark-json=benchmarks/results/benchmark.json
+	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale" --benchmark-json=benchmarks/results/benchmark.json
 
 test:
 	python -m pytest -q

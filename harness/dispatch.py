@@ -52,11 +52,27 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
             ray.init(address=address, **kwargs)
         except (ConnectionError, ray_errors.RayError, ValueError) as exc:
             raise UsageError(
-                f"--address {address}: cannot join the Ray cluster ({_first_line(exc)})"
+                f"--address {address}: cannot join the Ray cluster ({_first_line(exc)}){_auth_hint()}"
             ) from None
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **kwargs)
+        # "local": a new instance even where `ray start` left a cluster running on this
+        # machine (ray.init() would join that one, and refuse num_cpus).
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count() or 1,
+            object_store_memory=OBJECT_STORE_BYTES,
+            **kwargs,
+        )
     return cluster_info(address or "local")
+
+
+def _auth_hint() -> str:
+    if os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return (
+        "; a cluster started with `ray start` (Ray >= 2.59) wants token authentication:"
+        " set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    )
 
 
 def cluster_info(address: str) -> ClusterInfo:

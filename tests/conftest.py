@@ -12,10 +12,13 @@ FIXTURES = Path(__file__).resolve().parent / "zoo_fixtures"
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 600
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The real `harness` command line in a fresh process (its own Ray instance)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
         cwd=cwd or REPO,

@@ -6,7 +6,9 @@ which declares a GPU resource without having a GPU (there is none on this machin
 from __future__ import annotations
 
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -195,3 +197,58 @@ def _wait_for(condition, *, timeout: float, proc: subprocess.Popen[str]) -> None
             )
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ray_start_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A cluster started the way the README says (`ray start --head`), with token
+    authentication as Ray >= 2.59 turns on for `ray start`; its own token, so nothing in
+    ~/.ray matters. Yields its address and the environment a client needs."""
+    port = _free_port()
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    head = subprocess.Popen(
+        ["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
+         "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--include-dashboard=false"],
+        env={**os.environ, **auth},
+        stdout=(tmp_path / "ray-start.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}", auth
+    finally:
+        head.terminate()  # --block: ray start stops the processes it started
+        head.wait(timeout=60)
+
+
+def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
+    ray_start_head: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, auth = ray_start_head
+    tiny = ["--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters", "torchscript",
+            "--opsets", "17", "--no-report"]  # fmt: skip
+    joined = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "j"), env=auth)
+    assert joined.returncode == 0, joined.stderr[-3000:]
+    cluster = store.read_manifest(tmp_path / "j")["cluster"]
+    (record,) = _records(tmp_path / "j")
+    assert record.status == "ok"
+    assert cluster["resources"]["CPU"] == 1  # the head's --num-cpus, not this machine's
+    assert record.worker["node"] == cluster["nodes"][0]["node_id"]
+    # Without --address the run starts its own instance, although `ray start` left a
+    # cluster on this machine (plain ray.init() would join it and refuse num_cpus).
+    local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth)
+    assert local.returncode == 0, local.stderr[-3000:]
+    mine = store.read_manifest(tmp_path / "l")["cluster"]
+    assert mine["address"] == "local"
+    assert mine["resources"]["CPU"] == os.cpu_count()
+    assert {n["node_id"] for n in mine["nodes"]}.isdisjoint({cluster["nodes"][0]["node_id"]})
+    # Without the token the join is refused: exit 2, a line that says what to set, no run.
+    refused = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "r"))
+    assert refused.returncode == 2
+    assert "RAY_AUTH_MODE=token" in refused.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in refused.stderr and not (tmp_path / "r").exists()
