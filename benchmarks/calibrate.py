@@ -10,7 +10,7 @@
   blocking ORT-latency regression for it. The samples are the runs' own, so the noise
   is real; only the slowdown is synthetic.
 
-    python benchmarks/calibrate.py RUN_DIR RUN_DIR [RUN_DIR...]
+    PYTHONPATH=. python benchmarks/calibrate.py RUN_DIR RUN_DIR [RUN_DIR...] [--figures]
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from harness.compare import (
     cell_finding_against_run,
     compare_runs,
     read_run,
-    run_shift,
+    run_drift,
 )
 from harness.records import Record
 
-SLOWDOWNS = (1.05, 1.10, 1.15, 1.20, 1.30, 1.50, 2.00)
+SLOWDOWNS = (1.05, 1.10, 1.20, 1.30, 1.50, 2.00, 2.50, 3.00)
 
 
 def pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
@@ -98,11 +98,12 @@ def timed_pairs(base: Run, cand: Run) -> dict[tuple, TimedPair]:
 
 def caught(cells: dict[tuple, TimedPair], key: tuple, factor: float, t: Thresholds) -> bool:
     """Whether slowing `key` alone down by `factor` is a blocking ORT-latency finding; the
-    run-wide shift is estimated with the slowed cell among the others, as compare does."""
+    run-wide shift and noise are estimated with the slowed cell among the others, as
+    compare does."""
     logs = [p.log_ratio + (math.log(factor) if k == key else 0.0) for k, p in cells.items()]
     p = cells[key]
     slowed = [x * factor for x in p.cand]
-    f = cell_finding_against_run(ORT_LATENCY, p.record, p.base, slowed, t, run_shift(logs, t))
+    f = cell_finding_against_run(ORT_LATENCY, p.record, p.base, slowed, t, run_drift(logs, t))
     return f is not None and f.severity == BLOCKING
 
 
@@ -158,18 +159,56 @@ def noise(runs: Sequence[Run]) -> dict[str, Any]:
     }
 
 
+def noise_lines(spread: dict[str, Any], runs: int) -> list[str]:
+    return [
+        f"coefficient of variation of ORT p50 per cell: median {spread['median_cv']:.2%},"
+        f" 90th percentile {spread['p90_cv']:.2%}, worst {spread['worst_cv']:.2%}"
+        f" ({spread['worst_cell']}), over {spread['cells']} cells and {runs} runs"
+    ]
+
+
+def calibration_lines(aa: dict[str, Any], caught: dict[str, Any]) -> list[str]:
+    shares = " | ".join(f"{float(s) - 1:+.0%}: {v:.0%}" for s, v in caught["caught_share"].items())
+    return [
+        f"A/A false alarms (blocking or warning): {aa['alarms']} over {aa['cell_comparisons']}"
+        f" cell comparisons in {len(aa['pairs'])} pairs ({aa['rate']:.2%})",
+        *[
+            f"- {p['pair']}: {p['blocking']} blocking, {p['warnings']} warnings {p['alarms'] or ''}"
+            for p in aa["pairs"]
+        ],
+        "",
+        f"one model slowed down alone, share of {caught['cases']} (pair, cell) cases caught as"
+        f" blocking: {shares}",
+        f"smallest slowdown caught in >= 90% of cases: {_pct(caught['smallest_caught_90'])};"
+        f" in all: {_pct(caught['smallest_caught_all'])}",
+    ]
+
+
+def _pct(factor: float | None) -> str:
+    return "none of those tried" if factor is None else f"{factor - 1:+.0%}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument(
+        "--figures", action="store_true", help="also update benchmarks/results/summary.md"
+    )
     a = p.parse_args()
     runs = [read_run(d) for d in a.runs]
-    print(
-        json.dumps(
-            {"noise": noise(runs), "aa": false_alarms(runs), "detection": detection(runs)}, indent=2
+    spread, aa, caught = noise(runs), false_alarms(runs), detection(runs)
+    print(json.dumps({"noise": spread, "aa": aa, "detection": caught}, indent=2))
+    if a.figures:
+        from benchmarks.conftest import Figures
+
+        figures = Figures()
+        figures.add(
+            f"Noise (vision, ORT p50 over {len(runs)} runs)", noise_lines(spread, len(runs))
         )
-    )
+        figures.add("Alert calibration (vision, default thresholds)", calibration_lines(aa, caught))
+        figures.write()
 
 
 if __name__ == "__main__":

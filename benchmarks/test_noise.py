@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from benchmarks.calibrate import detection, false_alarms, noise
+from benchmarks.calibrate import calibration_lines, detection, false_alarms, noise, noise_lines
 from benchmarks.conftest import RESULTS, Figures, harness
 from harness.compare import read_run
 
@@ -31,35 +31,6 @@ def test_noise_and_alert_calibration_vision(benchmark, figures: Figures, tmp_pat
         json.dumps({"noise": spread, "aa": aa, "detection": caught}, indent=2)
     )
     benchmark.extra_info.update(noise=spread, aa_rate=aa["rate"], caught=caught["caught_share"])
-    figures.add(f"Noise (vision, ORT p50 over {RUNS} runs)", _noise_lines(spread))
-    figures.add("Alert calibration (vision, default thresholds)", _calibration_lines(aa, caught))
+    figures.add(f"Noise (vision, ORT p50 over {RUNS} runs)", noise_lines(spread, RUNS))
+    figures.add("Alert calibration (vision, default thresholds)", calibration_lines(aa, caught))
     assert spread["cells"] > 0 and aa["pairs"] and caught["cases"] > 0
-
-
-def _noise_lines(spread: dict) -> list[str]:
-    return [
-        f"coefficient of variation of ORT p50 per cell: median {spread['median_cv']:.2%},"
-        f" 90th percentile {spread['p90_cv']:.2%}, worst {spread['worst_cv']:.2%}"
-        f" ({spread['worst_cell']}), over {spread['cells']} cells"
-    ]
-
-
-def _calibration_lines(aa: dict, caught: dict) -> list[str]:
-    shares = " | ".join(f"{float(s) - 1:+.0%}: {v:.0%}" for s, v in caught["caught_share"].items())
-    return [
-        f"A/A false alarms (blocking or warning): {aa['alarms']} over {aa['cell_comparisons']}"
-        f" cell comparisons in {len(aa['pairs'])} pairs ({aa['rate']:.2%})",
-        *[
-            f"- {p['pair']}: {p['blocking']} blocking, {p['warnings']} warnings {p['alarms'] or ''}"
-            for p in aa["pairs"]
-        ],
-        "",
-        f"one model slowed down alone, share of {caught['cases']} (pair, cell) cases caught as"
-        f" blocking: {shares}",
-        f"smallest slowdown caught in >= 90% of cases: {_pct(caught['smallest_caught_90'])};"
-        f" in all: {_pct(caught['smallest_caught_all'])}",
-    ]
-
-
-def _pct(factor: float | None) -> str:
-    return "none of those tried" if factor is None else f"{factor - 1:+.0%}"

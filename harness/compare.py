@@ -692,25 +692,61 @@ def _floor_text(metric: Metric, t: Thresholds) -> str:
     return f"floor {metric.floor(t):.0%}{absolute}"
 
 
+@dataclass(frozen=True)
+class RunDrift:
+    """How all cells of a metric moved between the two runs: the median log-ratio (`shift`,
+    divided out) and the robust spread of the log-ratios around it (`noise`, the pair's
+    run-to-run noise: what a cell's ratio must stand out of). Zero with too few cells."""
+
+    shift: float = 0.0
+    noise: float = 0.0
+    cells: int = 0
+
+
+def run_drift(log_ratios: Sequence[float], t: Thresholds) -> RunDrift:
+    if len(log_ratios) < t.min_series_for_shift:
+        return RunDrift(cells=len(log_ratios))
+    return RunDrift(stats.median(log_ratios), stats.robust_sigma(log_ratios), cells=len(log_ratios))
+
+
+def _run_threshold_text(metric: Metric, t: Thresholds, drift: RunDrift) -> str:
+    if not drift.noise:
+        return _floor_text(metric, t)
+    return (
+        f"threshold = max({_floor_text(metric, t)}, {t.noise_k:g} x run-to-run noise"
+        f" {drift.noise:.1%} across {drift.cells} cells)"
+    )
+
+
 def judge_against_run(
-    metric: Metric, base: Sequence[float], cand: Sequence[float], t: Thresholds, shift: float = 0.0
+    metric: Metric,
+    base: Sequence[float],
+    cand: Sequence[float],
+    t: Thresholds,
+    drift: RunDrift | None = None,
 ) -> Verdict:
-    """One baseline run: the ratio of medians beyond the floor, and (with several samples on
-    each side) a Mann-Whitney U test at `alpha` agreeing on the direction. A run-wide
-    `shift` (log, the median over all cells) is divided out first."""
-    scale = math.exp(shift)
+    """One baseline run: the ratio of medians beyond the threshold, and (with several
+    samples on each side) a Mann-Whitney U test at `alpha` agreeing on the direction. The
+    run-wide shift is divided out first; the threshold is the floor, or k times the pair's
+    run-to-run noise where that is larger (seen here: on 2 shared cores the cells of two
+    runs of one build moved +-10% around each other, each with hundreds of samples that a
+    rank test alone would call significant)."""
+    drift = drift or RunDrift()
+    scale = math.exp(drift.shift)
     cand = [x / scale for x in cand]
     mb, mc = stats.median(base), stats.median(cand)
-    ratio, log_thr = mc / mb, math.log1p(metric.floor(t))
+    ratio = mc / mb
+    log_thr = max(math.log1p(metric.floor(t)), t.noise_k * drift.noise)
     direction = _direction(math.log(ratio), log_thr, mc - mb, metric.min_abs(t))
     medians = f"median {mb:.4g} -> {mc:.4g} {metric.unit}"
-    if shift:
+    if drift.shift:
         medians += f" (run-wide shift x{scale:.3f} divided out)"
+    threshold = _run_threshold_text(metric, t, drift)
     if len(base) < 2 or len(cand) < 2:
-        evidence = f"one sample per run: the {_floor_text(metric, t)} alone decides; {medians}"
+        evidence = f"one sample per run: the {threshold} alone decides; {medians}"
         return Verdict(direction, ratio, math.exp(log_thr), evidence, backed=False)
     agrees, test = _rank_test(cand, base, direction, t.alpha)
-    evidence = f"{medians} ({len(base)} vs {len(cand)} samples), {_floor_text(metric, t)}; {test}"
+    evidence = f"{medians} ({len(base)} vs {len(cand)} samples), {threshold}; {test}"
     return Verdict(direction if agrees else 0, ratio, math.exp(log_thr), evidence, backed=True)
 
 
@@ -779,11 +815,11 @@ def noisy_findings_against_run(
     found = []
     for metric in METRICS:
         paired = [(c, p) for b, c in pairs if (p := _paired_samples(metric, b, c, skipped))]
-        shift = run_shift(
+        drift = run_drift(
             [math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t
         )
         for c, (sb, sc) in paired:
-            if finding := cell_finding_against_run(metric, c, sb, sc, t, shift):
+            if finding := cell_finding_against_run(metric, c, sb, sc, t, drift):
                 found.append(finding)
     return found
 
@@ -794,10 +830,10 @@ def cell_finding_against_run(
     base_samples: Sequence[float],
     cand_samples: Sequence[float],
     t: Thresholds,
-    shift: float,
+    drift: RunDrift,
 ) -> Finding | None:
-    """One cell's metric judged against one baseline run, after the run-wide `shift`."""
-    verdict = judge_against_run(metric, base_samples, cand_samples, t, shift)
+    """One cell's metric judged against one baseline run, given how all cells moved."""
+    verdict = judge_against_run(metric, base_samples, cand_samples, t, drift)
     return _to_finding(
         metric,
         verdict,
@@ -806,17 +842,6 @@ def cell_finding_against_run(
         stats.median(cand_samples),
         single_run=True,
     )
-
-
-def run_shift(log_ratios: Sequence[float], t: Thresholds) -> float:
-    """The median log-ratio over all cells of a metric: the machine-wide drift between two
-    runs (load, clocks), divided out before one cell is judged; 0 with too few cells."""
-    if len(log_ratios) < t.min_series_for_shift:
-        return 0.0
-    return stats.median(log_ratios)
-
-
-# -- noisy metrics against history ------------------------------------------------------------
 
 
 @dataclass(frozen=True)

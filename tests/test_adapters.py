@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +191,57 @@ def test_torchvision_cells_are_skipped_with_the_reason(tmp_path: Path) -> None:
         assert r.status == "skipped", (r.model, r.status, r.error_message)
         assert "torchvision is not available here" in (r.reason or ""), r.reason
         assert r.export_s is None and r.numerics is None
+
+
+# -- the torchvision adapter with torchvision's real model code ----------------------------
+
+TORCHVISION_VERSION = "0.28.0"  # the release built for torch 2.13.0 (it pins torch==2.13.0)
+TORCHVISION_SITE = REPO / ".cache" / f"torchvision-{TORCHVISION_VERSION}"
+TORCHVISION_STUB = REPO / "tests" / "torchvision_stub"
+
+
+@pytest.fixture(scope="session")
+def torchvision_site() -> Path:
+    """torchvision's wheel unpacked outside the environment (pip --target, no dependencies:
+    its torch pin is the installed torch), so only the test that puts it on PYTHONPATH
+    sees it; fetched once into .cache/."""
+    if not (TORCHVISION_SITE / "torchvision").is_dir():
+        partial = TORCHVISION_SITE.with_name(TORCHVISION_SITE.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+             "--target", str(partial), f"torchvision=={TORCHVISION_VERSION}"],
+            check=True,
+            timeout=600,
+        )  # fmt: skip
+        partial.rename(TORCHVISION_SITE)
+    return TORCHVISION_SITE
+
+
+@pytest.mark.e2e
+def test_torchvision_adapter_end_to_end(torchvision_site: Path, tmp_path: Path) -> None:
+    """The adapter where torchvision imports: its C++ operators are the one stand-in (see
+    tests/torchvision_stub), the classifiers' code and everything after them is real."""
+    out = tmp_path / "tv"
+    path = os.pathsep.join(
+        [str(torchvision_site), str(TORCHVISION_STUB), os.environ.get("PYTHONPATH", "")]
+    )
+    result = run_cli(
+        "run", "--suite", "torchvision", "--models", "tv_resnet18,tv_mobilenet_v3_small",
+        "--opsets", "18", "--out", str(out), "--no-report",
+        env={"PYTHONPATH": path},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = store.read_records(out)
+    # 2 models x 2 exporters x opset 18 x static + dynamic (the suite's dynamic batch)
+    assert sorted(r.cell.label() for r in records) == sorted(
+        f"{m} {e}@18 cpu{' dynamic' if d else ''}"
+        for m in ("tv_resnet18", "tv_mobilenet_v3_small")
+        for e in ("dynamo", "torchscript")
+        for d in (False, True)
+    )
+    for r in records:
+        assert r.status == "ok", (r.cell.label(), r.status, r.error_message)
+        assert r.numerics and all(c.ok for c in r.numerics)
+        assert r.onnx_ops and "Conv" in r.onnx_ops
+        assert r.ort_latency_ms is not None and r.opset_actual == 18
