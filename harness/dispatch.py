@@ -70,8 +70,9 @@ def _auth_hint() -> str:
     if os.environ.get("RAY_AUTH_MODE"):
         return ""
     return (
-        "; a cluster started with `ray start` (Ray >= 2.59) wants token authentication:"
-        " set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+        "; if it runs and was started with `ray start` (Ray >= 2.59), it wants token"
+        " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
+        " or ~/.ray/auth_token"
     )
 
 
