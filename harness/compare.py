@@ -96,6 +96,11 @@ class Thresholds:
     # (seen here: an 8 us model measured 16% slower between two runs of one build).
     latency_abs_ms: float = 0.02
     alpha: float = 0.01
+    # ... and the effect on the rank scale: a candidate sample is slower than a baseline
+    # sample at least this often (seen here: a machine hiccup slowed a third of one steady
+    # cell's samples, x1.29 in median, p=6e-78, but P(slower) only 0.72; a real slowdown of
+    # one model gave 0.99).
+    min_prob_slower: float = 0.8
     noise_k: float = 4.0
     numerics_growth: float = 10.0
     # run-to-run changes a series needs before its own noise sets the threshold
@@ -676,13 +681,16 @@ def _direction(log_ratio: float, log_threshold: float, abs_change: float, min_ab
 
 
 def _rank_test(
-    cand: Sequence[float], base: Sequence[float], direction: int, alpha: float
+    cand: Sequence[float], base: Sequence[float], direction: int, t: Thresholds
 ) -> tuple[bool, str]:
-    """Whether a Mann-Whitney U test at `alpha` backs a change in `direction`, and its text."""
+    """Whether a Mann-Whitney U test at `alpha` backs a change in `direction` with a large
+    enough effect (P(slower) at least `min_prob_slower`, or at most 1 - it), and its text."""
     test = stats.mann_whitney_u(cand, base)
-    agrees = test.p_value < alpha and (test.prob_greater > 0.5) == (direction > 0)
+    effect = test.prob_greater if direction > 0 else 1 - test.prob_greater
+    agrees = test.p_value < t.alpha and effect >= t.min_prob_slower
     text = (
-        f"Mann-Whitney U p={test.p_value:.2g} (alpha {alpha:g}), P(slower)={test.prob_greater:.2f}"
+        f"Mann-Whitney U p={test.p_value:.2g} (alpha {t.alpha:g}), P(slower)={test.prob_greater:.2f}"
+        f" (needs {'>=' if direction > 0 else '<='} {t.min_prob_slower if direction > 0 else 1 - t.min_prob_slower:.2f})"
     )
     return agrees, text
 
@@ -745,7 +753,7 @@ def judge_against_run(
     if len(base) < 2 or len(cand) < 2:
         evidence = f"one sample per run: the {threshold} alone decides; {medians}"
         return Verdict(direction, ratio, math.exp(log_thr), evidence, backed=False)
-    agrees, test = _rank_test(cand, base, direction, t.alpha)
+    agrees, test = _rank_test(cand, base, direction, t)
     evidence = f"{medians} ({len(base)} vs {len(cand)} samples), {threshold}; {test}"
     return Verdict(direction if agrees else 0, ratio, math.exp(log_thr), evidence, backed=True)
 
@@ -923,7 +931,7 @@ def judge_against_history(metric: Metric, s: Series, shift: float, t: Thresholds
         return Verdict(direction, ratio, threshold, evidence, backed=True)
     evidence += f"; history too short for a noise estimate ({len(s.medians)} runs): {_floor_text(metric, t)}"
     if direction and len(s.latest_samples) >= 2 and len(s.candidate) >= 2:
-        agrees, test = _rank_test(s.candidate, s.latest_samples, direction, t.alpha)
+        agrees, test = _rank_test(s.candidate, s.latest_samples, direction, t)
         evidence += f"; against the latest run: {test}"
         return Verdict(direction if agrees else 0, ratio, threshold, evidence, backed=True)
     return Verdict(direction, ratio, threshold, evidence, backed=False)

@@ -21,6 +21,7 @@ from harness.compare import (
     ExpectedRow,
     Options,
     Run,
+    Thresholds,
     check_comparable,
     compare_runs,
     read_expected,
@@ -219,6 +220,20 @@ def test_noisy_overlapping_samples_are_not_flagged_even_past_the_floor():
     c = compare_runs(run("A", [record(ort=base)]), run("B", [record(ort=cand)]))
     assert c.findings == ()
     assert mannwhitneyu(cand, base, method="asymptotic").pvalue > 0.01  # the oracle agrees
+
+
+def test_a_shift_in_part_of_the_samples_needs_a_large_rank_effect():
+    """Half the samples 1.6x slower, half unchanged: median x1.30 and p ~ 1e-5, but a
+    candidate sample is slower than a baseline one only 62.5% of the time (a hiccup, not
+    a slower model). Flagged only when the required P(slower) is lowered below that."""
+    base = [1.0 + 0.001 * i for i in range(200)]
+    cand = base[:100] + [x * 1.6 for x in base[100:]]
+    assert compare_runs(run("A", [record(ort=base)]), run("B", [record(ort=cand)])).findings == ()
+    lenient = Options(thresholds=Thresholds(min_prob_slower=0.6))
+    c = compare_runs(run("A", [record(ort=base)]), run("B", [record(ort=cand)]), lenient)
+    f = one(c, "metric_regressed")
+    assert f.ratio == pytest.approx((1.099 + 1.6 * 1.1) / (1.099 + 1.1), rel=1e-3)
+    assert "P(slower)=0.62" in f.evidence
 
 
 def test_latency_improvement_is_reported_as_an_improvement():
