@@ -29,10 +29,12 @@ from harness.compare import (
     BLOCKING,
     METRICS,
     WARNING,
+    NotCompared,
     Run,
     Thresholds,
     cell_finding_against_run,
     compare_runs,
+    paired_samples,
     read_run,
     run_drift,
 )
@@ -88,11 +90,12 @@ class TimedPair:
 
 
 def timed_pairs(base: Run, cand: Run) -> dict[tuple, TimedPair]:
+    """The cells whose ORT latency compare judges, paired by compare's own rules."""
     b, c = base.by_cell(), cand.by_cell()
     out = {}
     for k in sorted(b.keys() & c.keys()):
-        if b[k].status == c[k].status == "ok" and b[k].ort_latency_ms and c[k].ort_latency_ms:
-            out[k] = TimedPair(c[k], b[k].ort_latency_ms.samples, c[k].ort_latency_ms.samples)
+        if samples := paired_samples(ORT_LATENCY, b[k], c[k], NotCompared()):
+            out[k] = TimedPair(c[k], *samples)
     return out
 
 

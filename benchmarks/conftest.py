@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
 
 
-def harness(*args: str, timeout: float = 3600) -> float:
-    """Run the real CLI; returns its wall time in seconds."""
+def harness(*args: str, timeout: float = 3600, env: dict[str, str] | None = None) -> float:
+    """Run the real CLI (with `env` added to this environment); returns its wall time in
+    seconds."""
     start = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
@@ -28,6 +29,7 @@ def harness(*args: str, timeout: float = 3600) -> float:
         capture_output=True,
         text=True,
         timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return time.perf_counter() - start

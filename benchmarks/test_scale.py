@@ -7,7 +7,6 @@ ten times the cells must not mean ten times the driver's memory."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from benchmarks.conftest import REPO, Figures, harness
@@ -20,23 +19,20 @@ SIZES = {"1k": 18, "10k": 179}  # models; 56 cells each
 
 def _run(tmp_path: Path, models: int) -> dict:
     out = tmp_path / f"scale{models}"
-    os.environ["HARNESS_SCALE_MODELS"] = str(models)
-    try:
-        wall = harness(
-            "run",
-            "--zoo",
-            str(ZOO),
-            "--exporters",
-            "dynamo,torchscript",
-            "--opsets",
-            OPSETS,
-            "--dynamic",
-            "--out",
-            str(out),
-            "--no-report",
-        )
-    finally:
-        del os.environ["HARNESS_SCALE_MODELS"]
+    wall = harness(
+        "run",
+        "--zoo",
+        str(ZOO),
+        "--exporters",
+        "dynamo,torchscript",
+        "--opsets",
+        OPSETS,
+        "--dynamic",
+        "--out",
+        str(out),
+        "--no-report",
+        env={"HARNESS_SCALE_MODELS": str(models)},
+    )
     dispatch = store.read_manifest(out)["dispatch"]
     statuses = {r.status for r in store.iter_records(out)}
     lines = sum(1 for _ in store.iter_records(out))

@@ -686,13 +686,15 @@ def _rank_test(
     """Whether a Mann-Whitney U test at `alpha` backs a change in `direction` with a large
     enough effect (P(slower) at least `min_prob_slower`, or at most 1 - it), and its text."""
     test = stats.mann_whitney_u(cand, base)
-    effect = test.prob_greater if direction > 0 else 1 - test.prob_greater
-    agrees = test.p_value < t.alpha and effect >= t.min_prob_slower
+    if direction > 0:
+        large, needs = test.prob_greater >= t.min_prob_slower, f">= {t.min_prob_slower:.2f}"
+    else:
+        large, needs = test.prob_greater <= 1 - t.min_prob_slower, f"<= {1 - t.min_prob_slower:.2f}"
     text = (
-        f"Mann-Whitney U p={test.p_value:.2g} (alpha {t.alpha:g}), P(slower)={test.prob_greater:.2f}"
-        f" (needs {'>=' if direction > 0 else '<='} {t.min_prob_slower if direction > 0 else 1 - t.min_prob_slower:.2f})"
+        f"Mann-Whitney U p={test.p_value:.2g} (alpha {t.alpha:g}),"
+        f" P(slower)={test.prob_greater:.2f} (needs {needs})"
     )
-    return agrees, text
+    return test.p_value < t.alpha and large, text
 
 
 def _floor_text(metric: Metric, t: Thresholds) -> str:
@@ -800,7 +802,7 @@ class NotCompared:
         self.counts[reason] = self.counts.get(reason, 0) + 1
 
 
-def _paired_samples(
+def paired_samples(
     metric: Metric, b: Record, c: Record, skipped: NotCompared
 ) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
     sb, sc = metric.samples(b), metric.samples(c)
@@ -822,7 +824,7 @@ def noisy_findings_against_run(
 ) -> list[Finding]:
     found = []
     for metric in METRICS:
-        paired = [(c, p) for b, c in pairs if (p := _paired_samples(metric, b, c, skipped))]
+        paired = [(c, p) for b, c in pairs if (p := paired_samples(metric, b, c, skipped))]
         drift = run_drift(
             [math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t
         )

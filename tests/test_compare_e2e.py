@@ -4,7 +4,6 @@ flagged, exactly those; two runs of the same versions (A/A) flag nothing."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,24 +14,19 @@ pytestmark = pytest.mark.e2e
 
 
 def _run(out: Path, **env: str) -> Path:
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        result = run_cli(
-            "run",
-            "--zoo",
-            str(FIXTURES / "inject"),
-            "--exporters",
-            "dynamo",
-            "--opsets",
-            "18",
-            "--out",
-            str(out),
-            "--no-report",
-        )
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    result = run_cli(
+        "run",
+        "--zoo",
+        str(FIXTURES / "inject"),
+        "--exporters",
+        "dynamo",
+        "--opsets",
+        "18",
+        "--out",
+        str(out),
+        "--no-report",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
