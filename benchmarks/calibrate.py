@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare import (
+from harness.compare.core import (
     BLOCKING,
     METRICS,
     WARNING,
@@ -38,7 +38,7 @@ from harness.compare import (
     read_run,
     run_drift,
 )
-from harness.records import Record
+from harness.store.records import Record
 
 SLOWDOWNS = (1.05, 1.10, 1.20, 1.30, 1.50, 2.00, 2.50, 3.00)
 

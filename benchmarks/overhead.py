@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness import store
+from harness.store import rundir as store
 from harness.stats import percentile
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from harness.worker import WarmUpModel
+from harness.cell.worker import WarmUpModel
 from harness.zoo import load_source
 
 

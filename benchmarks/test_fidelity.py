@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.conftest import REPO, Figures, harness, plain
-from harness import store
+from harness.store import rundir as store
 from harness.zoo import discover
 
 MEMORY_ZOO = REPO / "benchmarks" / "memory_zoo.py"

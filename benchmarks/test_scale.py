@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from benchmarks.conftest import REPO, Figures, harness
-from harness import store
+from harness.store import rundir as store
 
 ZOO = REPO / "benchmarks" / "scale_zoo.py"
 OPSETS = ",".join(str(o) for o in range(7, 21))

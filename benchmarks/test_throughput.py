@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.conftest import Figures, harness, plain
-from harness import store
-from harness.records import Record
+from harness.store import rundir as store
+from harness.store.records import Record
 
 
 def _plain_way(records: list[Record], sources: dict[str, str]) -> tuple[float, dict[tuple, str]]:

@@ -21,8 +21,8 @@ import ray
 from ray import exceptions as ray_errors
 
 from harness.errors import UsageError
-from harness.limits import crash_log_path, read_crash_log
-from harness.records import CellTask, Record
+from harness.cell.limits import crash_log_path, read_crash_log
+from harness.store.records import CellTask, Record
 
 POLL_S = 0.5
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
@@ -107,7 +107,7 @@ class _ThisProcess:
 
 def _run_cell_here(task: CellTask) -> Record:
     started = time.time()
-    from harness.worker import run_cell, run_cell_isolated
+    from harness.cell.worker import run_cell, run_cell_isolated
 
     before = _ThisProcess.cells_run
     _ThisProcess.cells_run += 1
@@ -149,7 +149,7 @@ def _needs_clean_rerun(record: Record, task: CellTask) -> bool:
 
 @ray.remote(max_retries=0)
 def _versions_remote() -> dict[str, Any]:
-    from harness.environment import versions
+    from harness.store.environment import versions
 
     return versions()
 

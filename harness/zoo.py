@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.records import Record
+from harness.store.records import Record
 
 BUILTIN_ZOO = Path(__file__).resolve().parent.parent / "model_zoo"
 ENTRY_POINT_GROUP = "harness.zoo"

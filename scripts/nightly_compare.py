@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import compare_output
-from harness.compare import (
+from harness.compare import output as compare_output
+from harness.compare.core import (
     BLOCKING,
     SEVERITIES,
     WARNING,
@@ -48,8 +48,8 @@ from harness.compare import (
     read_expected,
     read_run,
 )
-from harness.history import HistoryError, load_comparable
-from harness.store import RunDirError
+from harness.store.history import HistoryError, load_comparable
+from harness.store.rundir import RunDirError
 
 NONE = "none"
 NO_BASELINE_ID = "(no previous nightly)"

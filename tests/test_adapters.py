@@ -16,9 +16,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import exporters, store, suites, zoo
-from harness.exporters import ExportRequest
-from harness.shapes import Inputs, flatten_outputs
+from harness.cell import exporters
+
+from harness.store import rundir as store
+
+from harness.plan import suites
+
+from harness import zoo
+from harness.cell.exporters import ExportRequest
+from harness.cell.shapes import Inputs, flatten_outputs
 from tests.conftest import REPO, run_cli
 
 HF = zoo.BUILTIN_ZOO / "hf"

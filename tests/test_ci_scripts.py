@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness import history
+from harness.store import history
 from tests.fixtures_compare import HARDWARE, manifest, record, samples, write_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import mannwhitneyu
 
-from harness.compare import (
+from harness.compare.core import (
     BLOCKING,
     IMPROVEMENT,
     INFO,
@@ -29,7 +29,7 @@ from harness.compare import (
     updated_expected,
     write_expected,
 )
-from harness.records import STATUSES, Record
+from harness.store.records import STATUSES, Record
 from tests.fixtures_compare import check, manifest, record, samples
 
 

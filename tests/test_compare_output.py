@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.stats import Stats
 
-from harness import compare_output
-from harness.compare import Run, compare_runs
+from harness.compare import output as compare_output
+from harness.compare.core import Run, compare_runs
 from tests.fixtures_compare import check, manifest, record, samples
 
 

@@ -6,11 +6,11 @@ import csv
 import io
 import json
 
-from harness import coverage
+from harness.coverage import matrix as coverage
 from harness.cli import main as cli_main
-from harness.compare import BLOCKING, IMPROVEMENT, Run, compare_runs
-from harness.coverage import FAILS, OK, UNKNOWN, WRONG, Column, build_coverage
-from harness.records import Cell, Measurements, Record
+from harness.compare.core import BLOCKING, IMPROVEMENT, Run, compare_runs
+from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, Column, build_coverage
+from harness.store.records import Cell, Measurements, Record
 from tests.fixtures_compare import manifest
 
 D18, T18 = Column("dynamo", 18), Column("torchscript", 18)

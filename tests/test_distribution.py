@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from ray.cluster_utils import Cluster
 
-from harness import store
+from harness.store import rundir as store
 from tests.conftest import FIXTURES, REPO, run_cli
 
 pytestmark = pytest.mark.e2e

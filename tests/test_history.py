@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import history
+from harness.store import history
 from harness.cli import main
-from harness.compare import (
+from harness.compare.core import (
     BLOCKING,
     INFO,
     WARNING,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.matrix import ModelRef, expand
+from harness.plan.matrix import ModelRef, expand
 
 MODELS = [ModelRef("b_model", "vision", True), ModelRef("a_model", "nlp", False)]
 

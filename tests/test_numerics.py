@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.numerics import check_output, compare_outputs
+from harness.cell.numerics import check_output, compare_outputs
 
 
 def test_allclose_pass_reports_errors() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import ops
-from harness.records import Cell, CellTask
-from harness.suites import Protocol
-from harness.worker import run_cell
+from harness.coverage import inventory as ops
+from harness.store.records import Cell, CellTask
+from harness.plan.suites import Protocol
+from harness.cell.worker import run_cell
 from harness.zoo import ModelSpec, discover, load_file
 from tests.conftest import FIXTURES
 
@@ -158,7 +158,7 @@ def test_an_op_cell_exports_just_the_op(fixture_inventory, tmp_path: Path):
     zoo_file = tmp_path / "ops_zoo.py"
     zoo_file.write_text(
         "from pathlib import Path\n"
-        "from harness.ops import read_inventory, specs_from_inventory\n"
+        "from harness.coverage.inventory import read_inventory, specs_from_inventory\n"
         f"SPECS = specs_from_inventory(read_inventory(Path({str(inventory_path)!r})))\n"
     )
     task = CellTask(
@@ -185,7 +185,7 @@ def committed() -> dict:
 
 
 def ops_inventory_path() -> Path:
-    from harness.coverage import BUILTIN_INVENTORY
+    from harness.coverage.matrix import BUILTIN_INVENTORY
 
     return BUILTIN_INVENTORY
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness import plots
+from harness.report import plots
 from tests.test_report_synthetic import (
     as_json,
     baseline_records,
@@ -71,7 +71,7 @@ def test_each_plot_renders_a_png(name: str, tmp_path: Path) -> None:
 
 
 def test_importing_plots_or_report_does_not_import_matplotlib() -> None:
-    code = "import sys, harness.report, harness.plots; sys.exit('matplotlib' in sys.modules)"
+    code = "import sys, harness.report.core, harness.report.plots; sys.exit('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import store, zoo
+from harness.store import rundir as store
+
+from harness import zoo
 from tests.conftest import FIXTURES, run_cli
 
 PLUGIN_PKG = FIXTURES / "plugin_pkg"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.records import (
+from harness.store.records import (
     SCHEMA,
     Cell,
     Latency,

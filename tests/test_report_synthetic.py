@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.records import STATUS_OF_STAGE, Cell, Latency, Measurements, OutputCheck, Record
-from harness.store import RecordWriter, write_manifest
+from harness.store.records import STATUS_OF_STAGE, Cell, Latency, Measurements, OutputCheck, Record
+from harness.store.rundir import RecordWriter, write_manifest
 
 RUN_ID = "2025-06-01T02-00-00-mixed"
 BASELINE_ID = "2025-05-31T02-00-00-base"
@@ -264,7 +264,7 @@ def write_run(
 
 @dataclass(frozen=True)
 class Run:
-    """Shaped like harness.history.HistoryRun."""
+    """Shaped like harness.store.history.HistoryRun."""
 
     run_id: str
     started: str

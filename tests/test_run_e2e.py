@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import store
+from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.e2e

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.shapes import Inputs, dynamic_axes, dynamo_shapes, flatten_outputs, second_shape
+from harness.cell.shapes import Inputs, dynamic_axes, dynamo_shapes, flatten_outputs, second_shape
 
 
 def _doc_mlp_inputs() -> Inputs:

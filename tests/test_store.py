@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import store
-from harness.records import SCHEMA, Cell, Record
+from harness.store import rundir as store
+from harness.store.records import SCHEMA, Cell, Record
 
 
 def _record(model: str) -> Record:

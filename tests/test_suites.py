@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UsageError
-from harness.suites import OPSET_RANGE, load_suite, parse_suite
+from harness.plan.suites import OPSET_RANGE, load_suite, parse_suite
 
 
 def _write(tmp_path: Path, text: str) -> str:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.records import Cell, CellTask
-from harness.shapes import Inputs
-from harness.suites import Protocol
-from harness.worker import (
+from harness.store.records import Cell, CellTask
+from harness.cell.shapes import Inputs
+from harness.plan.suites import Protocol
+from harness.cell.worker import (
     WARM_UP_MODEL_MIN_OPSET,
     WarmUpModel,
     _warm_up,

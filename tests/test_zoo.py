@@ -13,8 +13,10 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from harness import suites, zoo
-from harness.records import EXPORTERS
+from harness.plan import suites
+
+from harness import zoo
+from harness.store.records import EXPORTERS
 
 ZOO = zoo.discover(entry_points=False)
 MODELS = sorted(ZOO.models)

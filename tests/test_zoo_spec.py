@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.records import Cell, Measurements, Record
+from harness.store.records import Cell, Measurements, Record
 from harness.zoo import Expect, ModelSpec
 
 SPEC = ModelSpec(

@@ -8,8 +8,8 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from harness import compare_output
-from harness.compare import (
+from harness.compare import output as compare_output
+from harness.compare.core import (
     CompareError,
     Comparison,
     Expectations,
@@ -25,8 +25,8 @@ from harness.compare import (
     write_expected,
 )
 from harness.errors import UsageError
-from harness.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
-from harness.store import RunDirError
+from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
+from harness.store.rundir import RunDirError
 
 HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
 DEFAULT_EXPECTED = Path("expected/status.csv")

@@ -88,8 +88,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from harness import coverage
-    from harness.store import RunDirError, read_manifest, read_records
+    from harness.coverage import matrix as coverage
+    from harness.store.rundir import RunDirError, read_manifest, read_records
 
     inventory = args.inventory or coverage.BUILTIN_INVENTORY
     if args.inventory is not None and not inventory.is_file():
@@ -122,8 +122,8 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from harness import coverage
-    from harness.ops import build_inventory, write_inventory
+    from harness.coverage import matrix as coverage
+    from harness.coverage.inventory import build_inventory, write_inventory
     from harness.zoo import discover
 
     zoo = discover([Path(p) for p in args.zoo])

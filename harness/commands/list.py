@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.suites import available_suites, load_suite
+from harness.plan.suites import available_suites, load_suite
 from harness.zoo import BUILTIN_ZOO, ModelSpec, discover
 
 HELP = "list models and suites"

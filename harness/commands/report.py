@@ -69,8 +69,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from harness.report import write_reports
-    from harness.store import RunDirError
+    from harness.report.core import write_reports
+    from harness.store.rundir import RunDirError
 
     for flag, path in (("RUN_DIR", args.run_dir), ("--baseline", args.baseline)):
         if path is not None and not path.is_dir():
@@ -85,14 +85,14 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     try:
-        from harness.history import HistoryError, comparability_key, load_runs
+        from harness.store.history import HistoryError, comparability_key, load_runs
     except ModuleNotFoundError as exc:
-        if exc.name != "harness.history":
+        if exc.name != "harness.store.history":
             raise
         raise UsageError(
             "report --history: this harness has no history database support yet"
         ) from None
-    from harness.report import write_trend_report
+    from harness.report.core import write_trend_report
 
     if not args.db.is_file():
         raise UsageError(f"--db {args.db}: no such history database (harness history writes it)")

@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness import store
+from harness.store import rundir as store
 from harness.errors import UsageError
-from harness.plan import RunOptions, make_plan
+from harness.plan.build import RunOptions, make_plan
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -151,7 +151,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.run import execute
+    from harness.commands.execute import execute
 
     argv = ["harness", *sys.argv[1:]]
     if args.resume:
@@ -178,7 +178,7 @@ def _resume_plan(run_dir: Path, args: argparse.Namespace):  # type: ignore[no-un
 def _finish(run_dir: Path, *, write_report: bool) -> None:
     records = store.read_records(run_dir)
     try:
-        from harness import report
+        from harness.report import core as report
     except ImportError:  # pragma: no cover - the report module ships with the harness
         report = None  # type: ignore[assignment]
     if report is not None:

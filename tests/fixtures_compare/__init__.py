@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.records import Cell, Latency, Measurements, OutputCheck, Record
-from harness.store import RecordWriter, write_manifest
+from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
+from harness.store.rundir import RecordWriter, write_manifest
 
 HARDWARE = {"cpu": "Test CPU @ 3.0GHz", "cores": 8, "memory_gb": 32.0, "gpus": []}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.records import EXPORTERS, Latency, Record
+from harness.store.records import EXPORTERS, Latency, Record
 from harness.stats import geomean, median, percentile
 
 if TYPE_CHECKING:
@@ -799,7 +799,7 @@ def _marker_legend(fig: Figure, entries: Sequence[tuple[str, str, str]], thresho
 
 
 class RunLike(Protocol):
-    """One run of the history (`harness.history.HistoryRun` or anything shaped like it)."""
+    """One run of the history (`harness.store.history.HistoryRun` or anything shaped like it)."""
 
     @property
     def run_id(self) -> str: ...

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.records import DEVICES, EXPORTERS
+from harness.store.records import DEVICES, EXPORTERS
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
 DEFAULT_OPSETS = (17, 18, 20)
 

@@ -14,7 +14,7 @@ from typing import Any
 from harness import __version__
 
 PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "ray", "numpy")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def versions() -> dict[str, str | None]:

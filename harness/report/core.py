@@ -2,7 +2,7 @@
 
 Both documents render one `Document` (verdict, environment, pass matrix, failures grouped
 by error signature, export and latency tables, plots, every cell), so they always say the
-same thing. The numbers behind the plots come from `harness.plots`' pure data functions;
+same thing. The numbers behind the plots come from `harness.report.plots`' pure data functions;
 that module imports matplotlib only when it draws. Missing values read "—", never 0.
 """
 
@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.plots import (
+from harness.report.plots import (
     CLASS_OF_STATUS,
     DEFAULT_THRESHOLD,
     PLOT_TITLES,
@@ -38,9 +38,9 @@ from harness.plots import (
     suite_trend_data,
     trend_data,
 )
-from harness.records import STATUSES, Latency, Record
+from harness.store.records import STATUSES, Latency, Record
 from harness.stats import median
-from harness.store import ARTIFACTS, read_manifest, read_records
+from harness.store.rundir import ARTIFACTS, read_manifest, read_records
 
 MISSING = "—"
 REPORT_MD = "report.md"
@@ -89,7 +89,7 @@ def write_reports(run_dir: Path, *, plots: bool = True, baseline: Path | None = 
     """Write report.md, report.html and (with `plots`) plots/*.png into run_dir.
 
     With `baseline` (another run dir), add the per-cell latency comparison against it.
-    Raises `harness.store.RunDirError` for a missing or unreadable run dir.
+    Raises `harness.store.rundir.RunDirError` for a missing or unreadable run dir.
     """
     manifest = read_manifest(run_dir)
     records = unique_cells(read_records(run_dir))
@@ -99,7 +99,7 @@ def write_reports(run_dir: Path, *, plots: bool = True, baseline: Path | None = 
         base = unique_cells(read_records(baseline))
     images: dict[str, Path] = {}
     if plots:
-        from harness.plots import write_run_plots
+        from harness.report.plots import write_run_plots
 
         images = write_run_plots(run_dir / PLOTS_DIR, records, baseline=base)
     doc = build_report(manifest, records, images=_relative(images, run_dir), baseline=base)
@@ -116,7 +116,7 @@ def write_trend_report(
     """Write trends.md, trends.html and plots/trends.png, plots/suite_trend.png into out_dir."""
     images: dict[str, Path] = {}
     if plots and runs:
-        from harness.plots import write_trend_plots
+        from harness.report.plots import write_trend_plots
 
         images = write_trend_plots(out_dir / PLOTS_DIR, runs, threshold=threshold)
     doc = build_trend_report(runs, images=_relative(images, out_dir), threshold=threshold)
@@ -689,9 +689,9 @@ def opsets_section(records: Sequence[Record], images: Mapping[str, str]) -> Sect
 
 
 def coverage_table(records: Sequence[Record]) -> Table | None:
-    """Op coverage per exporter and opset (harness.coverage), when the run has op data:
+    """Op coverage per exporter and opset (harness.coverage.matrix), when the run has op data:
     from op cells (the ops suite) or from the models' ATen inventories."""
-    from harness import coverage
+    from harness.coverage import matrix as coverage
 
     usage = coverage.op_usage() if any(r.family == coverage.OPS_FAMILY for r in records) else None
     cov = coverage.build_coverage(records, usage=usage)

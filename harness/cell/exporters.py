@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from harness.shapes import Inputs, dynamic_axes, dynamo_shapes
-from harness.stages import StageFailure, stage
+from harness.cell.shapes import Inputs, dynamic_axes, dynamo_shapes
+from harness.cell.stages import StageFailure, stage
 
 
 @dataclass

@@ -24,9 +24,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from harness import coverage, stats
-from harness.records import STATUSES, Cell, OutputCheck, Record
-from harness.store import read_manifest, read_records
+from harness.coverage import matrix as coverage
+
+from harness import stats
+from harness.store.records import STATUSES, Cell, OutputCheck, Record
+from harness.store.rundir import read_manifest, read_records
 
 Value = str | float | int | None
 CellKey = tuple[str, str, int, str, bool, str]
@@ -390,7 +392,7 @@ def aten_op_lost_findings(base: Sequence[Record], cand: Sequence[Record]) -> lis
 
 
 def op_coverage_findings(base: Sequence[Record], cand: Sequence[Record]) -> list[Finding]:
-    """Per exporter and opset (harness.coverage): an op that exported and matched in the
+    """Per exporter and opset (harness.coverage.matrix): an op that exported and matched in the
     baseline and now fails or gives wrong numbers blocks, naming the zoo models that use
     it; a newly covered op is an improvement. Op cells name their users from the inventory."""
     ops_run = any(r.family == coverage.OPS_FAMILY for r in cand)

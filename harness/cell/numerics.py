@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.records import OutputCheck
+from harness.store.records import OutputCheck
 
 DEFAULT_TOLERANCE = (1e-4, 1e-5)
 NOISE_MULTIPLE = 10.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.records import Cell
+from harness.store.records import Cell
 
 
 @dataclass(frozen=True)

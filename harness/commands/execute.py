@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import environment, store
-from harness.plan import RunPlan, pending_cells
-from harness.records import PASSING, SCHEMA, Cell, CellTask, Record
-from harness.store import RecordWriter
+from harness.store import environment
+
+from harness.store import rundir as store
+from harness.plan.build import RunPlan, pending_cells
+from harness.store.records import PASSING, SCHEMA, Cell, CellTask, Record
+from harness.store.rundir import RecordWriter
 
 
 def now_iso() -> str:

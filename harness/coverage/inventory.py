@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from harness.coverage import OPS_FAMILY
+from harness.coverage.matrix import OPS_FAMILY
 from harness.zoo import ModelSpec
 
 INVENTORY_SCHEMA = 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.records import SCHEMA, Record, SchemaError
+from harness.store.records import SCHEMA, Record, SchemaError
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare import Run, comparability, read_run
-from harness.records import Record, SchemaError
+from harness.compare.core import Run, comparability, read_run
+from harness.store.records import Record, SchemaError
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = 1

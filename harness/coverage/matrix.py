@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.records import Cell, Record
+from harness.store.records import Cell, Record
 from harness.zoo import BUILTIN_ZOO
 
 BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"

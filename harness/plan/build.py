@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.matrix import Matrix, ModelRef, expand
-from harness.records import Cell
-from harness.suites import (
+from harness.plan.matrix import Matrix, ModelRef, expand
+from harness.store.records import Cell
+from harness.plan.suites import (
     DEFAULT_EXPORTERS,
     DEFAULT_OPSETS,
     Protocol,

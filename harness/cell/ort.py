@@ -11,8 +11,8 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
-from harness.shapes import Inputs
-from harness.stages import StageFailure, stage
+from harness.cell.shapes import Inputs
+from harness.cell.stages import StageFailure, stage
 
 
 class OrtRunner:

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.compare import (
+from harness.compare.core import (
     BLOCKING,
     EXPORTED_OK,
     IMPROVEMENT,
@@ -28,7 +28,7 @@ from harness.compare import (
     Finding,
     Run,
 )
-from harness.records import Cell, Record
+from harness.store.records import Cell, Record
 
 JSON_SCHEMA = 1
 

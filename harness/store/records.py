@@ -105,7 +105,7 @@ class Cell:
 @dataclass(frozen=True)
 class CellTask:
     """What a worker needs to run one cell: small, picklable, no tensors. `protocol` is a
-    `harness.suites.Protocol`."""
+    `harness.plan.suites.Protocol`."""
 
     cell: Cell
     source: str

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.stats import is_stable
-from harness.suites import Protocol
+from harness.plan.suites import Protocol
 
 STABLE_WINDOW = 6
 

@@ -26,15 +26,17 @@ import numpy as np
 import onnx
 import torch
 
-from harness import exporters, limits
-from harness.exporters import ExportRequest, Unavailable
-from harness.numerics import compare_outputs
-from harness.ort_runner import OrtRunner, cuda_provider_missing
-from harness.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
-from harness.shapes import Inputs, flatten_outputs, second_shape, to_device, to_float64
-from harness.stages import StageFailure, stage
-from harness.suites import Protocol
-from harness.timing import PeakCuda, PeakRss, time_calls
+from harness.cell import exporters
+
+from harness.cell import limits
+from harness.cell.exporters import ExportRequest, Unavailable
+from harness.cell.numerics import compare_outputs
+from harness.cell.ort import OrtRunner, cuda_provider_missing
+from harness.store.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
+from harness.cell.shapes import Inputs, flatten_outputs, second_shape, to_device, to_float64
+from harness.cell.stages import StageFailure, stage
+from harness.plan.suites import Protocol
+from harness.cell.timing import PeakCuda, PeakRss, time_calls
 from harness.zoo import ModelSpec, load_source
 
 SEED = 0
@@ -446,8 +448,8 @@ def _write_failure_artifacts(task: CellTask, failure: StageFailure) -> dict[str,
 def _repro_script(task: CellTask) -> str:
     c = task.cell
     return f'''"""Reproduce {c.label()} outside the harness: python repro.py"""
-from harness.worker import CellTask, run_cell
-from harness.records import Cell
+from harness.cell.worker import CellTask, run_cell
+from harness.store.records import Cell
 
 task = CellTask(
     cell=Cell({c.model!r}, {c.exporter!r}, {c.opset!r}, {c.device!r}, {c.dynamic!r}, {c.variant!r}, {c.family!r}),
