@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.store import rundir as store
 from harness.stats import percentile
+from harness.store import rundir as store
 
 
 def overhead(run_dir: Path) -> dict[str, float]:

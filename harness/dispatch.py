@@ -20,9 +20,10 @@ from typing import Any
 import ray
 from ray import exceptions as ray_errors
 
-from harness.errors import UsageError
 from harness.cell.limits import crash_log_path, read_crash_log
+from harness.errors import UsageError
 from harness.store.records import CellTask, Record
+from harness.store.status import Status
 
 POLL_S = 0.5
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
@@ -129,8 +130,6 @@ def _run_cell_here(task: CellTask) -> Record:
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
 _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
 
-CLEAN_PASS = frozenset({"ok", "xpass", "skipped"})
-
 
 def _needs_clean_rerun(record: Record, task: CellTask) -> bool:
     """A cell that failed in a worker which had run other cells before is run again in a
@@ -141,8 +140,8 @@ def _needs_clean_rerun(record: Record, task: CellTask) -> bool:
     worker = record.worker or {}
     return (
         not task.fresh_process
-        and record.status not in CLEAN_PASS
-        and record.status not in ("crashed", "timeout")
+        and not record.status.passing
+        and record.status not in (Status.CRASHED, Status.TIMEOUT)
         and worker.get("cells_before", 0) > 0
     )
 
@@ -263,7 +262,7 @@ def run_tasks(
             flight = in_flight.pop(ref)
             record = _collect(ref, flight, stats)
             if (
-                record.status == "crashed"
+                record.status is Status.CRASHED
                 and _node_lost(alive)
                 and flight.task.attempt < MAX_ATTEMPTS
             ):
@@ -312,14 +311,16 @@ def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Rec
         stats.crashes += 1
         reason = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id)) or _first_line(exc)
         return _no_run(
-            task, "crashed", f"worker process died while running the cell: {reason}", flight
+            task, Status.CRASHED, f"worker process died while running the cell: {reason}", flight
         )
     except ray_errors.OutOfMemoryError as exc:
-        return _no_run(task, "oom", f"killed by Ray's memory monitor: {_first_line(exc)}", flight)
+        return _no_run(
+            task, Status.OOM, f"killed by Ray's memory monitor: {_first_line(exc)}", flight
+        )
     except ray_errors.RayTaskError as exc:
-        return _no_run(task, "harness_error", f"task raised: {_first_line(exc)}", flight)
+        return _no_run(task, Status.HARNESS_ERROR, f"task raised: {_first_line(exc)}", flight)
     except ray_errors.RayError as exc:
-        return _no_run(task, "crashed", f"{type(exc).__name__}: {_first_line(exc)}", flight)
+        return _no_run(task, Status.CRASHED, f"{type(exc).__name__}: {_first_line(exc)}", flight)
 
 
 def _expired(in_flight: dict[ray.ObjectRef, _InFlight], timeout_s: float) -> list[ray.ObjectRef]:
@@ -335,11 +336,11 @@ def _cancel(
     stats.completed += 1
     stats.timeouts += 1
     return _no_run(
-        flight.task, "timeout", f"no result after {timeout_s:g} s; worker killed", flight
+        flight.task, Status.TIMEOUT, f"no result after {timeout_s:g} s; worker killed", flight
     )
 
 
-def _no_run(task: CellTask, status: str, reason: str, flight: _InFlight) -> Record:
+def _no_run(task: CellTask, status: Status, reason: str, flight: _InFlight) -> Record:
     record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
     return record.with_changes(
         duration_s=time.perf_counter() - flight.submitted, attempt=task.attempt

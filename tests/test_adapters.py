@@ -16,15 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cell import exporters
-
-from harness.store import rundir as store
-
-from harness.plan import suites
-
 from harness import zoo
+from harness.cell import exporters
 from harness.cell.exporters import ExportRequest
 from harness.cell.shapes import Inputs, flatten_outputs
+from harness.plan import suites
+from harness.store import rundir as store
 from tests.conftest import REPO, run_cli
 
 HF = zoo.BUILTIN_ZOO / "hf"
@@ -130,7 +127,7 @@ def test_torchscript_exporter_really_traces_an_exportable_module(tmp_path: Path)
         path=tmp_path / "model.onnx",
         output_names=("output_0",),
     )
-    exporters.export("torchscript", request)
+    exporters.get("torchscript").export(request)
     names = [n.name for n in onnx.load(str(request.path)).graph.node]
     # The TorchScript exporter names nodes by module path (/model/net/net.0/Gemm); the
     # dynamo exporter by op (node_linear).

@@ -29,8 +29,11 @@ from harness.compare.core import (
     updated_expected,
     write_expected,
 )
-from harness.store.records import STATUSES, Record
+from harness.store.records import Record
+from harness.store.status import Status
 from tests.fixtures_compare import check, manifest, record, samples
+
+STATUSES = tuple(Status)
 
 
 def run(run_id: str, records: list[Record], **kw) -> Run:

@@ -6,9 +6,9 @@ import csv
 import io
 import json
 
-from harness.coverage import matrix as coverage
 from harness.cli import main as cli_main
 from harness.compare.core import BLOCKING, IMPROVEMENT, Run, compare_runs
+from harness.coverage import matrix as coverage
 from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, Column, build_coverage
 from harness.store.records import Cell, Measurements, Record
 from tests.fixtures_compare import manifest

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import rundir as store
 from harness.plan.build import RunOptions, make_plan
+from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.e2e

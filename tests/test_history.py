@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import history
 from harness.cli import main
 from harness.compare.core import (
     BLOCKING,
@@ -21,6 +20,7 @@ from harness.compare.core import (
     night_shift,
     read_run,
 )
+from harness.store import history
 from tests.fixtures_compare import HARDWARE, manifest, record, samples, write_run
 
 # Run-to-run factors of the noisy series: it jumps 10-30% from night to night.

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.coverage import inventory as ops
-from harness.store.records import Cell, CellTask
-from harness.plan.suites import Protocol
 from harness.cell.worker import run_cell
+from harness.coverage import inventory as ops
+from harness.plan.suites import Protocol
+from harness.store.records import Cell, CellTask
 from harness.zoo import ModelSpec, discover, load_file
 from tests.conftest import FIXTURES
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import rundir as store
-
 from harness import zoo
+from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli
 
 PLUGIN_PKG = FIXTURES / "plugin_pkg"

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.store.records import Cell, Record
 from harness.report.core import (
     MISSING,
     build_report,
@@ -18,6 +17,7 @@ from harness.report.core import (
     write_reports,
     write_trend_report,
 )
+from harness.store.records import Cell, Record
 from tests.test_report_synthetic import (
     BASELINE_ID,
     baseline_records,

@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.store.records import STATUS_OF_STAGE, Cell, Latency, Measurements, OutputCheck, Record
+from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
+from harness.store.status import Stage
 
 RUN_ID = "2025-06-01T02-00-00-mixed"
 BASELINE_ID = "2025-05-31T02-00-00-base"
@@ -71,7 +72,7 @@ def failed(
     artifacts = measured.pop("artifacts", {})
     m = Measurements(artifacts=artifacts, **measured)
     return Record.finished(
-        c, RUN_ID, m, status=status or STATUS_OF_STAGE[stage], stage=stage, error=error
+        c, RUN_ID, m, status=status or Stage(stage).failure_status, stage=stage, error=error
     )
 
 

@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.cell import exporters
 from harness.errors import UsageError
-from harness.plan.suites import OPSET_RANGE, load_suite, parse_suite
+from harness.plan.suites import load_suite, parse_suite
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -71,11 +72,13 @@ def test_unknown_suite_lists_known_ones() -> None:
 def test_opset_ranges_match_installed_torch() -> None:
     from torch.onnx import _constants
 
-    assert OPSET_RANGE["torchscript"] == (
-        _constants.ONNX_MIN_OPSET,
-        _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET,
-    )
-    assert OPSET_RANGE["dynamo"][1] == _constants.ONNX_MAX_OPSET
+    for name in ("torchscript", "torchscript-script"):
+        ts = exporters.get(name)
+        assert (ts.min_opset, ts.max_opset) == (
+            _constants.ONNX_MIN_OPSET,
+            _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET,
+        )
+    assert exporters.get("dynamo").max_opset == _constants.ONNX_MAX_OPSET
 
 
 def test_parse_suite_defaults() -> None:

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store.records import Cell, CellTask
 from harness.cell.shapes import Inputs
-from harness.plan.suites import Protocol
 from harness.cell.worker import (
     WARM_UP_MODEL_MIN_OPSET,
     WarmUpModel,
@@ -16,6 +14,8 @@ from harness.cell.worker import (
     run_cell,
     warm_up_exporter,
 )
+from harness.plan.suites import Protocol
+from harness.store.records import Cell, CellTask
 from tests.conftest import FIXTURES
 
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)

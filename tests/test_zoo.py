@@ -13,10 +13,9 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from harness.plan import suites
-
 from harness import zoo
-from harness.store.records import EXPORTERS
+from harness.cell.exporters import NAMES as EXPORTERS
+from harness.plan import suites
 
 ZOO = zoo.discover(entry_points=False)
 MODELS = sorted(ZOO.models)

@@ -7,13 +7,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from harness.store.status import Stage
+
 
 class StageFailure(Exception):
     """An exception raised inside a named stage of a cell."""
 
     def __init__(self, stage: str, error: BaseException) -> None:
         super().__init__(f"{stage}: {type(error).__name__}: {error}")
-        self.stage = stage
+        self.stage = Stage(stage)
         self.error = error
         # What the failing stage still learned (e.g. the ATen ops of a captured graph
         # whose translation failed), for the record.

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.stats import is_stable
 from harness.plan.suites import Protocol
+from harness.stats import is_stable
 
 STABLE_WINDOW = 6
 

@@ -26,17 +26,16 @@ import numpy as np
 import onnx
 import torch
 
-from harness.cell import exporters
-
-from harness.cell import limits
-from harness.cell.exporters import ExportRequest, Unavailable
+from harness.cell import exporters, limits
+from harness.cell.exporters.request import ExportRequest, Unavailable
 from harness.cell.numerics import compare_outputs
 from harness.cell.ort import OrtRunner, cuda_provider_missing
-from harness.store.records import STATUS_OF_STAGE, CellTask, Latency, Measurements, Record
 from harness.cell.shapes import Inputs, flatten_outputs, second_shape, to_device, to_float64
 from harness.cell.stages import StageFailure, stage
-from harness.plan.suites import Protocol
 from harness.cell.timing import PeakCuda, PeakRss, time_calls
+from harness.plan.suites import Protocol
+from harness.store.records import CellTask, Latency, Measurements, Record
+from harness.store.status import Status
 from harness.zoo import ModelSpec, load_source
 
 SEED = 0
@@ -62,7 +61,7 @@ def run_cell(task: CellTask) -> Record:
         record = _failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record
         record = Record.finished(
-            task.cell, task.run_id, measured, status="harness_error", error=exc
+            task.cell, task.run_id, measured, status=Status.HARNESS_ERROR, error=exc
         )
     if spec is not None:
         record = spec.judge(record)
@@ -81,7 +80,7 @@ def run_cell_isolated(task: CellTask) -> Record:
                 limits.crash_log_path(task.run_dir, task.cell.cell_id)
             ) or str(exc)
             return Record.without_run(
-                task.cell, task.run_id, status="crashed", reason=f"cell process died: {reason}"
+                task.cell, task.run_id, status=Status.CRASHED, reason=f"cell process died: {reason}"
             ).with_changes(attempt=task.attempt)
 
 
@@ -93,7 +92,7 @@ def find_spec(task: CellTask) -> ModelSpec:
 
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
-    reason = spec.missing_requirement() or exporters.available(task.cell.exporter)
+    reason = spec.missing_requirement() or exporters.get(task.cell.exporter).unavailable()
     if reason is None and task.cell.device == "cuda":
         reason = (
             "no CUDA device on this worker"
@@ -102,7 +101,7 @@ def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
         )
     if reason is None:
         return None
-    return Record.without_run(task.cell, task.run_id, status="skipped", reason=reason)
+    return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
 
 
 # -- the stages -------------------------------------------------------------------------------
@@ -211,7 +210,7 @@ def _warm_up(exporter: str, opset: int, model: torch.nn.Module, inputs: Inputs) 
         output_names=("output_0",),
     )
     try:
-        exporters.export(exporter, request)
+        exporters.get(exporter).export(request)
         OrtRunner(request.path, 1, "cpu").run(request.inputs)
         return True
     except Exception:  # the measured export will meet and record the same problem
@@ -283,25 +282,21 @@ def artifacts_dir(task: CellTask) -> Path:
 def _export(
     task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
 ) -> None:
-    exporter = task.cell.exporter
+    exporter = exporters.get(task.cell.exporter)
     try:
         with PeakRss() as peak, PeakCuda(task.cell.device) as peak_cuda:
-            exported = exporters.export(exporter, request)
+            exported = exporter.export(request)
     except Unavailable as exc:  # pragma: no cover - only where dynamo_export vanished mid-run
         raise StageFailure("translate", exc) from exc
     except StageFailure as failure:
-        m.aten_ops = _aten_ops(exporter, request, failure.details.get("aten_ops"))  # type: ignore[arg-type]
-        m.unsupported_ops = failure.details.get("unsupported_ops")  # type: ignore[assignment]
-        if exporter.startswith("torchscript"):
-            m.unsupported_ops = exporters.unconvertible_ops(request)
-        if exporter == "dynamo":
-            exporters.dynamo_report(request)
+        facts = exporter.on_failure(request, failure)
+        m.aten_ops, m.unsupported_ops = facts.aten_ops, facts.unsupported_ops
         raise
     m.export_phases = {k: round(v, 6) for k, v in exported.phases.items()}
     m.export_s = sum(exported.phases.values())
     m.export_peak_rss_mb = peak.peak_mb
     m.export_peak_cuda_mb = peak_cuda.peak_mb
-    m.aten_ops = _aten_ops(exporter, request, exported.aten_ops)
+    m.aten_ops = exporter.aten_ops(request, exported)
     _check_memory_budget(request.model, peak.peak_mb, memory_ratio)
 
 
@@ -326,14 +321,6 @@ def _check_memory_budget(
                 f"export peak {peak_mb:.0f} MiB is over {ratio:g} x the weights ({weights_mb:.0f} MiB)"
             ),
         )
-
-
-def _aten_ops(
-    exporter: str, request: ExportRequest, found: dict[str, int] | None
-) -> dict[str, int] | None:
-    if found is not None or not exporter.startswith("torchscript"):
-        return found
-    return exporters.torchscript_aten_ops(request, scripted=exporter == "torchscript-script")
 
 
 def _check(path: Path, m: Measurements) -> None:
@@ -426,7 +413,8 @@ def _keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
 
 
 def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
-    status = "oom" if limits.is_out_of_memory(failure.error) else STATUS_OF_STAGE[failure.stage]
+    oom = limits.is_out_of_memory(failure.error)
+    status = Status.OOM if oom else failure.stage.failure_status
     m.artifacts.update(_write_failure_artifacts(task, failure))
     return Record.finished(
         task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error

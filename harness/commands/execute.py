@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.store import environment
-
-from harness.store import rundir as store
 from harness.plan.build import RunPlan, pending_cells
-from harness.store.records import PASSING, SCHEMA, Cell, CellTask, Record
+from harness.store import environment
+from harness.store import rundir as store
+from harness.store.records import SCHEMA, Cell, CellTask, Record
 from harness.store.rundir import RecordWriter
+from harness.store.status import Status
 
 
 def now_iso() -> str:
@@ -61,7 +61,7 @@ class Progress:
 
     @property
     def failures(self) -> int:
-        return sum(n for s, n in self.statuses.items() if s not in PASSING)
+        return sum(n for s, n in self.statuses.items() if not Status(s).passing)
 
     def update(self, record: Record) -> None:
         self.done += 1
@@ -180,7 +180,7 @@ def _skip_without_gpus(
     for cell in (c for c in cells if c.device == "cuda"):
         on_record(
             Record.without_run(
-                cell, plan.run_id, status="skipped", reason="no GPU in the Ray cluster"
+                cell, plan.run_id, status=Status.SKIPPED, reason="no GPU in the Ray cluster"
             )
         )
     return [c for c in cells if c.device != "cuda"]

@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from harness.store import history
 from harness.errors import UsageError
+from harness.store import history
 from harness.store.rundir import RunDirError
 
 HELP = "keep runs in a history database (add, list, rebuild) for `harness compare --history`"

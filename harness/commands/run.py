@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.store import rundir as store
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, make_plan
+from harness.store import rundir as store
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\

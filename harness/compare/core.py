@@ -24,11 +24,13 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from harness.coverage import matrix as coverage
-
 from harness import stats
-from harness.store.records import STATUSES, Cell, OutputCheck, Record
+from harness.coverage import matrix as coverage
+from harness.store.records import Cell, OutputCheck, Record
 from harness.store.rundir import read_manifest, read_records
+from harness.store.status import Status
+
+STATUSES = tuple(Status)
 
 Value = str | float | int | None
 CellKey = tuple[str, str, int, str, bool, str]

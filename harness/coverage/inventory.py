@@ -1,9 +1,9 @@
 """The op inventory and the one-op models built from it (issue 5: op coverage).
 
-`build_inventory` captures every zoo model the way the dynamo exporter does
-(`torch.export.export(..., strict=False)`, then the exporter's own decompositions), and
-notes for each distinct ATen overload the zoo models that use it and the arguments of its
-first call: tensors as {shape, dtype} taken from the graph's `node.meta["val"]`, other
+`build_inventory` exports every zoo model with the dynamo exporter (one real
+`torch.onnx.export(..., dynamo=True)` call) and reads the program it translated (after its
+decompositions), and notes for each distinct ATen overload the zoo models that use it and
+the arguments of its first call: tensors as {shape, dtype} taken from the graph's `node.meta["val"]`, other
 arguments as JSON values. `specs_from_inventory` turns each op into an ordinary zoo entry
 (family `ops`, named by the overload) whose module calls `torch.ops.<ns>.<op>.<overload>`
 with those arguments, so `harness run --suite ops` exports, checks and times each op alone.
@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from harness.cell.exporters.dynamo import translated_program
 from harness.coverage.matrix import OPS_FAMILY
 from harness.zoo import ModelSpec
 
@@ -74,35 +75,6 @@ class _OpEntry:
     calls: int = 0
     first: OpCall | None = None  # the first isolable call
     skip_reason: str | None = None  # why no call could be isolated (the first reason seen)
-
-
-def onnx_registry() -> Any:
-    """The dynamo exporter's registry of ONNX translations (its decompositions depend on it)."""
-    from torch.onnx._internal.exporter import _registration
-
-    with _quiet():
-        return _registration.ONNXRegistry.from_torchlib()
-
-
-def decomposed_program(
-    model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], registry: Any
-) -> Any:
-    """The exported program as the dynamo exporter translates it: non-strict torch.export,
-    then the exporter's decompositions and type promotion (torch.onnx's private
-    `_prepare_exported_program_for_export`, the step `torch.onnx.export` runs), so op names
-    match the `aten_ops` of dynamo records. Where non-strict capture fails, the exporter's
-    own strategy chain captures it, as a user's call would."""
-    from torch.onnx._internal.exporter import _core
-
-    with _quiet():
-        try:
-            program = torch.export.export(model, args, kwargs, strict=False)
-        except Exception:
-            onnx_program: Any = torch.onnx.export(
-                model, args, kwargs=kwargs, dynamo=True, optimize=False
-            )
-            return onnx_program.exported_program
-        return _core._prepare_exported_program_for_export(program, registry=registry)
 
 
 def op_calls(program: Any, model: str) -> Iterator[OpCall]:
@@ -305,14 +277,13 @@ def build_inventory(
     specs: Iterable[ModelSpec], *, progress: Callable[[str], None] | None = None, seed: int = 0
 ) -> dict[str, Any]:
     """Capture each model (seeded, eval mode, its example inputs) and gather its ops."""
-    registry = onnx_registry()
     entries: dict[str, _OpEntry] = {}
     models: dict[str, dict[str, Any]] = {}
     for spec in sorted(specs, key=lambda s: s.name):
         if spec.family == OPS_FAMILY:
             continue  # the one-op models themselves
         try:
-            program = _capture(spec, registry, seed)
+            program = _capture(spec, seed)
         except Exception as exc:
             models[spec.name] = {"error": _first_line(exc)}
             _say(progress, f"{spec.name}: capture failed: {_first_line(exc)}")
@@ -326,13 +297,14 @@ def build_inventory(
     return _inventory_json(entries, models)
 
 
-def _capture(spec: ModelSpec, registry: Any, seed: int) -> Any:
+def _capture(spec: ModelSpec, seed: int) -> Any:
     torch.manual_seed(seed)
     model = spec.build().eval()
     torch.manual_seed(seed)
     args = tuple(spec.example_inputs())
     kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
-    return decomposed_program(model, args, kwargs, registry)
+    with _quiet():
+        return translated_program(model, args, kwargs)
 
 
 def _add_call(entries: dict[str, _OpEntry], call: OpCall, seed: int) -> None:

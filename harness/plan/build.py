@@ -14,7 +14,6 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.plan.matrix import Matrix, ModelRef, expand
-from harness.store.records import Cell
 from harness.plan.suites import (
     DEFAULT_EXPORTERS,
     DEFAULT_OPSETS,
@@ -24,6 +23,7 @@ from harness.plan.suites import (
     validate_exporters,
     validate_opsets,
 )
+from harness.store.records import Cell
 from harness.zoo import ModelSpec, Zoo, discover
 
 

@@ -9,24 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.cell import exporters
 from harness.errors import UsageError
-from harness.store.records import DEVICES, EXPORTERS
+from harness.store.records import DEVICES
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
 DEFAULT_OPSETS = (17, 18, 20)
-
-# The opsets each exporter accepts. The TorchScript exporter's range is
-# torch.onnx._constants (ONNX_BASE_OPSET..ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET); the dynamo
-# exporter takes any ai.onnx opset but builds at 18 and converts down (it silently keeps
-# 18 where conversion is impossible, which `opset_actual` makes visible).
-# tests/test_exporters.py checks these against the installed torch.
-OPSET_RANGE = {
-    "dynamo": (7, 23),
-    "dynamo-legacy": (18, 18),
-    "torchscript": (7, 20),
-    "torchscript-script": (7, 20),
-}
 
 
 @dataclass(frozen=True)
@@ -159,8 +148,9 @@ def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tu
 
 def validate_exporters(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
     for name in names:
-        if name not in EXPORTERS:
-            raise UsageError(f"{source}: unknown exporter {name!r} (known: {', '.join(EXPORTERS)})")
+        if name not in exporters.REGISTRY:
+            known = ", ".join(exporters.NAMES)
+            raise UsageError(f"{source}: unknown exporter {name!r} (known: {known})")
     return tuple(dict.fromkeys(names))
 
 
@@ -174,12 +164,10 @@ def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[s
 def validate_opsets(values: Any, exporter: str, source: str) -> tuple[int, ...]:
     if not isinstance(values, list | tuple) or not values:
         raise UsageError(f"{source}: opsets for {exporter} must be a non-empty list of integers")
-    low, high = OPSET_RANGE[exporter]
+    registered = exporters.get(exporter)
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool):
             raise UsageError(f"{source}: opset {v!r} is not an integer")
-        if not low <= v <= high:
-            raise UsageError(
-                f"{source}: opset {v} is outside what {exporter} can take ({low}..{high})"
-            )
+        if problem := registered.opset_problem(v):
+            raise UsageError(f"{source}: {problem}")
     return tuple(sorted(set(values)))

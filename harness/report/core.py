@@ -38,9 +38,12 @@ from harness.report.plots import (
     suite_trend_data,
     trend_data,
 )
-from harness.store.records import STATUSES, Latency, Record
 from harness.stats import median
+from harness.store.records import Latency, Record
 from harness.store.rundir import ARTIFACTS, read_manifest, read_records
+from harness.store.status import Status
+
+STATUSES = tuple(Status)
 
 MISSING = "—"
 REPORT_MD = "report.md"

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.store.records import EXPORTERS, Latency, Record
+from harness.cell.exporters import NAMES as EXPORTERS
 from harness.stats import geomean, median, percentile
+from harness.store.records import Latency, Record
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

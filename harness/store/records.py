@@ -13,59 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.store.status import Stage, Status
+
 SCHEMA = 1
 
-EXPORTERS = ("dynamo", "torchscript", "torchscript-script", "dynamo-legacy")
 DEVICES = ("cpu", "cuda")
-
-STATUSES = (
-    "ok",
-    "xfail",
-    "xpass",
-    "skipped",
-    "export_failed",
-    "checker_failed",
-    "ort_load_failed",
-    "ort_run_failed",
-    "numerics_mismatch",
-    "dynamic_mismatch",
-    "timeout",
-    "crashed",
-    "oom",
-    "not_attempted",
-    "harness_error",
-)
-STAGES = (
-    "build",
-    "reference",
-    "capture",
-    "translate",
-    "optimize",
-    "save",
-    "check",
-    "ort_session",
-    "ort_run",
-    "numerics",
-    "dynamic",
-    "latency",
-)
-# The status a failure at each stage gets, unless the cell expected to fail (xfail).
-STATUS_OF_STAGE = {
-    "build": "harness_error",
-    "reference": "harness_error",
-    "capture": "export_failed",
-    "translate": "export_failed",
-    "optimize": "export_failed",
-    "save": "export_failed",
-    "check": "checker_failed",
-    "ort_session": "ort_load_failed",
-    "ort_run": "ort_run_failed",
-    "numerics": "numerics_mismatch",
-    "dynamic": "dynamic_mismatch",
-    "latency": "ort_run_failed",
-}
-# Statuses that count as a pass in summaries: the cell did what was expected of it.
-PASSING = frozenset({"ok", "xfail", "skipped"})
 
 
 class SchemaError(ValueError):
@@ -210,8 +162,8 @@ class Record:
     device: str
     dynamic: bool
     variant: str
-    status: str
-    stage: str | None = None
+    status: Status
+    stage: Stage | None = None
     error_type: str | None = None
     error_message: str | None = None
     error_signature: str | None = None
@@ -236,6 +188,12 @@ class Record:
     artifacts: dict[str, str] = field(default_factory=dict)
     reason: str | None = None
 
+    def __post_init__(self) -> None:
+        # Constructors and readers pass plain strings; the record holds the enums.
+        object.__setattr__(self, "status", Status.of(self.status))
+        if self.stage is not None:
+            object.__setattr__(self, "stage", Stage(self.stage))
+
     # -- named constructors -------------------------------------------------------------
 
     @classmethod
@@ -245,8 +203,8 @@ class Record:
         run_id: str,
         measured: Measurements,
         *,
-        status: str = "ok",
-        stage: str | None = None,
+        status: Status = Status.OK,
+        stage: Stage | None = None,
         error: BaseException | None = None,
         reason: str | None = None,
         **extra: Any,
@@ -277,22 +235,20 @@ class Record:
         cell: Cell,
         run_id: str,
         *,
-        status: str,
+        status: Status,
         reason: str,
-        stage: str | None = None,
+        stage: Stage | None = None,
         **extra: Any,
     ) -> Record:
         """A cell that produced no measurements: skipped, not attempted, crashed, timed out, oom."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}")
-        signature = (
-            None if status in ("skipped", "not_attempted") else f"{status}: {_normalize(reason)}"
-        )
+        status = Status.of(status)
+        quiet = status in (Status.SKIPPED, Status.NOT_ATTEMPTED)
+        signature = None if quiet else f"{status}: {_normalize(reason)}"
         return cls(
             **_cell_fields(cell, run_id),
             status=status,
             stage=stage,
-            error_message=None if status == "skipped" else reason,
+            error_message=None if status is Status.SKIPPED else reason,
             error_signature=signature,
             reason=reason,
             **extra,
@@ -314,7 +270,7 @@ class Record:
 
     @property
     def passed(self) -> bool:
-        return self.status in PASSING
+        return self.status.passing
 
     def with_changes(self, **changes: Any) -> Record:
         return dataclasses.replace(self, **changes)

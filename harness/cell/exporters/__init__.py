@@ -1,0 +1,108 @@
+"""The exporter registry: the one place that knows each exporter.
+
+An `Exporter` carries its name, the opsets it takes, and (from its implementation
+module, imported on first use because it imports torch) whether the installed torch has
+it, the export call, how to read the ATen ops it started from, and what a failed export
+still tells (unsupported ops, the exporter's own report). Planning validates suites
+against the registry without importing torch; the worker asks the registry and never
+branches on an exporter's name. Only the implementation modules call `torch.onnx`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts
+
+
+@dataclass(frozen=True)
+class Exporter:
+    name: str
+    description: str
+    min_opset: int
+    max_opset: int
+    implementation: str  # the module that implements it (it imports torch)
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def opset_problem(self, opset: int) -> str | None:
+        """Why this exporter cannot take `opset`, or None."""
+        if self.min_opset <= opset <= self.max_opset:
+            return None
+        return f"opset {opset} is outside what {self.name} can take ({self.min_opset}..{self.max_opset})"
+
+    def _module(self) -> ModuleType:
+        return importlib.import_module(self.implementation)
+
+    def unavailable(self) -> str | None:
+        """None when the installed torch has this exporter, else why its cells are skipped."""
+        reason: str | None = self._module().unavailable(**dict(self.options))
+        return reason
+
+    def export(self, request: ExportRequest) -> Exported:
+        """The user's export call; a failure is a `StageFailure` naming its phase."""
+        exported: Exported = self._module().export(request, **dict(self.options))
+        return exported
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        """ATen overloads (or TorchScript op names) in the graph the exporter started from."""
+        ops: dict[str, int] | None = self._module().aten_ops(
+            request, exported, **dict(self.options)
+        )
+        return ops
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        """What a failed export still tells: ATen ops, unsupported ops, the exporter's report."""
+        facts: FailureFacts = self._module().on_failure(request, error, **dict(self.options))
+        return facts
+
+
+# The TorchScript exporter's range is torch.onnx._constants (ONNX_BASE_OPSET ..
+# ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET); the dynamo exporter takes any ai.onnx opset but
+# builds at 18 and converts (it silently keeps 18 where conversion is impossible, which
+# `opset_actual` makes visible). tests/cell/test_exporters.py checks them against torch.
+REGISTRY: dict[str, Exporter] = {
+    e.name: e
+    for e in (
+        Exporter(
+            "dynamo",
+            "torch.onnx.export(..., dynamo=True): torch.export, then ONNX translation",
+            7,
+            23,
+            "harness.cell.exporters.dynamo",
+        ),
+        Exporter(
+            "torchscript",
+            "torch.onnx.export(..., dynamo=False): tracing, then the TorchScript exporter",
+            7,
+            20,
+            "harness.cell.exporters.torchscript",
+            (("scripted", False),),
+        ),
+        Exporter(
+            "torchscript-script",
+            "torch.jit.script, then torch.onnx.export(..., dynamo=False)",
+            7,
+            20,
+            "harness.cell.exporters.torchscript",
+            (("scripted", True),),
+        ),
+        Exporter(
+            "dynamo-legacy",
+            "torch.onnx.dynamo_export (torch 2.1-2.8)",
+            18,
+            18,
+            "harness.cell.exporters.dynamo_legacy",
+        ),
+    )
+}
+NAMES = tuple(REGISTRY)
+
+
+def get(name: str) -> Exporter:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown exporter {name!r} (known: {', '.join(NAMES)})") from None

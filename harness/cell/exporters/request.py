@@ -1,0 +1,63 @@
+"""What an export is asked to do and what it gives back (no torch import: the registry
+and planning use these names too)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Exported:
+    path: Path
+    phases: dict[str, float]
+    aten_ops: dict[str, int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    model: Any  # torch.nn.Module
+    inputs: Any  # harness.cell.shapes.Inputs
+    opset: int
+    path: Path
+    dynamic_shapes: Any = None  # None for static cells
+    output_names: tuple[str, ...] = ()
+    artifacts: Path | None = None  # where a failing export leaves the exporter's report
+
+
+@dataclass(frozen=True)
+class FailureFacts:
+    """What a failed export still tells: the ATen ops of the graph it started from, the ops
+    it could not translate, and files it left (the exporter's own report)."""
+
+    aten_ops: dict[str, int] | None = None
+    unsupported_ops: list[str] | None = None
+
+
+class Unavailable(Exception):
+    """The exporter does not exist in the installed torch: the cell is skipped."""
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """The exporters print progress and deprecation chatter; keep worker logs readable."""
+    loggers = [
+        logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")
+    ]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
