@@ -25,20 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare.core import (
-    BLOCKING,
-    METRICS,
-    WARNING,
-    NotCompared,
-    Run,
-    Thresholds,
-    cell_finding_against_run,
-    compare_runs,
-    paired_samples,
-    read_run,
-    run_drift,
-)
+from harness.compare import BLOCKING, WARNING, Thresholds, compare_runs
+from harness.compare.against_run import cell_finding_against_run, paired_samples, run_drift
+from harness.compare.metrics import METRICS, NotCompared
 from harness.store.records import Record
+from harness.store.runs import Run, read_run
 
 SLOWDOWNS = (1.05, 1.10, 1.20, 1.30, 1.50, 2.00, 2.50, 3.00)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from harness.cell.worker import WarmUpModel
-from harness.zoo import load_source
+from harness.cell.warmup import WarmUpModel
+from harness.plan.discovery import load_source
 
 
 def _kib(field: str) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks.calibrate import calibration_lines, detection, false_alarms, noise, noise_lines
 from benchmarks.conftest import RESULTS, Figures, harness
-from harness.compare.core import read_run
+from harness.store.runs import read_run
 
 RUNS = int(os.environ.get("HARNESS_NOISE_RUNS", "5"))
 

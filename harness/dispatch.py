@@ -37,6 +37,10 @@ class ClusterInfo:
     nodes: list[dict[str, Any]]
     resources: dict[str, float]
 
+    @property
+    def has_gpus(self) -> bool:
+        return self.resources.get("GPU", 0) > 0
+
 
 def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> ClusterInfo:
     """Join `address` (auto, HOST:PORT, ray://HOST:PORT) or start a local Ray instance."""
@@ -186,10 +190,6 @@ def slots(threads: int, device: str = "cpu") -> int:
     if device == "cuda":
         return max(1, int(resources.get("GPU", 0)))
     return max(1, int(resources.get("CPU", 1)) // max(1, threads))
-
-
-def has_gpus() -> bool:
-    return ray.cluster_resources().get("GPU", 0) > 0
 
 
 def _submit(task: CellTask, variants: dict[str, tuple[str, ...]]) -> ray.ObjectRef:

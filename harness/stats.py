@@ -90,7 +90,7 @@ def is_stable(window: Sequence[float], tolerance: float) -> bool:
     return abs(second - first) / first <= tolerance
 
 
-# -- comparison statistics (used by harness/compare.py) -----------------------------------
+# -- comparison statistics (used by harness/compare/) -------------------------------------
 
 # MAD * 1.4826 estimates the standard deviation of normally distributed data.
 MAD_TO_SIGMA = 1.4826

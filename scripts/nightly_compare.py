@@ -12,6 +12,8 @@ numerics and ops are compared with the previous night). Latency, export time and
 block only against the history (--history-db, the earlier nights): once it holds
 --min-history nights on the same machine, each series is judged by its own noise, as
 `harness compare --history` does; until then their regressions are warnings.
+That policy is harness.compare.policy's; this script pairs the run directories, reads
+them and the history, and writes the files.
 
 Writes OUT/compare/<run>/{compare.md,compare.json,junit.xml,benchmark.json},
 OUT/summary.md (also appended to $GITHUB_STEP_SUMMARY) and, when something blocks,
@@ -28,40 +30,25 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare import output as compare_output
-from harness.compare.core import (
-    BLOCKING,
-    SEVERITIES,
-    WARNING,
-    CompareError,
-    Comparison,
-    Expectations,
-    Finding,
-    Options,
-    Run,
-    check_comparable,
-    compare_history,
-    compare_runs,
-    read_expected,
-    read_run,
-)
+from harness.compare import CompareError, Comparison
+from harness.compare.output import append_step_summary
+from harness.compare.output import write_outputs as write_comparison
+from harness.compare.output.markdown import findings_table, to_markdown
+from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
+from harness.plan import expected_file
+from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import HistoryError, load_comparable
 from harness.store.rundir import RunDirError
+from harness.store.runs import Run, read_run
 
 NONE = "none"
-NO_BASELINE_ID = "(no previous nightly)"
 # GitHub refuses a step summary over 1 MiB and an issue body over 65,536 characters.
 SUMMARY_LIMIT = 900_000
 ISSUE_LIMIT = 60_000
 UPDATE_EXPECTED = "harness compare --update-expected RUN_DIR"
-# Nights on the same machine before latency, export time and memory may block: the history
-# judges a series by its own run-to-run noise from 3 changes on (Thresholds.min_history_changes).
-MIN_HISTORY = 5
-HISTORY_LAST = 10
-NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift"})
 
 
 class NightlyError(Exception):
@@ -130,108 +117,50 @@ def _pair(run: Path, baseline: Path | None, *, single: bool) -> Pair:
 
 
 @dataclass(frozen=True)
-class Policy:
-    """What judges a night besides the previous one: the expected statuses, and the history
-    that noisy metrics need before their regressions may block."""
+class Sources:
+    """What judges a night besides the previous one (harness.compare.policy): the expected
+    statuses, and the history database of earlier nights."""
 
-    expected: Expectations
+    expected: ExpectedFile
     history_db: Path | None = None
     min_history: int = MIN_HISTORY
 
 
-def compare_pair(pair: Pair, policy: Policy) -> Outcome:
+def compare_pair(pair: Pair, sources: Sources) -> Outcome:
     try:
-        return Outcome(pair, comparison=_compare(pair, policy))
+        return Outcome(pair, comparison=_compare(pair, sources))
     except (NightlyError, RunDirError, CompareError) as exc:
         return Outcome(pair, error=str(exc))
     except OSError as exc:
         return Outcome(pair, error=f"{exc.filename or pair.candidate}: {exc.strerror}")
 
 
-def _compare(pair: Pair, policy: Policy) -> Comparison:
+def _compare(pair: Pair, sources: Sources) -> Comparison:
     candidate = read_run(pair.candidate)
     if not candidate.records:
         raise NightlyError(f"{pair.candidate} has no records: the run wrote none")
-    by_run, comparable = _against_previous(pair, candidate, policy.expected)
-    history, why_not = _history(candidate, policy)
-    by_history = compare_history(history, candidate) if history else None
-    return _merged(by_run, by_history, comparable=comparable, why_not=why_not)
-
-
-def _against_previous(
-    pair: Pair, candidate: Run, expected: Expectations
-) -> tuple[Comparison, bool]:
-    """The comparison with the previous night's run (or with itself when there is none: no
-    findings then but the expected-status ratchet), and whether its noisy metrics count."""
-    notes = [pair.note] if pair.note else []
     baseline = read_run(pair.baseline) if pair.baseline else None
-    if baseline is not None and not baseline.records:
-        notes.append(f"the previous nightly's {pair.baseline} has no records")
-        baseline = None
-    if baseline is None:
-        notes.append(f"statuses checked against {expected.path} only")
-        itself = Run({"run_id": NO_BASELINE_ID}, candidate.records, None)
-        comparison = compare_runs(itself, candidate, Options(expected=expected))
-        return replace(comparison, notes=tuple(notes)), False
-    differences = check_comparable(baseline, candidate, allow_different_hardware=True)
-    if differences:
-        notes.append("different machine from the previous nightly: " + "; ".join(differences))
-    options = Options(expected=expected, compare_noisy=not differences)
-    comparison = compare_runs(baseline, candidate, options)
-    return replace(comparison, notes=tuple(notes)), not differences
-
-
-def _history(candidate: Run, policy: Policy) -> tuple[list[Run], str]:
-    """The last comparable nights of the history, when there are enough to measure noise;
-    else none, and why."""
-    if policy.history_db is None or not policy.history_db.is_file():
-        return [], "no history database yet"
-    try:
-        runs = load_comparable(policy.history_db, candidate.manifest, last=HISTORY_LAST)
-    except HistoryError as exc:
-        return [], f"the history database cannot be read ({exc})"
-    if len(runs) < policy.min_history:
-        nights = f"{len(runs)} earlier night{'s' if len(runs) != 1 else ''}"
-        return [], f"{nights} on this machine in the history, {policy.min_history} needed"
-    return [r.as_run() for r in runs], ""
-
-
-def _merged(
-    by_run: Comparison, by_history: Comparison | None, *, comparable: bool, why_not: str
-) -> Comparison:
-    """Deterministic findings from the previous night; latency, export time and memory from
-    the history when it is long enough. One previous run on a shared runner cannot tell a
-    10% change from noise (an A/A pair of smoke runs on 2 shared cores blocked on ORT
-    latency x1.36), so without that history their regressions only warn."""
-    noisy = "latency, export time and memory"
-    if by_history is not None:
-        deterministic = [f for f in by_run.findings if f.kind not in NOISY_KINDS]
-        findings = deterministic + [f for f in by_history.findings if f.kind in NOISY_KINDS]
-        note = f"{noisy} against the last {len(by_history.baseline)} nights on this machine in the history (noise-scaled thresholds)"
-        not_compared = by_history.not_compared
-    else:
-        findings = [_warn_only(f, why_not) for f in by_run.findings]
-        if comparable:
-            note = f"{noisy} against the previous night: regressions only warn ({why_not})"
-        else:
-            note = f"{noisy} not compared: no comparable previous night, and {why_not}"
-        not_compared = by_run.not_compared
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda f: (order[f.severity], f.family, f.cell.key if f.cell else ()))
-    touched = {f.cell.key for f in findings if f.cell is not None}
-    return replace(
-        by_run,
-        findings=tuple(findings),
-        unchanged=len({c.key for c in by_run.cells} - touched),
-        not_compared=not_compared,
-        notes=(*by_run.notes, note),
+    history = _history(candidate, sources.history_db)
+    notes = [pair.note] if pair.note else []
+    return nightly_comparison(
+        candidate,
+        baseline,
+        sources.expected,
+        history,
+        min_history=sources.min_history,
+        notes=notes,
     )
 
 
-def _warn_only(f: Finding, why: str) -> Finding:
-    if f.kind != "metric_regressed" or f.severity != BLOCKING:
-        return f
-    return replace(f, severity=WARNING, evidence=f"{f.evidence}; only a warning: {why}")
+def _history(candidate: Run, db: Path | None) -> NightHistory:
+    """The last comparable nights of the history database, or why there are none."""
+    if db is None or not db.is_file():
+        return NightHistory(unavailable="no history database yet")
+    try:
+        runs = load_comparable(db, candidate.manifest, last=HISTORY_LAST)
+    except HistoryError as exc:
+        return NightHistory(unavailable=f"the history database cannot be read ({exc})")
+    return NightHistory(tuple(r.as_run() for r in runs))
 
 
 def exit_code(outcomes: Sequence[Outcome]) -> int:
@@ -287,7 +216,7 @@ def summary_markdown(
         if o.error:
             lines.append(f"**Error**: {o.error}")
         elif o.comparison is not None:
-            lines.append(_demoted(compare_output.to_markdown(o.comparison)))
+            lines.append(_demoted(to_markdown(o.comparison)))
     text = "\n".join(lines) + "\n"
     return _capped(
         text, SUMMARY_LIMIT, "the full comparisons are compare/*/compare.md in the artifact"
@@ -307,7 +236,7 @@ def issue_markdown(label: str, outcomes: Sequence[Outcome], *, url: str | None) 
         c = o.comparison
         assert c is not None
         lines += [f"#### Run `{o.pair.name}` ({_versions(c.candidate)}): {_source(o.pair)}", ""]
-        lines += [*compare_output.findings_table(c.blocking), ""]
+        lines += [*findings_table(c.blocking), ""]
     lines += [
         "Fix the regression (upstream or in the harness), or, where a status change is intended,",
         f"accept it: `{UPDATE_EXPECTED}` on the run directory (in the nightly artifact), then",
@@ -364,7 +293,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def write_outputs(out: Path, outcomes: Sequence[Outcome], summary: str, issue: str | None) -> None:
     for o in outcomes:
         if o.comparison is not None:
-            compare_output.write_outputs(o.comparison, out / "compare" / o.pair.name)
+            write_comparison(o.comparison, out / "compare" / o.pair.name)
     (out / "summary.md").write_text(summary)
     issue_path = out / "issue.md"
     if issue is None:
@@ -378,22 +307,22 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         if not args.expected.is_file():
             raise NightlyError(f"--expected {args.expected}: no such file")
-        expected = read_expected(args.expected)
+        expected = expected_file.read(args.expected)
         pairs = find_pairs(args.candidate, baseline)
-    except (NightlyError, CompareError) as exc:
+    except (NightlyError, ExpectedFileError) as exc:
         args.out.mkdir(parents=True, exist_ok=True)
         message = f"# ⚠️ Nightly `{args.label}`: not compared\n\n**Error**: {exc}\n"
         (args.out / "summary.md").write_text(message)
-        compare_output.append_step_summary(message, env)
+        append_step_summary(message, env)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    policy = Policy(expected, args.history_db, args.min_history)
-    outcomes = [compare_pair(p, policy) for p in pairs]
+    sources = Sources(expected, args.history_db, args.min_history)
+    outcomes = [compare_pair(p, sources) for p in pairs]
     url = run_url(env)
     summary = summary_markdown(args.label, outcomes, url=url, baseline_url=args.baseline_url)
     args.out.mkdir(parents=True, exist_ok=True)
     write_outputs(args.out, outcomes, summary, issue_markdown(args.label, outcomes, url=url))
-    compare_output.append_step_summary(summary, env)
+    append_step_summary(summary, env)
     print(summary)
     for o in outcomes:
         if o.error:

@@ -16,17 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import zoo
 from harness.cell import exporters
 from harness.cell.exporters import ExportRequest
 from harness.cell.shapes import Inputs, flatten_outputs
-from harness.plan import suites
+from harness.plan import discovery, suites
 from harness.store import rundir as store
 from tests.conftest import REPO, run_cli
 
-HF = zoo.BUILTIN_ZOO / "hf"
-EXPORTABLE = zoo.BUILTIN_ZOO / "exportable" / "exportable_mlp.py"
-LARGE = zoo.BUILTIN_ZOO / "large" / "linear_stack_2gb.py"
+HF = discovery.BUILTIN_ZOO / "hf"
+EXPORTABLE = discovery.BUILTIN_ZOO / "exportable" / "exportable_mlp.py"
+LARGE = discovery.BUILTIN_ZOO / "large" / "linear_stack_2gb.py"
 HF_MODELS = {
     "hf_bert", "hf_gpt2", "hf_llama", "hf_t5", "hf_vit", "hf_whisper_encoder", "hf_wav2vec2",
 }  # fmt: skip
@@ -49,10 +48,10 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_adapter_entries_declare_their_library() -> None:
-    specs = {s.name: s for f in zoo.zoo_files(HF) for s in zoo.load_file(f)}
+    specs = {s.name: s for f in discovery.zoo_files(HF) for s in discovery.load_file(f)}
     assert set(specs) == HF_MODELS
     assert all(s.family == "hf" and s.requires == ("transformers",) for s in specs.values())
-    tv = zoo.load_file(zoo.BUILTIN_ZOO / "torchvision" / "classifiers.py")
+    tv = discovery.load_file(discovery.BUILTIN_ZOO / "torchvision" / "classifiers.py")
     assert {s.name for s in tv} == TORCHVISION_MODELS
     assert all(s.family == "torchvision" and s.requires == ("torchvision",) for s in tv)
 
@@ -65,10 +64,10 @@ import sys
 sys.modules["transformers"] = None  # `import transformers` now raises ImportError
 sys.modules["torchvision"] = None
 from pathlib import Path
-from harness import zoo
+from harness.plan import discovery
 for folder in ("hf", "torchvision"):
-    for f in zoo.zoo_files(zoo.BUILTIN_ZOO / folder):
-        for spec in zoo.load_file(f):
+    for f in discovery.zoo_files(discovery.BUILTIN_ZOO / folder):
+        for spec in discovery.load_file(f):
             print(spec.name, "|", spec.missing_requirement())
 """
     result = subprocess.run(
@@ -98,7 +97,7 @@ def test_hf_model_outputs_flatten_through_to_tuple() -> None:
 
 
 def test_exportable_module_entry_loads_as_a_model_spec() -> None:
-    (spec,) = zoo.load_file(EXPORTABLE)
+    (spec,) = discovery.load_file(EXPORTABLE)
     model = spec.build()
     assert isinstance(model, torch.onnx.ExportableModule)
     assert (spec.name, spec.family) == ("exportable_mlp", "exportable")
@@ -118,7 +117,7 @@ def test_torchscript_exporter_really_traces_an_exportable_module(tmp_path: Path)
     exporter; the harness must keep `torchscript` cells on the TorchScript exporter."""
     import onnx
 
-    (spec,) = zoo.load_file(EXPORTABLE)
+    (spec,) = discovery.load_file(EXPORTABLE)
     model = spec.build().eval()
     request = ExportRequest(
         model=model,
@@ -135,14 +134,14 @@ def test_torchscript_exporter_really_traces_an_exportable_module(tmp_path: Path)
 
 
 def test_large_model_is_over_two_gib_and_only_in_the_large_suite() -> None:
-    (spec,) = zoo.load_file(LARGE)
+    (spec,) = discovery.load_file(LARGE)
     module = importlib.import_module("model_zoo.large.linear_stack_2gb")
     assert module.WEIGHT_BYTES > 2**31  # protobuf's cap: the exporters must write external data
     with torch.device("meta"):
         model = module.LinearStack()  # no memory: shapes only
     assert sum(p.numel() * p.element_size() for p in model.parameters()) == module.WEIGHT_BYTES
     assert spec.family == "large"
-    everything = zoo.discover(entry_points=False)
+    everything = discovery.discover(entry_points=False)
     selecting = [
         name
         for name in suites.available_suites()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.store import history
-from tests.fixtures_compare import HARDWARE, manifest, record, samples, write_run
+from tests.fixtures_compare import HARDWARE, manifest, smoke_cells, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "scripts"
@@ -51,37 +50,11 @@ tracking_issue = load("tracking_issue")
 # -- synthetic nightlies ---------------------------------------------------------------------------
 
 
-def cells(seed: int, *, broken: bool = False, slow: float = 1.0):
-    rng = random.Random(seed)
-    ok = [
-        record(
-            f"m{i}",
-            ort=samples(rng, 2.0 * slow, 0.03),
-            eager=samples(rng, 4.0, 0.03),
-            export_s=3.0,
-            rss_mb=300.0,
-            opset_actual=18,
-        )
-        for i in range(3)
-    ]
-    if broken:
-        last = record(
-            "m3",
-            status="export_failed",
-            stage="translate",
-            error=RuntimeError("no lowering for aten.cummax.default"),
-            unsupported_ops=["aten.cummax.default"],
-        )
-    else:
-        last = record("m3", export_s=1.0)
-    return [*ok, last]
-
-
 def nightly_runs(root: Path, run_id: str, seed: int, **kwargs: Any) -> Path:
     """ROOT/runs/smoke: one suite's run directory, laid out as nightly_run.py writes it."""
     hardware, started = kwargs.pop("hardware", None), kwargs.pop("started", None)
     man = manifest(run_id, hardware=hardware, **({"started": started} if started else {}))
-    write_run(root / "runs" / "smoke", man, cells(seed, **kwargs))
+    write_run(root / "runs" / "smoke", man, smoke_cells(seed, **kwargs))
     return root / "runs"
 
 

@@ -13,11 +13,11 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from harness import zoo
 from harness.cell.exporters import NAMES as EXPORTERS
-from harness.plan import suites
+from harness.plan import discovery, suites
+from harness.zoo import ModelSpec
 
-ZOO = zoo.discover(entry_points=False)
+ZOO = discovery.discover(entry_points=False)
 MODELS = sorted(ZOO.models)
 # Only what this machine can build is parametrized (nothing is skipped): models whose
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere
@@ -34,7 +34,7 @@ REQUIRED = {"vision": 10, "nlp": 8, "audio": 4, "seed": 8}
 SMOKE = {"mlp_sigmoid", "sum_module"}
 
 
-def _spec_to_run(name: str) -> zoo.ModelSpec:
+def _spec_to_run(name: str) -> ModelSpec:
     return ZOO.get(name)
 
 
@@ -45,7 +45,7 @@ def test_models_this_machine_cannot_build_say_why() -> None:
     assert len(BUILDABLE) >= sum(REQUIRED.values())
 
 
-def _run(spec: zoo.ModelSpec) -> list[torch.Tensor]:
+def _run(spec: ModelSpec) -> list[torch.Tensor]:
     """Build and run one forward exactly as the harness does: seeded build and inputs, eval."""
     torch.manual_seed(0)
     model = spec.build().eval()
@@ -98,7 +98,9 @@ def test_required_families_are_populated() -> None:
 
 def test_names_are_unique_across_files() -> None:
     # discover() refuses duplicates; check the files directly too, so a clash is named here.
-    names = [s.name for f in zoo.zoo_files(zoo.BUILTIN_ZOO) for s in zoo.load_file(f)]
+    names = [
+        s.name for f in discovery.zoo_files(discovery.BUILTIN_ZOO) for s in discovery.load_file(f)
+    ]
     assert len(names) == len(set(names)), [
         n for n, c in collections.Counter(names).items() if c > 1
     ]
@@ -117,10 +119,13 @@ def test_metadata(name: str) -> None:
     assert len(spec.tags) >= 2, "tags name the family and the kind of model"
     assert spec.description and "\n" not in spec.description
     for expect in spec.expect:
-        assert expect.reason, f"expectation {expect.match!r} needs a reason"
-        exporter = expect.match.split("/")[0]
-        assert any(fnmatch.fnmatchcase(e, exporter) for e in EXPORTERS), (
-            f"{expect.match!r} names no known exporter ({', '.join(EXPORTERS)})"
+        assert expect.reason, f"expectation {expect.describe()} needs a reason"
+        assert expect.status is not None and expect.stage is not None, (
+            f"{name}: the expectation for {expect.exporter} names no status and stage: "
+            "say which failure is expected"
+        )
+        assert any(fnmatch.fnmatchcase(e, expect.exporter) for e in EXPORTERS), (
+            f"{expect.exporter!r} names no known exporter ({', '.join(EXPORTERS)})"
         )
     if spec.tolerance is not None:
         rtol, atol = spec.tolerance

@@ -1,8 +1,12 @@
 """The numerics gate: ONNX Runtime outputs against eager PyTorch (DESIGN.md protocol).
 
-An output passes when allclose(rtol, atol) holds against the float32 reference, or when
-its error against the float64 reference is within `NOISE_MULTIPLE` times eager float32's
-own error against float64 (eager's noise floor). NaN where eager has none always fails.
+Judged element by element. A float element passes when allclose's test holds for it
+(|onnx - eager| <= atol + rtol * |eager|), or when its error against the float64
+reference is within `NOISE_MULTIPLE` times eager float32's own error on that same element,
+plus atol: eager's noise floor, where it is. One large eager error on a big element no
+longer lets a large ONNX error pass on a tiny one. Non-finite values must sit where
+eager's are, with the same sign (NaN for NaN, +inf for +inf). Integer and bool outputs
+must be equal; `mismatches` counts the elements that fail, for every kind of output.
 """
 
 from __future__ import annotations
@@ -26,18 +30,8 @@ def compare_outputs(
 ) -> list[OutputCheck]:
     rtol, atol = tolerance or DEFAULT_TOLERANCE
     if len(actual) != len(reference):
-        return [
-            OutputCheck(
-                "outputs",
-                None,
-                None,
-                None,
-                rtol,
-                atol,
-                False,
-                note=f"ONNX model has {len(actual)} outputs, eager has {len(reference)}",
-            )
-        ]
+        note = f"ONNX model has {len(actual)} outputs, eager has {len(reference)}"
+        return [OutputCheck("outputs", None, None, None, rtol, atol, False, note=note)]
     checks = []
     for i, (got, want) in enumerate(zip(actual, reference, strict=True)):
         want64 = reference64[i] if reference64 is not None else None
@@ -55,56 +49,102 @@ def check_output(
     atol: float,
 ) -> OutputCheck:
     if got.shape != want.shape:
-        return OutputCheck(
-            name, None, None, None, rtol, atol, False, note=f"shape {got.shape} != {want.shape}"
-        )
-    if not np.issubdtype(want.dtype, np.floating) and not np.issubdtype(
-        want.dtype, np.complexfloating
-    ):
-        equal = bool(np.array_equal(got, want))
-        mismatches = int(np.count_nonzero(got != want))
-        return OutputCheck(
-            name,
-            float(mismatches),
-            None,
-            None,
-            0.0,
-            0.0,
-            equal,
-            note=None if equal else f"{mismatches} of {want.size} values differ",
-        )
-    got64, want64_32 = got.astype(np.float64), want.astype(np.float64)
-    new_nan = bool(np.any(np.isnan(got64) & ~np.isnan(want64_32)))
-    diff = np.abs(got64 - want64_32)
-    finite = np.isfinite(diff)
-    max_abs = float(diff[finite].max()) if finite.any() else 0.0
-    scale = np.abs(want64_32)
-    rel_mask = finite & (scale > atol)
-    max_rel = float((diff[rel_mask] / scale[rel_mask]).max()) if rel_mask.any() else 0.0
-    rmse = float(np.sqrt(np.mean(diff[finite] ** 2))) if finite.any() else 0.0
-    close = bool(np.allclose(got64, want64_32, rtol=rtol, atol=atol, equal_nan=True))
-    if new_nan:
-        return OutputCheck(
-            name, max_abs, max_rel, rmse, rtol, atol, False, note="NaN where eager has none"
-        )
-    if close:
-        return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, True)
-    ok, note = _noise_gate(got64, want64_32, want64)
-    return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, ok, note=note)
+        note = f"shape {got.shape} != {want.shape}"
+        return OutputCheck(name, None, None, None, rtol, atol, False, note=note)
+    if not _is_float(want):
+        return _exact(name, got, want)
+    return _floats(name, got.astype(np.float64), want.astype(np.float64), want64, rtol, atol)
 
 
-def _noise_gate(
-    got: np.ndarray, want: np.ndarray, want64: np.ndarray | None
-) -> tuple[bool, str | None]:
-    """Pass an output that misses allclose only because eager float32 is that noisy too."""
+def _is_float(a: np.ndarray) -> bool:
+    return bool(np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.complexfloating))
+
+
+def _exact(name: str, got: np.ndarray, want: np.ndarray) -> OutputCheck:
+    """Integer and bool outputs: equal, element for element."""
+    mismatches = int(np.count_nonzero(got != want))
+    max_abs = None
+    if want.dtype != np.bool_ and want.size:
+        max_abs = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+    note = None if not mismatches else f"{mismatches} of {want.size} values differ"
+    return OutputCheck(name, max_abs, None, None, 0.0, 0.0, not mismatches, note, mismatches)
+
+
+def _floats(
+    name: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    want64: np.ndarray | None,
+    rtol: float,
+    atol: float,
+) -> OutputCheck:
+    finite = np.isfinite(got) & np.isfinite(want)
+    misplaced = _nonfinite_misplaced(got, want)
+    with np.errstate(invalid="ignore"):  # inf - inf; those elements are judged apart
+        diff = np.where(finite, np.abs(got - want), 0.0)
+    close = finite & (diff <= atol + rtol * np.abs(want))
+    noisy = finite & ~close & _within_eager_noise(got, want, want64, atol)
+    bad = finite & ~close & ~noisy
+    mismatches = int(np.count_nonzero(bad) + np.count_nonzero(misplaced))
+    note = _float_note(
+        int(np.count_nonzero(misplaced)), int(np.count_nonzero(noisy)), bad, got, want, want64
+    )
+    max_abs, max_rel, rmse = _error_sizes(diff, want, finite, atol)
+    return OutputCheck(name, max_abs, max_rel, rmse, rtol, atol, not mismatches, note, mismatches)
+
+
+def _nonfinite_misplaced(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Elements where ONNX and eager disagree on NaN, +inf or -inf."""
+    return (
+        (np.isnan(got) != np.isnan(want))
+        | (np.isposinf(got) != np.isposinf(want))
+        | (np.isneginf(got) != np.isneginf(want))
+    )
+
+
+def _within_eager_noise(
+    got: np.ndarray, want: np.ndarray, want64: np.ndarray | None, atol: float
+) -> np.ndarray:
+    """Per element: |onnx - float64| <= k * |eager - float64| + atol."""
     if want64 is None or want64.shape != want.shape:
-        return False, None
+        return np.zeros(want.shape, dtype=bool)
     truth = want64.astype(np.float64)
-    eager_noise = float(np.nanmax(np.abs(want - truth))) if want.size else 0.0
-    onnx_error = float(np.nanmax(np.abs(got - truth))) if got.size else 0.0
-    if eager_noise > 0 and onnx_error <= NOISE_MULTIPLE * eager_noise:
-        return (
-            True,
-            f"passed by float64 gate: error {onnx_error:.3g} <= {NOISE_MULTIPLE:g} x eager noise {eager_noise:.3g}",
+    with np.errstate(invalid="ignore"):
+        return np.abs(got - truth) <= NOISE_MULTIPLE * np.abs(want - truth) + atol
+
+
+def _error_sizes(
+    diff: np.ndarray, want: np.ndarray, finite: np.ndarray, atol: float
+) -> tuple[float, float, float]:
+    if not finite.any():
+        return 0.0, 0.0, 0.0
+    scale = np.abs(want)
+    rel = finite & (scale > atol)
+    max_rel = float((diff[rel] / scale[rel]).max()) if rel.any() else 0.0
+    return float(diff[finite].max()), max_rel, float(np.sqrt(np.mean(diff[finite] ** 2)))
+
+
+def _float_note(
+    misplaced: int,
+    noisy: int,
+    bad: np.ndarray,
+    got: np.ndarray,
+    want: np.ndarray,
+    want64: np.ndarray | None,
+) -> str | None:
+    parts = []
+    if misplaced:
+        parts.append(f"{misplaced} NaN/inf values where eager has none or another")
+    if bad.any():
+        parts.append(f"{int(np.count_nonzero(bad))} of {want.size} values beyond tolerance")
+        if want64 is not None:
+            i = int(np.argmax(np.where(bad, np.abs(got - want), -1.0)))
+            flat64 = want64.astype(np.float64).reshape(-1)
+            onnx_err = abs(got.reshape(-1)[i] - flat64[i])
+            eager_err = abs(want.reshape(-1)[i] - flat64[i])
+            parts.append(f"worst: error vs float64 {onnx_err:.3g}, eager's {eager_err:.3g}")
+    elif noisy:
+        parts.append(
+            f"passed by float64 gate: {noisy} values within {NOISE_MULTIPLE:g} x eager noise"
         )
-    return False, f"error vs float64 {onnx_error:.3g}, eager float32 noise {eager_noise:.3g}"
+    return "; ".join(parts) or None

@@ -5,32 +5,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-from harness.compare import output as compare_output
-from harness.compare.core import (
+from harness.compare import (
     CompareError,
     Comparison,
-    Expectations,
     Options,
-    Run,
     Thresholds,
     check_comparable,
     compare_history,
     compare_runs,
-    read_expected,
-    read_run,
     updated_expected,
-    write_expected,
 )
+from harness.compare.output import append_step_summary, write_outputs
+from harness.compare.output.json_report import to_json
+from harness.compare.output.markdown import to_markdown
 from harness.errors import UsageError
+from harness.plan import expected_file
+from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.store.rundir import RunDirError
+from harness.store.runs import Run, read_run
+from harness.store.status import Status
 
 HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
 DEFAULT_EXPECTED = Path("expected/status.csv")
 _T = Thresholds()
+
+
+def _status_order() -> str:
+    """'Status order, better to worse: ok/xfail/xpass/skipped < ...', from the ranks."""
+    ranks = sorted({s.rank for s in Status})
+    order = " < ".join("/".join(s for s in Status if s.rank == r) for r in ranks)
+    return textwrap.fill(f"Status order, better to worse: {order}.", width=90)
+
 
 DESCRIPTION = f"""\
 Compare CANDIDATE with BASELINE (two run directories), or with the last K comparable runs
@@ -53,13 +64,14 @@ all series) is divided out. ORT latency regressions block; eager latency ones wa
 time and memory block only against a history long enough to measure their noise.
 
 Expected statuses: a CSV kept in the repository (default {DEFAULT_EXPECTED} when it exists;
-columns model,exporter,opset,device,expected_status,reason,expires; `*` globs; exact rows
-win over globs; expired rows are ignored; a cell without a row must pass). A cell worse
-than expected blocks; one better than expected is reported. Rewrite the file from a run:
+columns {",".join(expected_file.COLUMNS)};
+`*` globs in the cell columns; the most specific row wins; expired rows are ignored; a cell
+without a row must pass). A cell worse than expected blocks, and so does one that ends in
+the expected status another way: at another `stage` than the row names, or with an error
+that `match` (a regular expression) does not find. One better than expected is reported.
+Rewrite the file from a run (exact rows with the status and stage each cell ended in):
   harness compare --update-expected [--expected PATH] RUN_DIR
-Status order, better to worse: ok/xfail/skipped/xpass < numerics_mismatch/dynamic_mismatch
-< ort_run_failed < ort_load_failed < checker_failed < export_failed < timeout/oom/crashed
-< harness_error/not_attempted.
+{_status_order()}
 
 exit codes: 0 nothing blocking, 1 blocking regression (with --fail-on regression),
 2 usage or infrastructure error (missing run, schema too new, runs not comparable).
@@ -121,7 +133,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--update-expected",
         action="store_true",
-        help="rewrite the expected-status file from RUN_DIR's statuses, then exit",
+        help="rewrite the expected-status file from RUN_DIR's statuses and stages, then exit",
     )
     p.add_argument(
         "--allow-different-hardware",
@@ -159,13 +171,13 @@ def _expected_path(args: argparse.Namespace) -> Path | None:
     return DEFAULT_EXPECTED if DEFAULT_EXPECTED.is_file() else None
 
 
-def _expectations(args: argparse.Namespace) -> Expectations | None:
+def _expectations(args: argparse.Namespace) -> ExpectedFile | None:
     path = _expected_path(args)
     if path is None:
         return None
     if not path.is_file():
         raise UsageError(f"--expected {path}: no such file")
-    return read_expected(path)
+    return expected_file.read(path)
 
 
 def _positionals(args: argparse.Namespace) -> list[Path]:
@@ -182,9 +194,9 @@ def _positionals(args: argparse.Namespace) -> list[Path]:
 
 def _update_expected(args: argparse.Namespace, candidate: Run) -> int:
     path = args.expected or DEFAULT_EXPECTED
-    old = read_expected(path) if path.is_file() else None
+    old = expected_file.read(path) if path.is_file() else None
     rows = updated_expected(old, candidate.records, today=date.today())
-    write_expected(path, rows)
+    expected_file.write(path, rows)
     print(f"wrote {path}: {len(rows)} rows from {candidate.run_id}")
     return 0
 
@@ -218,22 +230,18 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
     differences = check_comparable(
         baseline, candidate, allow_different_hardware=args.allow_different_hardware
     )
-    return compare_runs(
-        baseline,
-        candidate,
-        Options(options.thresholds, options.expected, compare_noisy=not differences),
-    )
+    return compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
 
 
 def _emit(args: argparse.Namespace, comparison: Comparison) -> None:
-    markdown = compare_output.to_markdown(comparison)
+    markdown = to_markdown(comparison)
     if args.format == "json":
-        print(json.dumps(compare_output.to_json(comparison), indent=2))
+        print(json.dumps(to_json(comparison), indent=2))
     else:
         print(markdown, end="")
     if args.out is not None:
-        compare_output.write_outputs(comparison, args.out)
-    compare_output.append_step_summary(markdown)
+        write_outputs(comparison, args.out)
+    append_step_summary(markdown)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -243,7 +251,7 @@ def main(args: argparse.Namespace) -> int:
         if isinstance(result, int):
             return result
         _emit(args, result)
-    except (RunDirError, HistoryError, CompareError) as exc:
+    except (RunDirError, HistoryError, CompareError, ExpectedFileError) as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{exc.filename or ''}: {exc.strerror}") from None

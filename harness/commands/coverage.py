@@ -89,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _matrix(args: argparse.Namespace) -> int:
     from harness.coverage import matrix as coverage
+    from harness.coverage import render
     from harness.store.rundir import RunDirError, read_manifest, read_records
 
     inventory = args.inventory or coverage.BUILTIN_INVENTORY
@@ -111,20 +112,20 @@ def _matrix(args: argparse.Namespace) -> int:
     else:
         shown = cov
     if args.format == "json":
-        data = coverage.to_json(shown)
-        data["summary"] = coverage.to_json(cov)["summary"]
+        data = render.to_json(shown)
+        data["summary"] = render.to_json(cov)["summary"]
         print(json.dumps(data, indent=2))
     elif args.format == "csv":
-        sys.stdout.write(coverage.to_csv(shown))
+        sys.stdout.write(render.to_csv(shown))
     else:
-        print(coverage.to_markdown(cov, problems_only=args.problems_only))
+        print(render.to_markdown(cov, problems_only=args.problems_only))
     return 0
 
 
 def _refresh(args: argparse.Namespace) -> int:
     from harness.coverage import matrix as coverage
     from harness.coverage.inventory import build_inventory, write_inventory
-    from harness.zoo import discover
+    from harness.plan.discovery import discover
 
     zoo = discover([Path(p) for p in args.zoo])
     patterns = [m.strip() for m in args.models.split(",") if m.strip()]

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.plan.discovery import BUILTIN_ZOO, discover
 from harness.plan.suites import available_suites, load_suite
-from harness.zoo import BUILTIN_ZOO, ModelSpec, discover
+from harness.zoo import ModelSpec
 
 HELP = "list models and suites"
 DESCRIPTION = """\

@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from harness.report.core import write_reports
+    from harness.report import write_reports
     from harness.store.rundir import RunDirError
 
     for flag, path in (("RUN_DIR", args.run_dir), ("--baseline", args.baseline)):
@@ -92,7 +92,7 @@ def _history(args: argparse.Namespace) -> int:
         raise UsageError(
             "report --history: this harness has no history database support yet"
         ) from None
-    from harness.report.core import write_trend_report
+    from harness.report import write_trend_report
 
     if not args.db.is_file():
         raise UsageError(f"--db {args.db}: no such history database (harness history writes it)")

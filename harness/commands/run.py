@@ -1,14 +1,25 @@
-"""`harness run`: expand the matrix, run every cell as a Ray task, write the run directory."""
+"""`harness run`: plan the matrix, run every cell as a Ray task, write the run directory and
+its report. The verb's core is `execute(plan)`: plan -> dispatch -> store, then report."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
-from harness.errors import UsageError
-from harness.plan.build import RunOptions, make_plan
-from harness.store import rundir as store
+from harness.plan.build import RunOptions, RunPlan, make_plan
+from harness.plan.resume import resume_plan
+from harness.store import rundir
+from harness.store.manifest import Manifest
+from harness.store.records import Cell, CellTask, Record
+from harness.store.status import Status
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -151,39 +162,192 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.commands.execute import execute
-
-    argv = ["harness", *sys.argv[1:]]
     if args.resume:
-        plan = _resume_plan(Path(args.resume), args)
+        plan = resume_plan(Path(args.resume), address=args.address)
     else:
         plan = make_plan(options_from_args(args))
-    run_dir = execute(plan, argv, resume=bool(args.resume))
+    run_dir = execute(plan, ["harness", *sys.argv[1:]])
     _finish(run_dir, write_report=not args.no_report)
     return 0
 
 
-def _resume_plan(run_dir: Path, args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    try:
-        manifest = store.read_manifest(run_dir)
-    except store.RunDirError as exc:
-        raise UsageError(f"--resume: {exc}") from None
-    options = RunOptions.from_dict(manifest.get("options", {}))
-    options = RunOptions.from_dict({**options.to_dict(), "out": str(run_dir)})
-    if args.address:
-        options = RunOptions.from_dict({**options.to_dict(), "address": args.address})
-    return make_plan(options, run_id=manifest["run_id"], resume=True)
-
-
 def _finish(run_dir: Path, *, write_report: bool) -> None:
-    records = store.read_records(run_dir)
-    try:
-        from harness.report import core as report
-    except ImportError:  # pragma: no cover - the report module ships with the harness
-        report = None  # type: ignore[assignment]
-    if report is not None:
-        if write_report:
-            for path in report.write_reports(run_dir):
-                print(f"wrote {path}", file=sys.stderr)
-        print(report.summary_table(records))
+    from harness import report
+
+    if write_report:
+        for path in report.write_reports(run_dir):
+            print(f"wrote {path}", file=sys.stderr)
+    print(report.summary_table(rundir.read_records(run_dir)))
     print(f"run directory: {run_dir}")
+
+
+# -- the core: plan -> dispatch -> store -------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """One line per finished cell on stderr: done/total, failures so far, elapsed."""
+
+    total: int
+    stream: TextIO = sys.stderr
+    done: int = 0
+    statuses: Counter[Status] = field(default_factory=Counter)
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def failures(self) -> int:
+        return sum(n for s, n in self.statuses.items() if not s.passing)
+
+    def update(self, record: Record) -> None:
+        self.done += 1
+        self.statuses[record.status] += 1
+        elapsed = time.perf_counter() - self.started
+        took = f"{record.duration_s:.1f}s" if record.duration_s is not None else "-"
+        width = len(str(self.total))
+        print(
+            f"[{self.done:>{width}}/{self.total}] {record.status:<17} {record.cell.label():<50} {took:>7}"
+            f" | failures {self.failures} | {_clock(elapsed)}",
+            file=self.stream,
+            flush=True,
+        )
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:
+    """Run every pending cell of the plan; returns the run directory."""
+    from harness import dispatch  # ray is imported only when a run really starts
+
+    _announce(plan, stream)
+    cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # nothing written yet
+    manifest = _manifest(plan, argv, cluster, dispatch)
+    rundir.write_manifest(plan.run_dir, manifest.to_dict())
+    progress = Progress(total=len(plan.pending), stream=stream)
+    try:
+        with rundir.RecordWriter(plan.run_dir) as writer:
+
+            def on_record(record: Record) -> None:
+                spec = plan.specs.get(record.model)
+                record = spec.judge(record) if spec else record  # expectations: judged here only
+                writer.write(record)
+                progress.update(record)
+
+            runnable = _skip_without_gpus(plan, plan.pending, cluster.has_gpus, on_record)
+            stats = dispatch.run_tasks(
+                _tasks(plan, runnable, manifest.max_memory_gb),
+                on_record,
+                timeout_s=plan.options.timeout_s,
+                max_in_flight=dispatch.slots(plan.options.threads),
+                variants=plan.variants,
+            )
+    finally:
+        dispatch.stop()
+    rundir.write_manifest(plan.run_dir, manifest.finished_with(_dispatch_figures(stats)).to_dict())
+    return plan.run_dir
+
+
+def _announce(plan: RunPlan, stream: TextIO) -> None:
+    print(plan.matrix.announcement, file=stream)
+    if plan.recorded:
+        print(
+            f"resuming {plan.run_dir}: {len(plan.recorded)} cells already recorded, "
+            f"{len(plan.pending)} to run",
+            file=stream,
+        )
+    for problem in plan.zoo_problems:
+        print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
+
+
+def _manifest(plan: RunPlan, argv: list[str], cluster: Any, dispatch: Any) -> Manifest:
+    """The run's manifest, once the cluster is known: new, or the resumed run's own."""
+    where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+    versions = dispatch.variant_versions({"base": (), **plan.variants})
+    if plan.recorded:
+        prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
+        return prior.resumed(cluster=where, versions=versions)
+    memory = max_memory_gb(plan, dispatch.slots(plan.options.threads))
+    return Manifest.begin(
+        run_id=plan.run_id,
+        command=argv,
+        suite=plan.suite_name,
+        settings={
+            "threads": plan.options.threads,
+            "timeout_s": plan.options.timeout_s,
+            "keep_onnx": plan.options.keep_onnx,
+            "protocol": vars(plan.protocol),
+            "max_memory_gb": memory,
+        },
+        matrix=plan.matrix.announcement,
+        cells=len(plan.matrix),
+        options=plan.options.to_dict(),
+        zoo_problems=[vars(p) for p in plan.zoo_problems],
+        cluster=where,
+        versions=versions,
+    )
+
+
+def _dispatch_figures(stats: Any) -> dict[str, Any]:
+    wall = time.perf_counter() - stats.started
+    return {
+        "submitted": stats.submitted,
+        "completed": stats.completed,
+        "retried": stats.retried,
+        "clean_reruns": stats.clean_reruns,
+        "max_in_flight": stats.max_in_flight,
+        "peak_in_flight": stats.peak_in_flight,
+        "driver_peak_rss_mb": driver_peak_rss_mb(),
+        "wall_s": round(wall, 3),
+        "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
+    }
+
+
+def driver_peak_rss_mb() -> float:
+    """This process's peak RSS so far (the kernel's high-water mark), in MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def harness_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """HARNESS_* variables of the driver, passed on to every worker (also on a cluster)."""
+    return {k: v for k, v in (environ or dict(os.environ)).items() if k.startswith("HARNESS_")}
+
+
+def max_memory_gb(plan: RunPlan, slots: int) -> float | None:
+    """The per-cell allowance: the flag, else 90% of the machine shared by the slots."""
+    from harness.store.environment import hardware
+
+    if plan.options.max_memory_gb is not None:
+        return plan.options.max_memory_gb
+    machine_gb = hardware().get("memory_gb")
+    if not machine_gb:
+        return None
+    return round(machine_gb * 0.9 / max(1, slots), 2)
+
+
+def _skip_without_gpus(
+    plan: RunPlan, cells: list[Cell], has_gpus: bool, on_record: Callable[[Record], None]
+) -> list[Cell]:
+    """CUDA cells on a cluster without GPUs are recorded as skipped, not left unschedulable."""
+    if has_gpus:
+        return cells
+    for cell in (c for c in cells if c.device == "cuda"):
+        reason = "no GPU in the Ray cluster"
+        on_record(Record.without_run(cell, plan.run_id, status=Status.SKIPPED, reason=reason))
+    return [c for c in cells if c.device != "cuda"]
+
+
+def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
+    for cell in cells:
+        yield CellTask(
+            cell=cell,
+            source=plan.specs[cell.model].source,
+            run_id=plan.run_id,
+            run_dir=str(plan.run_dir.resolve()),
+            threads=plan.options.threads,
+            keep_onnx=plan.options.keep_onnx,
+            protocol=plan.protocol,
+            max_memory_gb=max_memory,
+        )

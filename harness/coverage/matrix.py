@@ -16,16 +16,14 @@ seen. Pure over records, like the comparison that uses it: no torch.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.plan.discovery import BUILTIN_ZOO
 from harness.store.records import Cell, Record
-from harness.zoo import BUILTIN_ZOO
 
 BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"
 OPS_FAMILY = "ops"
@@ -42,10 +40,6 @@ STATE_MARK = {OK: "ok", WRONG: "wrong", FAILS: "FAILS", UNKNOWN: "?"}
 # Where evidence disagrees within one column, the worse state wins: one failing use of an
 # op is worth showing even where another model exported it.
 _PRECEDENCE = {FAILS: 0, WRONG: 1, OK: 2, UNKNOWN: 3}
-
-_EXPORTED_OK = frozenset({"ok", "xpass"})
-_WRONG_NUMBERS = frozenset({"numerics_mismatch", "dynamic_mismatch"})
-_NOT_JUDGED = frozenset({"skipped", "not_attempted", "harness_error"})
 
 
 # == the data ==================================================================================
@@ -221,11 +215,11 @@ def _usage_of(
 
 def op_cell_state(r: Record) -> OpState:
     """An op cell's status as a coverage state: the op alone, so the cell's outcome is the op's."""
-    if r.status in _EXPORTED_OK or (r.stage == "latency" and r.numerics):
+    if r.status.exported or (r.stage == "latency" and r.numerics):
         state = OK  # a latency failure comes after the numerics passed
-    elif r.status in _WRONG_NUMBERS:
+    elif r.status.wrong_numbers:
         state = WRONG
-    elif r.status in _NOT_JUDGED:
+    elif not r.status.judged:
         state = UNKNOWN
     else:
         state = FAILS
@@ -241,7 +235,7 @@ def _model_evidence(
         for op in unsupported:
             for key in names.keys(op):
                 yield key, column, OpState(FAILS, r.error_signature, (r.model,), r.cell)
-        passed = r.status in _EXPORTED_OK
+        passed = r.status.exported
         for op in set(r.aten_ops or ()) - unsupported:
             state = (
                 OpState(OK, None, (r.model,), r.cell)
@@ -336,176 +330,3 @@ def coverage_changes(
             if change.lost or change.gained:
                 changes.append(change)
     return changes
-
-
-# == rendering =================================================================================
-
-
-def _percent(share: float | None) -> str:
-    return "—" if share is None else f"{100 * share:.0f}%"
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
-    return lines
-
-
-def _summary_table(cov: Coverage) -> list[str]:
-    headers = (
-        "exporter@opset",
-        "ops",
-        *(STATE_TEXT[s] for s in STATES),
-        "covered",
-        "weighted by model usage",
-    )
-    rows = [
-        (
-            s.column.label,
-            str(s.ops),
-            *(str(s.counts[k]) for k in STATES),
-            _percent(s.covered_share),
-            _percent(s.weighted_share),
-        )
-        for s in cov.summaries()
-    ]
-    return _md_table(headers, rows)
-
-
-def _is_problem(row: OpRow) -> bool:
-    return any(s.state != OK for s in row.states.values())
-
-
-def _matrix_table(cov: Coverage, rows: Sequence[OpRow]) -> list[str]:
-    headers = ("op", "models", *(c.label for c in cov.columns))
-    body = [
-        (
-            f"`{row.op}`",
-            "—" if row.usage is None else str(len(row.usage)),
-            *(STATE_MARK[st] if (st := row.state(c)) else "—" for c in cov.columns),
-        )
-        for row in rows
-    ]
-    return _md_table(headers, body)
-
-
-def _failure_lines(rows: Sequence[OpRow], columns: Sequence[Column]) -> list[str]:
-    """Each problem op's signatures, with the columns that share each."""
-    lines = []
-    for row in rows:
-        by_signature: dict[tuple[str, str], list[str]] = {}
-        for c in columns:
-            s = row.states.get(c)
-            if s is not None and s.state != OK:
-                by_signature.setdefault((s.state, s.signature or ""), []).append(c.label)
-        for (state, signature), labels in by_signature.items():
-            used = f"; used by {_few(row.usage)}" if row.usage else ""
-            detail = f": `{signature}`" if signature else ""
-            lines.append(f"- `{row.op}` {STATE_TEXT[state]} with {', '.join(labels)}{detail}{used}")
-    return lines
-
-
-def _few(names: Iterable[str], n: int = 5) -> str:
-    unique = sorted(set(names))
-    return ", ".join(unique[:n]) + (f" and {len(unique) - n} more" if len(unique) > n else "")
-
-
-def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
-    """Summary per exporter and opset, the op x column matrix, then each problem's error."""
-    problems = [r for r in cov.rows if _is_problem(r)]
-    shown = problems if problems_only else list(cov.rows)
-    lines = [
-        f"Op coverage from {cov.source}: {len(cov.rows)} ATen ops. 'models': how many zoo "
-        "models use the op; 'ok': exports and matches eager; 'wrong': exports, wrong "
-        "numbers; 'FAILS': export, checker or ONNX Runtime fails; '?': not shown, only in "
-        "cells that failed for another reason; '—': not in that column's cells.",
-        "",
-        *_summary_table(cov),
-        "",
-    ]
-    if problems_only:
-        lines += [
-            f"{len(cov.rows) - len(problems)} ops export and match in every column; the others:",
-            "",
-        ]
-    if shown:
-        lines += [*_matrix_table(cov, shown), ""]
-    failures = _failure_lines(problems, cov.columns)
-    if failures:
-        lines += ["Why:", "", *failures, ""]
-    if cov.not_isolated:
-        lines += [f"Not isolated as one-op models ({len(cov.not_isolated)}):", ""]
-        lines += [f"- `{e['op']}`: {e.get('reason')}" for e in cov.not_isolated] + [""]
-    return "\n".join(lines)
-
-
-def to_json(cov: Coverage) -> dict[str, Any]:
-    return {
-        "source": cov.source,
-        "columns": [c.label for c in cov.columns],
-        "summary": [
-            {
-                **_column_dict(s.column),
-                "ops": s.ops,
-                **{k: s.counts[k] for k in STATES},
-                "covered_share": s.covered_share,
-                "weighted_share": s.weighted_share,
-            }
-            for s in cov.summaries()
-        ],
-        "ops": [
-            {
-                "op": row.op,
-                "models": None if row.usage is None else list(row.usage),
-                "status": {
-                    c.label: {"state": s.state, "signature": s.signature, "cells": list(s.models)}
-                    for c, s in sorted(row.states.items())
-                },
-            }
-            for row in cov.rows
-        ],
-        "not_isolated": list(cov.not_isolated),
-    }
-
-
-def _column_dict(c: Column) -> dict[str, Any]:
-    return {"exporter": c.exporter, "opset": c.opset, "device": c.device, "variant": c.variant}
-
-
-CSV_COLUMNS = ("op", "models", "exporter", "opset", "device", "variant", "state", "signature")
-
-
-def to_csv(cov: Coverage) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for row in cov.rows:
-        for c, s in sorted(row.states.items()):
-            usage = "" if row.usage is None else str(len(row.usage))
-            writer.writerow(
-                [
-                    row.op,
-                    usage,
-                    c.exporter,
-                    c.opset,
-                    c.device,
-                    c.variant,
-                    s.state,
-                    s.signature or "",
-                ]
-            )
-    return out.getvalue()
-
-
-def coverage_markdown(records: Sequence[Record]) -> str | None:
-    """The coverage section for a run's report.md: the summary, the ops with a problem and
-    why; None when the run holds no op data. Op cells' usage comes from the built-in inventory."""
-    usage = op_usage() if any(r.family == OPS_FAMILY for r in records) else None
-    cov = build_coverage(records, usage=usage)
-    if cov.is_empty:
-        return None
-    return to_markdown(cov, problems_only=True)

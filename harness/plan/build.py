@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.plan.discovery import Zoo, discover
 from harness.plan.matrix import Matrix, ModelRef, expand
 from harness.plan.suites import (
     DEFAULT_EXPORTERS,
@@ -24,7 +25,7 @@ from harness.plan.suites import (
     validate_opsets,
 )
 from harness.store.records import Cell
-from harness.zoo import ModelSpec, Zoo, discover
+from harness.zoo import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,13 @@ class RunPlan:
     protocol: Protocol
     zoo_problems: tuple[Any, ...] = field(default=())
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Cells the run directory already holds a record of (a resumed run): not run again.
+    recorded: frozenset[tuple[Any, ...]] = frozenset()
+
+    @property
+    def pending(self) -> list[Cell]:
+        """The cells still to run, in matrix order."""
+        return [c for c in self.matrix.cells if c.key not in self.recorded]
 
 
 def new_run_id() -> str:
@@ -104,6 +112,8 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     matrix = expand(
         refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic, variants=("base", *variants)
     )
+    if not matrix.cells:
+        raise UsageError(_why_empty(options, zoo))
     run_id = run_id or new_run_id()
     run_dir = Path(options.out) if options.out else Path("results") / run_id
     if not resume:
@@ -184,5 +194,12 @@ def _check_out_dir(run_dir: Path, run_id: str) -> None:
     )
 
 
-def pending_cells(plan: RunPlan, done: set[tuple[Any, ...]]) -> list[Cell]:
-    return [c for c in plan.matrix.cells if c.key not in done]
+def _why_empty(options: RunOptions, zoo: Zoo) -> str:
+    """An empty matrix is a usage error (exit 2): a CI job would read a 0-cell run as green."""
+    if options.zoo and zoo.problems:
+        first = zoo.problems[0]
+        return (
+            f"nothing to run: no model loaded from --zoo {', '.join(options.zoo)}; "
+            f"{len(zoo.problems)} file(s) failed to import, first {first.source}: {first.error}"
+        )
+    return "nothing to run: the selection gives an empty matrix (no model, exporter or opset left)"

@@ -1,0 +1,135 @@
+"""The human-readable report of a run: `report.md`, `report.html` and `plots/*.png`, and the
+trend report of the run history.
+
+A report is one `Document` (document.py), built once from the records and rendered by
+markdown.py and html.py, so both say the same thing. `build_report` below lists its
+sections: outcomes.py says how the cells ended, measures.py what they measured, on the
+grid of layout.py. plots.py (the only module that imports matplotlib) draws the numbers
+of data.py and trends.py in the colours of palette.py. Missing values read "—", never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.report.data import DEFAULT_THRESHOLD, PLOT_TITLES
+from harness.report.document import Document, Image
+from harness.report.environment import environment_section
+from harness.report.html import render_html
+from harness.report.layout import layout, unique_cells
+from harness.report.markdown import render_markdown
+from harness.report.measures import (
+    cells_section,
+    comparison_section,
+    export_section,
+    latency_section,
+    opsets_section,
+)
+from harness.report.outcomes import (
+    expectations_section,
+    failures_section,
+    matrix_section,
+    summary_section,
+    summary_table,
+    verdict,
+)
+from harness.report.trend_report import build_trend_report
+from harness.report.trends import RunLike
+from harness.store.records import Record
+from harness.store.rundir import read_manifest, read_records
+
+__all__ = [
+    "build_report",
+    "build_trend_report",
+    "summary_table",
+    "unique_cells",
+    "verdict",
+    "write_reports",
+    "write_trend_report",
+]
+
+REPORT = "report"
+TRENDS = "trends"
+PLOTS_DIR = "plots"
+
+
+def write_reports(run_dir: Path, *, plots: bool = True, baseline: Path | None = None) -> list[Path]:
+    """Write report.md, report.html and (with `plots`) plots/*.png into run_dir.
+
+    With `baseline` (another run dir), add the per-cell latency comparison against it.
+    Raises `harness.store.rundir.RunDirError` for a missing or unreadable run dir.
+    """
+    manifest = read_manifest(run_dir)
+    records = unique_cells(read_records(run_dir))
+    base = None
+    if baseline is not None:
+        read_manifest(baseline)
+        base = unique_cells(read_records(baseline))
+    images: dict[str, Path] = {}
+    if plots:
+        from harness.report.plots import write_run_plots  # imports matplotlib
+
+        images = write_run_plots(run_dir / PLOTS_DIR, records, baseline=base)
+    doc = build_report(manifest, records, images=_relative(images, run_dir), baseline=base)
+    return [*_write_documents(doc, run_dir, REPORT), *images.values()]
+
+
+def write_trend_report(
+    runs: Sequence[RunLike],
+    out_dir: Path,
+    *,
+    plots: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> list[Path]:
+    """Write trends.md, trends.html and plots/trends.png, plots/suite_trend.png into out_dir."""
+    images: dict[str, Path] = {}
+    if plots and runs:
+        from harness.report.plots import write_trend_plots  # imports matplotlib
+
+        images = write_trend_plots(out_dir / PLOTS_DIR, runs, threshold=threshold)
+    doc = build_trend_report(runs, images=_relative(images, out_dir), threshold=threshold)
+    return [*_write_documents(doc, out_dir, TRENDS), *images.values()]
+
+
+def build_report(
+    manifest: Mapping[str, Any],
+    records: Sequence[Record],
+    *,
+    images: Mapping[str, str] | None = None,
+    baseline: Sequence[Record] | None = None,
+) -> Document:
+    """The run report: the counts first, then how cells ended, then what they measured."""
+    figure = {name: Image(PLOT_TITLES[name], path) for name, path in (images or {}).items()}
+    lay = layout(records)
+    sections = [
+        summary_section(records),
+        environment_section(manifest),
+        matrix_section(lay, figure.get("matrix")),
+        failures_section(records),
+        expectations_section(records),
+        export_section(lay, figure.get("export_cost")),
+        latency_section(lay, figure.get("latency")),
+        opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
+        comparison_section(baseline, records, figure.get("comparison"))
+        if baseline is not None
+        else None,
+        cells_section(lay),
+    ]
+    heading = f"Run {manifest.get('run_id') or '?'}"
+    if manifest.get("suite"):
+        heading += f" — suite {manifest['suite']}"
+    return Document(verdict(records), heading, tuple(s for s in sections if s is not None))
+
+
+def _relative(images: Mapping[str, Path], root: Path) -> dict[str, str]:
+    return {name: path.relative_to(root).as_posix() for name, path in images.items()}
+
+
+def _write_documents(doc: Document, out_dir: Path, stem: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
+    md.write_text(render_markdown(doc), encoding="utf-8")
+    page.write_text(render_html(doc, root=out_dir), encoding="utf-8")
+    return [md, page]

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare.core import Run, comparability, read_run
 from harness.store.records import Record, SchemaError
+from harness.store.runs import Run, comparability, read_run
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = 1

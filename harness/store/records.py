@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.store.status import Stage, Status
 
-SCHEMA = 1
+SCHEMA = 2
 
 DEVICES = ("cpu", "cuda")
 
@@ -119,6 +119,9 @@ class OutputCheck:
     atol: float
     ok: bool
     note: str | None = None
+    # Elements that fail the gate (integers: unequal; floats: beyond tolerance and eager's
+    # noise, or NaN/inf where eager has none); None in records older than schema 2.
+    mismatches: int | None = None
 
 
 @dataclass
@@ -131,7 +134,7 @@ class Measurements:
 
     opset_actual: int | None = None
     export_s: float | None = None
-    export_phases: dict[str, float] | None = None
+    export_phases: dict[str, float | None] | None = None
     export_peak_rss_mb: float | None = None
     export_peak_cuda_mb: float | None = None
     onnx_bytes: int | None = None
@@ -143,6 +146,8 @@ class Measurements:
     ort_session_s: float | None = None
     ort_latency_ms: Latency | None = None
     eager_latency_ms: Latency | None = None
+    # On a numerics mismatch: the first ONNX node over tolerance, or why none is named.
+    first_divergence: dict[str, Any] | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
 
 
@@ -169,7 +174,7 @@ class Record:
     error_signature: str | None = None
     opset_actual: int | None = None
     export_s: float | None = None
-    export_phases: dict[str, float] | None = None
+    export_phases: dict[str, float | None] | None = None
     export_peak_rss_mb: float | None = None
     export_peak_cuda_mb: float | None = None
     onnx_bytes: int | None = None
@@ -182,6 +187,7 @@ class Record:
     ort_latency_ms: Latency | None = None
     eager_latency_ms: Latency | None = None
     speedup: float | None = None
+    first_divergence: dict[str, Any] | None = None
     attempt: int = 1
     worker: dict[str, Any] | None = None
     duration_s: float | None = None
@@ -242,8 +248,7 @@ class Record:
     ) -> Record:
         """A cell that produced no measurements: skipped, not attempted, crashed, timed out, oom."""
         status = Status.of(status)
-        quiet = status in (Status.SKIPPED, Status.NOT_ATTEMPTED)
-        signature = None if quiet else f"{status}: {_normalize(reason)}"
+        signature = None if not status.ran else f"{status}: {_normalize(reason)}"
         return cls(
             **_cell_fields(cell, run_id),
             status=status,
@@ -387,5 +392,18 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
             f"record schema {version} is newer than this harness understands ({SCHEMA}); "
             "upgrade the harness to read it"
         )
-    # Future migrations go here as `d = _update_to_2(d)` when SCHEMA becomes 2.
+    if version < 2:
+        d = _update_to_2(d)
     return d
+
+
+def _update_to_2(d: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 kept an integer output's mismatch count in `max_abs` (an exact check,
+    rtol = atol = 0); schema 2 has `mismatches` for it and every other output."""
+    checks = []
+    for o in d.get("numerics") or ():
+        o = dict(o)
+        if o.get("rtol") == 0.0 and o.get("atol") == 0.0 and o.get("max_abs") is not None:
+            o["mismatches"], o["max_abs"] = int(o["max_abs"]), None
+        checks.append(o)
+    return {**d, "numerics": checks if d.get("numerics") is not None else None, "schema": 2}

@@ -50,6 +50,11 @@ COLOURS = (
 class StatusFacts:
     passing: bool  # the cell did what was expected of it: not a failure anywhere
     exported: bool  # the exported model passed every check (export, checker, ORT, numerics)
+    applies: bool  # the cell applies here (False: skipped, e.g. no GPU, a missing library)
+    ran: bool  # a worker ran it to an outcome of its own
+    judged: bool  # the outcome says something about the exporter (not the harness)
+    wrong_numbers: bool  # exported and ran, with outputs that differ from eager
+    by_expectation: bool  # the status an expectation gave a cell (xfail, xpass)
     # How far from a working ONNX model the cell stopped: 0 for every passing status; no
     # result at all (timeout, oom, crash) is worse than a clean failure, and a cell the
     # harness could not judge (harness_error, not_attempted) is worst.
@@ -97,6 +102,26 @@ class Status(StrEnum):
         return self.facts.exported
 
     @property
+    def applies(self) -> bool:
+        return self.facts.applies
+
+    @property
+    def ran(self) -> bool:
+        return self.facts.ran
+
+    @property
+    def judged(self) -> bool:
+        return self.facts.judged
+
+    @property
+    def wrong_numbers(self) -> bool:
+        return self.facts.wrong_numbers
+
+    @property
+    def by_expectation(self) -> bool:
+        return self.facts.by_expectation
+
+    @property
     def rank(self) -> int:
         return self.facts.rank
 
@@ -127,27 +152,29 @@ class Status(StrEnum):
 
 
 S, F = Status, StatusFacts
+Y, N = True, False
 # fmt: off
 _FACTS: dict[Status, StatusFacts] = {
-    #                     passing exported rank word        mark  colour          legend
-    S.OK:                F(True,  True,  0, "ok",        "✅", OK_GREEN,       None),
-    S.XFAIL:             F(True,  False, 0, "xfail",     "🟡", XFAIL_YELLOW,   "expected failure"),
-    S.XPASS:             F(True,  True,  0, "xpass",     "⭐", XPASS_BLUE,     "expected failure passed: update the expectation"),
-    S.SKIPPED:           F(True,  False, 0, "skipped",   "➖", NOT_RUN_GREY,   None),
-    S.NUMERICS_MISMATCH: F(False, False, 1, "numerics",  "⚠️", NUMERICS_PINK,  "outputs differ from eager"),
-    S.DYNAMIC_MISMATCH:  F(False, False, 1, "dynamic",   "⚠️", NUMERICS_PINK,  "wrong at the second (dynamic) shape"),
-    S.ORT_RUN_FAILED:    F(False, False, 2, "ort run",   "❌", ORT_ORANGE,     "ORT run failed"),
-    S.ORT_LOAD_FAILED:   F(False, False, 3, "ort load",  "❌", ORT_ORANGE,     "ORT could not load the model"),
-    S.CHECKER_FAILED:    F(False, False, 4, "checker",   "❌", ORT_ORANGE,     "ONNX checker failed"),
-    S.EXPORT_FAILED:     F(False, False, 5, "export",    "❌", EXPORT_RED,     "export failed (at stage)"),
-    S.TIMEOUT:           F(False, False, 6, "timeout",   "⏱", TIMEOUT_BLUE,   None),
-    S.OOM:               F(False, False, 6, "oom",       "💥", CRASH_BLACK,    "out of memory"),
-    S.CRASHED:           F(False, False, 6, "crashed",   "💥", CRASH_BLACK,    "worker crashed"),
-    S.HARNESS_ERROR:     F(False, False, 7, "harness",   "🛠", CRASH_BLACK,    "harness error (build/reference)"),
-    S.NOT_ATTEMPTED:     F(False, False, 7, "not run",   "⬜", NOT_RUN_GREY,   "never ran"),
+    #                  passing exported applies ran judged wrong_numbers by_expectation
+    #                  rank word  mark  colour  legend
+    S.OK:                F(Y, Y, Y, Y, Y, N, N, 0, "ok",       "✅", OK_GREEN,      None),
+    S.XFAIL:             F(Y, N, Y, Y, Y, N, Y, 0, "xfail",    "🟡", XFAIL_YELLOW,  "expected failure"),
+    S.XPASS:             F(Y, Y, Y, Y, Y, N, Y, 0, "xpass",    "⭐", XPASS_BLUE,    "expected failure passed: update the expectation"),
+    S.SKIPPED:           F(Y, N, N, N, N, N, N, 0, "skipped",  "➖", NOT_RUN_GREY,  None),
+    S.NUMERICS_MISMATCH: F(N, N, Y, Y, Y, Y, N, 1, "numerics", "⚠️", NUMERICS_PINK, "outputs differ from eager"),
+    S.DYNAMIC_MISMATCH:  F(N, N, Y, Y, Y, Y, N, 1, "dynamic",  "⚠️", NUMERICS_PINK, "wrong at the second (dynamic) shape"),
+    S.ORT_RUN_FAILED:    F(N, N, Y, Y, Y, N, N, 2, "ort run",  "❌", ORT_ORANGE,    "ORT run failed"),
+    S.ORT_LOAD_FAILED:   F(N, N, Y, Y, Y, N, N, 3, "ort load", "❌", ORT_ORANGE,    "ORT could not load the model"),
+    S.CHECKER_FAILED:    F(N, N, Y, Y, Y, N, N, 4, "checker",  "❌", ORT_ORANGE,    "ONNX checker failed"),
+    S.EXPORT_FAILED:     F(N, N, Y, Y, Y, N, N, 5, "export",   "❌", EXPORT_RED,    "export failed (at stage)"),
+    S.TIMEOUT:           F(N, N, Y, Y, Y, N, N, 6, "timeout",  "⏱", TIMEOUT_BLUE,  None),
+    S.OOM:               F(N, N, Y, Y, Y, N, N, 6, "oom",      "💥", CRASH_BLACK,   "out of memory"),
+    S.CRASHED:           F(N, N, Y, Y, Y, N, N, 6, "crashed",  "💥", CRASH_BLACK,   "worker crashed"),
+    S.HARNESS_ERROR:     F(N, N, Y, Y, N, N, N, 7, "harness",  "🛠", CRASH_BLACK,   "harness error (build/reference)"),
+    S.NOT_ATTEMPTED:     F(N, N, Y, N, N, N, N, 7, "not run",  "⬜", NOT_RUN_GREY,  "never ran"),
 }
 # fmt: on
-del S, F
+del S, F, Y, N
 
 WORST_RANK = max(f.rank for f in _FACTS.values())
 

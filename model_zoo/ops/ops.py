@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.coverage.inventory import read_inventory, specs_from_inventory
+from harness.coverage.inventory import read_inventory
+from harness.coverage.one_op import specs_from_inventory
 
 INVENTORY = Path(__file__).with_name("_inventory.json")
 

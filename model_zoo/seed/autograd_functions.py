@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness.zoo import ModelSpec
+from harness.zoo import Expect, ModelSpec
 
 
 class MyRelu(torch.autograd.Function):
@@ -52,9 +52,11 @@ def logexp_inputs() -> tuple[torch.Tensor, ...]:
 
 # torch.jit.script keeps MyX.apply as a prim::PythonOp without a Subgraph, which the
 # TorchScript exporter cannot convert (tracing inlines it or uses the symbolic instead).
-SCRIPT_FAILS = (
+SCRIPT_FAILS = Expect(
     "torchscript-script",
-    "a scripted autograd.Function call stays a prim::PythonOp; export fails with "
+    status="export_failed",
+    stage="translate",
+    reason="a scripted autograd.Function call stays a prim::PythonOp; export fails with "
     "\"required keyword attribute 'Subgraph' is undefined\"",
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness.zoo import ModelSpec
+from harness.zoo import Expect, ModelSpec
 
 
 class ControlFlow(nn.Module):
@@ -39,14 +39,19 @@ SPEC = ModelSpec(
     tags=("seed", "control-flow", "doc-example"),
     description="`if x.sum() > 0` in forward: traced vs scripted graphs differ",
     expect=(
-        (
+        Expect(
             "dynamo",
-            "torch.export cannot branch on a tensor value: GuardOnDataDependentSymNode on "
+            status="export_failed",
+            stage="capture",
+            reason="torch.export cannot branch on a tensor value: GuardOnDataDependentSymNode on "
             "`if x.sum() > 0` (needs torch.cond)",
         ),
-        (
-            "torchscript/*/*/dynamic",
-            "tracing records only the branch the example took; at the second shape (batch 1, "
+        Expect(
+            "torchscript",
+            status="dynamic_mismatch",
+            stage="dynamic",
+            shape="dynamic",
+            reason="tracing records only the branch the example took; at the second shape (batch 1, "
             "sum < 0) eager takes the other branch, so the ONNX model gives wrong values",
         ),
     ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness.zoo import ModelSpec
+from harness.zoo import Expect, ModelSpec
 
 # Index tensors are written inside forward(), as in the docs, so they become graph constants.
 
@@ -71,9 +71,11 @@ SPECS = [
         ({2: "features"},),
         "read data[[[1, 2], [2, -3]], [-2, 3]]: tensor indices with negative values",
         expect=(
-            (
+            Expect(
                 "torchscript*",
-                "negative tensor indices in a multi-index read: the export runs but gives wrong values",
+                status="numerics_mismatch",
+                stage="numerics",
+                reason="negative tensor indices in a multi-index read: the export runs but gives wrong values",
             ),
         ),
     ),
@@ -91,9 +93,11 @@ SPECS = [
         ({1: "features"}, {1: "features"}),
         "write data[[2, 3], :, [1, 2]] = v: tensor indices that are not consecutive",
         expect=(
-            (
+            Expect(
                 "torchscript*",
-                "export error: only consecutive 1-d tensor indices are supported for aten::index_put",
+                status="export_failed",
+                stage="translate",
+                reason="export error: only consecutive 1-d tensor indices are supported for aten::index_put",
             ),
         ),
     ),
@@ -113,9 +117,11 @@ SPECS = [
         # "features" sits on axis 0 of new_data: say its second size instead of the default 1.
         dynamic_sizes={"features": 3},
         expect=(
-            (
+            Expect(
                 "torchscript*",
-                "index_put needing an implicit broadcast of the value: the exported Reshape fails "
+                status="ort_run_failed",
+                stage="ort_run",
+                reason="index_put needing an implicit broadcast of the value: the exported Reshape fails "
                 "in ONNX Runtime",
             ),
         ),

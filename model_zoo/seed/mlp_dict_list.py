@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness.zoo import ModelSpec
+from harness.zoo import Expect, ModelSpec
 
 
 class MLPModel(nn.Module):
@@ -48,9 +48,11 @@ SPEC = ModelSpec(
     tags=("seed", "mlp", "doc-example", "dict-inputs", "list-inputs"),
     description="torch.onnx docs' MLPModel over a tensor, a dict and a list input with a shared dynamic batch",
     expect=(
-        (
+        Expect(
             "torchscript-script",
-            "torch.jit.script cannot compile the docs' bare `dict` annotation (Unknown type name 'dict'; "
+            status="export_failed",
+            stage="capture",
+            reason="torch.jit.script cannot compile the docs' bare `dict` annotation (Unknown type name 'dict'; "
             "it needs Dict[str, Tensor] and List[Tensor])",
         ),
     ),

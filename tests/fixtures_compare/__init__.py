@@ -1,4 +1,5 @@
-"""Builders of synthetic run directories for the compare and history tests (no torch)."""
+"""Builders of synthetic runs (in memory or as run directories) for the compare and history
+tests, and lookups of their findings (no torch)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from harness.compare import Comparison, Finding
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
+from harness.store.runs import Run
 
 HARDWARE = {"cpu": "Test CPU @ 3.0GHz", "cores": 8, "memory_gb": 32.0, "gpus": []}
 
@@ -94,6 +97,33 @@ def check(name: str = "out0", *, max_abs: float = 1e-6, ok: bool = True) -> Outp
     )
 
 
+def smoke_cells(seed: int, *, slow: float = 1.0, broken: bool = False) -> list[Record]:
+    """Three ok cells timed around 2 ms (x `slow`), and a fourth that exports, or fails
+    at translate on aten.cummax (`broken`): a small suite's night."""
+    rng = random.Random(seed)
+    ok = [
+        record(
+            f"m{i}",
+            ort=samples(rng, 2.0 * slow, 0.03),
+            eager=samples(rng, 4.0, 0.03),
+            export_s=3.0,
+            rss_mb=300.0,
+            opset_actual=18,
+        )
+        for i in range(3)
+    ]
+    if not broken:
+        return [*ok, record("m3", export_s=1.0)]
+    failed = record(
+        "m3",
+        status="export_failed",
+        stage="translate",
+        error=RuntimeError("no lowering for aten.cummax.default"),
+        unsupported_ops=["aten.cummax.default"],
+    )
+    return [*ok, failed]
+
+
 def write_run(path: Path, man: dict[str, Any], records: list[Record]) -> Path:
     man = {**man, "cells": len(records)}
     write_manifest(path, man)
@@ -101,3 +131,23 @@ def write_run(path: Path, man: dict[str, Any], records: list[Record]) -> Path:
         for r in records:
             writer.write(r.with_changes(run_id=man["run_id"]))
     return path
+
+
+def run(run_id: str, records: list[Record], **kw: Any) -> Run:
+    """An in-memory run of `records` (no directory), at path results/RUN_ID."""
+    return Run(
+        manifest(run_id, **kw),
+        tuple(r.with_changes(run_id=run_id) for r in records),
+        path=f"results/{run_id}",
+    )
+
+
+def kinds(comparison: Comparison, severity: str | None = None) -> list[str]:
+    return [f.kind for f in comparison.findings if severity is None or f.severity == severity]
+
+
+def one(comparison: Comparison, kind: str) -> Finding:
+    """The one finding of `kind` (fails the test when there are none or several)."""
+    found = [f for f in comparison.findings if f.kind == kind]
+    assert len(found) == 1, comparison.findings
+    return found[0]

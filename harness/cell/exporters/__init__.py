@@ -53,6 +53,16 @@ class Exporter:
         )
         return ops
 
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> dict[str, Any]:
+        """Where a numerics mismatch starts: the first ONNX node over tolerance (name,
+        op_type, ATen op, source line), or the reason this exporter cannot say."""
+        found: dict[str, Any] = self._module().first_divergence(
+            request, exported, tolerance, **dict(self.options)
+        )
+        return found
+
     def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
         """What a failed export still tells: ATen ops, unsupported ops, the exporter's report."""
         facts: FailureFacts = self._module().on_failure(request, error, **dict(self.options))

@@ -1,95 +1,75 @@
-"""The torch.export-based exporter: `torch.onnx.export(..., dynamo=True)`."""
+"""The torch.export-based exporter: one real `torch.onnx.export(..., dynamo=True)` call."""
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections import Counter
 from typing import Any
 
 import torch
 
+from harness.cell.exporters.phases import Hook, PhaseClock, observe
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
-from harness.cell.shapes import dynamo_shapes
-from harness.cell.stages import StageFailure, stage
+from harness.cell.stages import StageFailure
 
 
 def unavailable() -> str | None:
     return None
 
 
+_EXPORTER = "torch.onnx._internal.exporter"
+_PROGRAM = f"{_EXPORTER}._onnx_program:ONNXProgram"
+HOOKS = (
+    Hook("capture", f"{_EXPORTER}._capture_strategies:CaptureStrategy", "__call__"),
+    # The ONNX function registry is rebuilt by every call (0.5-1.6 s here): translation.
+    Hook("translate", f"{_EXPORTER}._registration:ONNXRegistry", "from_torchlib"),
+    Hook("translate", f"{_EXPORTER}._core", "_prepare_exported_program_for_export", keep_arg=True),
+    Hook("translate", f"{_EXPORTER}._core", "_exported_program_to_onnx_program", keep_arg=True),
+    Hook("translate", "onnxscript._framework_apis.torch_2_11", "convert_version"),
+    Hook("optimize", _PROGRAM, "optimize"),
+    Hook("save", _PROGRAM, "save"),
+)
+PHASES = ("capture", "translate", "optimize", "save")
+
+
 def export(request: ExportRequest) -> Exported:
-    """Capture (the exporter's own strategies), translate, optimize and save, each timed as
-    its own phase; together they are what one torch.onnx.export(dynamo=True) call does."""
-    phases: dict[str, float] = {}
+    """One `torch.onnx.export(model, args, path, kwargs=..., dynamo=True, ...)`, as a user
+    calls it, with the exporter's defaults (optimize, weights as external data); the
+    phases are observed around the call. A failure is a StageFailure in the phase that
+    was running."""
     r = request
-    ds = dynamo_shapes(r.dynamic_shapes) if r.dynamic_shapes is not None else None
-    with quiet():
-        with stage("capture") as t:
-            program = _capture(r, ds)
-        phases["capture"] = t.seconds
+    with quiet(), observe(HOOKS, PHASES) as clock:
+        start = time.perf_counter()
         try:
-            onnx_program = _translate(request, program, phases)
-        except StageFailure as failure:
-            failure.details["aten_ops"] = _count_aten_ops(program)
-            raise
-        aten_ops = _count_aten_ops(onnx_program.exported_program)
-        with stage("optimize") as t:
-            onnx_program.optimize()
-        phases["optimize"] = t.seconds
-        with stage("save") as t:
-            # As torch.onnx.export(dynamo=True) saves by default: weights streamed into
-            # model.onnx.data. Embedding them builds the whole proto in memory (measured
-            # here: a 128 MiB MLP peaked at 401 MiB that way, at 2 MiB the default way).
-            onnx_program.save(r.path, external_data=True)
-        phases["save"] = t.seconds
-    return Exported(r.path, phases, aten_ops)
+            onnx_program: Any = torch.onnx.export(
+                r.model,
+                r.inputs.args,
+                str(r.path),
+                kwargs=r.inputs.kwargs or None,
+                dynamic_shapes=r.dynamic_shapes,
+                input_names=list(r.inputs.names()),
+                output_names=list(r.output_names) or None,
+                opset_version=r.opset,
+                dynamo=True,
+            )
+        except Exception as exc:
+            # A capture strategy returns its error; the call raises after the last one
+            # fails. Everything after capture is observed, so the last phase entered is
+            # where the call stopped.
+            failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
+            failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
+            raise failure from exc
+        total = time.perf_counter() - start
+    aten_ops = _count_aten_ops(onnx_program.exported_program)
+    program = onnx_program.exported_program
+    return Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
 
 
-def _capture(request: ExportRequest, dynamic_shapes: Any) -> Any:
-    """torch.export the way the exporter does it: its capture strategies in its order
-    (non-strict with its RNN and size-oblivious patches, then strict, then draft export),
-    the first error raised when all fail. Calling torch.export.export directly instead
-    gives different results (seen here: dynamic LSTM/GRU models fail without the patches)."""
-    r = request
-    strategies = _capture_strategies()
-    if not strategies:  # the private API moved: plain non-strict torch.export
-        return torch.export.export(
-            r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes=dynamic_shapes, strict=False
-        )
-    first_error: Exception | None = None
-    for strategy in strategies:
-        result = strategy(verbose=False)(r.model, r.inputs.args, r.inputs.kwargs, dynamic_shapes)
-        if result.success:
-            return result.exported_program
-        first_error = first_error or result.exception
-    raise first_error or RuntimeError("no capture strategy succeeded")
-
-
-def _capture_strategies() -> list[Any]:
-    try:
-        from torch.onnx._internal.exporter import _capture_strategies as capture
-    except ImportError:
-        return []
-    return list(getattr(capture, "CAPTURE_STRATEGIES", []))
-
-
-def _translate(request: ExportRequest, program: Any, phases: dict[str, float]) -> Any:
-    r = request
-    with stage("translate") as t:
-        onnx_program = torch.onnx.export(
-            program,
-            r.inputs.args,
-            kwargs=r.inputs.kwargs,
-            dynamic_shapes=r.dynamic_shapes,
-            input_names=list(r.inputs.names()),
-            output_names=list(r.output_names) or None,
-            opset_version=r.opset,
-            optimize=False,
-            dynamo=True,
-        )
-    phases["translate"] = t.seconds
-    return onnx_program
+def _last_program(clock: PhaseClock) -> Any:
+    """The program the failed call got furthest with: decomposed, else captured."""
+    return clock.kept.get("translate")
 
 
 def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -115,6 +95,21 @@ def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 def aten_ops(request: ExportRequest, exported: Exported) -> dict[str, int] | None:
     return exported.aten_ops
+
+
+def first_divergence(
+    request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    """ONNX values are named after the FX nodes of the translated program: compare them."""
+    from harness.cell.divergence import Divergence
+    from harness.cell.divergence import first_divergence as locate
+
+    if exported.program is None:
+        return Divergence(reason="the exporter returned no program to compare with").to_dict()
+    try:
+        return locate(exported.path, exported.program, request.inputs, tolerance).to_dict()
+    except Exception as exc:  # a diagnosis that fails must not change the cell's verdict
+        return Divergence(reason=f"comparison failed: {type(exc).__name__}: {exc}"[:300]).to_dict()
 
 
 def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:

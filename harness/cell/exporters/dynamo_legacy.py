@@ -3,6 +3,8 @@ cells are skipped where the installed torch no longer has it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, Unavailable, quiet
@@ -31,6 +33,12 @@ def export(request: ExportRequest) -> Exported:
 
 def aten_ops(request: ExportRequest, exported: Exported) -> dict[str, int] | None:
     return None
+
+
+def first_divergence(
+    request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    return {"reason": "not located for torch.onnx.dynamo_export"}
 
 
 def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:

@@ -16,9 +16,20 @@ from typing import Any
 @dataclass
 class Exported:
     path: Path
-    phases: dict[str, float]
+    phases: dict[str, float | None]  # None: a phase this torch offers no hook to observe
     aten_ops: dict[str, int] | None = None
+    seconds: float | None = None  # the wall time of the whole exporter call
+    # The program the exporter translated (dynamo: its ExportedProgram), for locating the
+    # first divergent node of a numerics mismatch; None where there is none.
+    program: Any = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def export_s(self) -> float:
+        """The whole call where it was timed, else the sum of its phases."""
+        if self.seconds is not None:
+            return self.seconds
+        return sum(v for v in self.phases.values() if v is not None)
 
 
 @dataclass(frozen=True)

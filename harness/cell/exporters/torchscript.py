@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
 import torch
 
+from harness.cell.exporters.phases import Hook, observe
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
 from harness.cell.shapes import Inputs, dynamic_axes
-from harness.cell.stages import stage
+from harness.cell.stages import StageFailure
+
+# Tracing happens inside the TorchScript exporter's call: timed as the capture phase.
+TRACE_HOOK = Hook(
+    "capture", "torch.onnx._internal.torchscript_exporter.utils", "_trace_and_get_graph_from_model"
+)
 
 
 def unavailable(*, scripted: bool) -> str | None:
@@ -18,49 +25,52 @@ def unavailable(*, scripted: bool) -> str | None:
 
 
 def export(request: ExportRequest, *, scripted: bool) -> Exported:
-    """One phase (translate) for tracing; capture (torch.jit.script) then translate when
-    scripted."""
+    """The user's calls: `torch.onnx.export(model, args, path, kwargs=..., dynamo=False,
+    ...)`, after `torch.jit.script(model)` when scripted. Capture is the tracing inside the
+    call (or torch.jit.script), translate the rest of the call. A torch.onnx.ExportableModule
+    goes to the dynamo exporter even with dynamo=False (torch 2.13); so does this cell, as
+    a direct call would."""
     r = request
-    phases: dict[str, float] = {}
+    script_s = 0.0
     module: Any = r.model
     with quiet():
         if scripted:
-            with stage("capture") as t:
+            start = time.perf_counter()
+            try:
                 module = torch.jit.script(r.model)
-            phases["capture"] = t.seconds
-        if _is_exportable_module(module):
-            module = _TorchScriptOnly(module)
-        axes = dynamic_axes(r.inputs, r.dynamic_shapes) if r.dynamic_shapes is not None else None
-        with stage("translate") as t:
+            except Exception as exc:
+                raise StageFailure("capture", exc) from exc
+            script_s = time.perf_counter() - start
+        call_s, traced_s = _export_call(module, r)
+    if traced_s is None and not scripted:  # this torch offers no trace hook to observe
+        phases: dict[str, float | None] = {"capture": None, "translate": None}
+    else:
+        traced = traced_s or 0.0
+        phases = {"capture": script_s + traced, "translate": call_s - traced}
+    return Exported(r.path, phases, seconds=script_s + call_s)
+
+
+def _export_call(module: Any, r: ExportRequest) -> tuple[float, float | None]:
+    """The exporter call's wall time, and the tracing inside it (None: not observable)."""
+    axes = dynamic_axes(r.inputs, r.dynamic_shapes) if r.dynamic_shapes is not None else None
+    with observe([TRACE_HOOK], ["capture"]) as clock:
+        start = time.perf_counter()
+        try:
             torch.onnx.export(
                 module,
-                legacy_args(r.inputs),
+                r.inputs.args,
                 str(r.path),
+                kwargs=r.inputs.kwargs or None,
                 input_names=list(r.inputs.names()),
                 output_names=list(r.output_names) or None,
                 opset_version=r.opset,
                 dynamic_axes=axes,
                 dynamo=False,
             )
-        phases["translate"] = t.seconds
-    return Exported(r.path, phases)
-
-
-def _is_exportable_module(model: Any) -> bool:
-    return isinstance(model, getattr(torch.onnx, "ExportableModule", ()))
-
-
-class _TorchScriptOnly(torch.nn.Module):
-    """torch.onnx.export sends a torch.onnx.ExportableModule to the dynamo exporter even
-    with dynamo=False (torch 2.13: its `node_linear` names showed up in `torchscript`
-    cells); wrapped in a plain module, the TorchScript exporter traces it."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, *args: Any) -> Any:
-        return self.model(*args)
+        except Exception as exc:
+            raise StageFailure(clock.failed_in("translate"), exc) from exc
+        seconds = time.perf_counter() - start
+    return seconds, clock.timings()["capture"]
 
 
 def aten_ops(
@@ -79,6 +89,15 @@ def aten_ops(
     except Exception:
         return None
     return _graph_aten_ops(module)
+
+
+def first_divergence(
+    request: ExportRequest, exported: Exported, tolerance: tuple[float, float], *, scripted: bool
+) -> dict[str, Any]:
+    return {
+        "reason": "the TorchScript exporter writes no mapping from ONNX values to the ops of "
+        "a graph that could be run alongside (node names are module scopes)"
+    }
 
 
 def on_failure(request: ExportRequest, error: BaseException, *, scripted: bool) -> FailureFacts:

@@ -1,0 +1,26 @@
+"""The check stage: onnx.checker on the saved model, then the facts of its graph (the
+opset it really has, node count, op histogram, bytes on disk)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from harness.cell.stages import stage
+from harness.store.records import Measurements
+
+
+def check(path: Path, m: Measurements) -> None:
+    with stage("check"):
+        onnx.checker.check_model(str(path), full_check=True)
+        model = onnx.load(str(path), load_external_data=False)
+    m.opset_actual = next(
+        (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None
+    )
+    m.onnx_nodes = len(model.graph.node)
+    ops: dict[str, int] = {}
+    for node in model.graph.node:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    m.onnx_ops = dict(sorted(ops.items()))
+    m.onnx_bytes = sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file())

@@ -1,0 +1,61 @@
+"""The build and reference stages: the model and its inputs under the seed, and eager's
+outputs in float32 and, where the model runs in it, float64 (eager's own noise floor)."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.cell.shapes import Inputs, flatten_outputs, to_device, to_float64
+from harness.cell.stages import stage
+from harness.zoo import ModelSpec
+
+SEED = 0
+
+
+@dataclass
+class Reference:
+    inputs: Inputs
+    outputs: list[np.ndarray]
+    outputs64: list[np.ndarray] | None
+
+
+def build(spec: ModelSpec, device: str) -> tuple[torch.nn.Module, Inputs]:
+    with stage("build"):
+        torch.manual_seed(SEED)
+        model = spec.build().eval()
+        torch.manual_seed(SEED)
+        args = tuple(spec.example_inputs())
+        kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
+        params = tuple(inspect.signature(model.forward).parameters)
+        inputs = Inputs(args, kwargs, params)
+        if device != "cpu":
+            model, inputs = model.to(device), to_device(inputs, device)
+    return model, inputs
+
+
+def reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
+    with stage("reference"), torch.no_grad():
+        outputs = [t.detach().cpu().numpy() for t in flatten_outputs(inputs.call(model))]
+    return Reference(inputs, outputs, reference64(model, inputs))
+
+
+FLOAT64_MAX_PARAM_BYTES = 512 * 1024**2
+
+
+def reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | None:
+    """Eager in float64, eager's own noise floor; None where the model cannot run in it,
+    or is so large that a float64 copy would cost more memory than the export itself."""
+    if sum(p.numel() * 8 for p in model.parameters()) > FLOAT64_MAX_PARAM_BYTES:
+        return None
+    try:
+        model64 = copy.deepcopy(model).cpu().double()
+        with torch.no_grad():
+            out = flatten_outputs(to_float64(to_device(inputs, "cpu")).call(model64))
+        return [t.detach().numpy() for t in out]
+    except Exception:
+        return None

@@ -1,0 +1,99 @@
+"""The per-process warm-up: one export of a model over the common ops, per exporter and
+opset, before any measured export, so that one-time initialisation is not charged to the
+first cell a worker runs."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from harness.cell import exporters
+from harness.cell.exporters.request import ExportRequest
+from harness.cell.ort import OrtRunner
+from harness.cell.shapes import Inputs
+
+
+class WarmUpModel(torch.nn.Module):
+    """A small model over the ops most zoo models use (convolutions, normalisations,
+    activations, pooling, resizing, embeddings, attention), so the exporters' per-op lazy
+    initialisation is paid here and not by whichever measured cell first needs an op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.embedding = torch.nn.Embedding(10, 8)
+        self.layer_norm = torch.nn.LayerNorm(8)
+        self.fc = torch.nn.Linear(8, 8)
+
+    @staticmethod
+    def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.rand(1, 3, 8, 8), torch.zeros(1, 64, dtype=torch.long)
+
+    def forward(self, image: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        y = f.relu(self.norm(self.conv(image)))
+        y = f.hardswish(self.depthwise(y)) + f.silu(y)
+        y = f.interpolate(f.max_pool2d(y, 2), scale_factor=2.0, mode="bilinear")
+        gate = f.adaptive_avg_pool2d(y, 1).flatten(1).sigmoid()
+        t = y.flatten(2).transpose(1, 2) + self.embedding(ids)
+        t = f.gelu(self.fc(self.layer_norm(t)))
+        heads = t.reshape(t.shape[0], t.shape[1], 2, 4).permute(0, 2, 1, 3)
+        attended = f.scaled_dot_product_attention(heads, heads, heads)
+        t = attended.permute(0, 2, 1, 3).reshape(t.shape)
+        t = torch.softmax(t @ t.transpose(1, 2), -1) @ t
+        return torch.cat([t.mean(1), gate * 2], -1)
+
+
+WARM_UP_MODEL_MIN_OPSET = 14
+
+
+class _TrivialModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x)).sum(dim=1)
+
+
+@functools.cache
+def warm_up_exporter(exporter: str, opset: int) -> None:
+    """Export and load a warm-up model once per worker process, exporter and opset, before
+    any measured export. The first export in a process pays for lazy imports, torch.export's
+    and the ONNX function registry's initialisation and ORT's library load (measured
+    here: 2-3 s and ~140 MiB on the first dynamo export, ~0 after), and the first use of
+    an op pays for its own (5-20 MiB on a vision model's first TorchScript export after a
+    trivial warm-up, 2-5 after `WarmUpModel`). Without this the cost lands on whichever
+    cell a worker happens to run first, and makes its export time and memory look like a
+    regression. Below opset 14 (where TorchScript cannot export `WarmUpModel`, and prints
+    its whole graph saying so) a trivial model does."""
+    if opset >= WARM_UP_MODEL_MIN_OPSET:
+        inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
+        if _warm_up(exporter, opset, WarmUpModel().eval(), inputs):
+            return
+    _warm_up(exporter, opset, _TrivialModel().eval(), Inputs((torch.rand(2, 4),), {}, ("x",)))
+
+
+def _warm_up(exporter: str, opset: int, model: torch.nn.Module, inputs: Inputs) -> bool:
+    workdir = Path(tempfile.mkdtemp(prefix="harness-warmup-"))
+    request = ExportRequest(
+        model=model,
+        inputs=inputs,
+        opset=opset,
+        path=workdir / "warmup.onnx",
+        output_names=("output_0",),
+    )
+    try:
+        exporters.get(exporter).export(request)
+        OrtRunner(request.path, 1, "cpu").run(request.inputs)
+        return True
+    except Exception:  # the measured export will meet and record the same problem
+        return False
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""The comparison as JSON (compare.json): findings listed, unchanged cells only counted."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from harness.compare.comparison import Comparison
+from harness.compare.findings import SEVERITIES
+from harness.store.runs import Run
+
+JSON_SCHEMA = 1
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    """Findings listed; unchanged cells only counted."""
+    return {
+        "schema": JSON_SCHEMA,
+        "verdict": c.verdict,
+        "mode": c.mode,
+        "baseline": [_run_json(r) for r in c.baseline],
+        "candidate": _run_json(c.candidate),
+        "expected": c.expected_path,
+        "thresholds": asdict(c.thresholds),
+        "counts": {
+            "cells": len(c.cells),
+            "unchanged": c.unchanged,
+            "by_severity": {s: len(c.by_severity(s)) for s in SEVERITIES},
+            "not_compared": c.not_compared,
+        },
+        "notes": list(c.notes),
+        "findings": [f.to_dict() for f in c.findings],
+    }
+
+
+def _run_json(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "path": run.path,
+        "started": run.started,
+        "versions": run.manifest.get("versions") or {},
+    }

@@ -1,0 +1,115 @@
+"""The comparison as markdown: the verdict first, counts per family, the blocking table,
+then the rest folded (GitHub renders it in a step summary or an issue)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.compare.comparison import Comparison
+from harness.compare.findings import IMPROVEMENT, INFO, SEVERITIES, WARNING, Finding
+from harness.store.runs import Run
+
+
+def to_markdown(c: Comparison) -> str:
+    """Verdict first, counts per family, the blocking table, then the rest folded."""
+    baseline = (
+        _run_line(c.baseline[-1])
+        if c.mode == "run"
+        else f"the last {len(c.baseline)} comparable runs (latest {_run_line(c.baseline[-1])})"
+    )
+    lines = [
+        _verdict_line(c),
+        "",
+        f"Candidate {_run_line(c.candidate)} against {baseline}: {len(c.cells)} cells, {c.unchanged} unchanged.",
+        *([f"Expected statuses: `{c.expected_path}`."] if c.expected_path else []),
+        *(f"> {note}" for note in c.notes),
+        "",
+        *_counts_table(c),
+    ]
+    if c.blocking:
+        lines += ["", "### Blocking", "", *findings_table(c.blocking)]
+    lines += _details("Warnings", c.by_severity(WARNING))
+    lines += _details("Improvements", c.by_severity(IMPROVEMENT))
+    lines += _details("Info", c.by_severity(INFO))
+    if c.not_compared:
+        lines += [
+            "",
+            "Not compared (missing or not comparable, never a finding): "
+            + ", ".join(f"{k}: {n}" for k, n in c.not_compared.items())
+            + ".",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def findings_table(findings: Sequence[Finding]) -> list[str]:
+    lines = [
+        "| cell | finding | baseline | candidate | ratio | threshold | evidence |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for f in findings:
+        ratio = f"x{f.ratio:.3f}" if f.ratio is not None else ""
+        threshold = (
+            f"x{f.threshold:.3f}"
+            if f.threshold is not None and f.ratio is not None
+            else _fmt(f.threshold)
+        )
+        cells = [
+            f.cell.label() if f.cell else "(run)",
+            f.message,
+            _fmt(f.baseline),
+            _fmt(f.candidate),
+            ratio,
+            threshold,
+            f.evidence or "",
+        ]
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    return lines
+
+
+def _run_line(run: Run) -> str:
+    v = run.versions()
+    versions = ", ".join(f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime") if v.get(k))
+    return f"`{run.run_id}`" + (f" ({versions})" if versions else "")
+
+
+def _verdict_line(c: Comparison) -> str:
+    n = len(c.blocking)
+    if n:
+        return f"## ❌ harness compare: {n} blocking regression{'s' if n != 1 else ''}"
+    return "## ✅ harness compare: nothing blocking"
+
+
+def _counts_table(c: Comparison) -> list[str]:
+    families = sorted({f.family for f in c.findings})
+    lines = ["| family | " + " | ".join(SEVERITIES) + " |", "|---" * (len(SEVERITIES) + 1) + "|"]
+    for fam in families:
+        counts = [
+            sum(1 for f in c.findings if f.family == fam and f.severity == s) for s in SEVERITIES
+        ]
+        lines.append(f"| {fam} | " + " | ".join(str(n) for n in counts) + " |")
+    return lines if families else ["No findings."]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _details(title: str, findings: Sequence[Finding]) -> list[str]:
+    if not findings:
+        return []
+    return [
+        "",
+        f"<details><summary>{title} ({len(findings)})</summary>",
+        "",
+        *findings_table(findings),
+        "",
+        "</details>",
+    ]

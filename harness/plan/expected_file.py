@@ -1,0 +1,122 @@
+"""The expected-status file (`expected/status.csv`): CI's ratchet, kept in the repository.
+
+One `Expect` per row, in the grammar zoo entries use (harness.plan.expect): the cell globs
+(model, exporter, opset, device, shape, variant), the expected status, and optionally the
+stage and a regular expression the error must match. Lines starting with `#` are comments.
+Files written before the stage/match/shape/variant columns existed still read (those
+columns then match anything).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from harness.plan.expect import ANY, Expect
+from harness.store.status import Stage, Status
+
+COLUMNS = (
+    "model",
+    "exporter",
+    "opset",
+    "device",
+    "shape",
+    "variant",
+    "expected_status",
+    "stage",
+    "match",
+    "reason",
+    "expires",
+)
+REQUIRED = ("model", "exporter", "opset", "device", "expected_status")
+HEADER = """\
+# Expected status per cell: the CI ratchet of `harness compare` (see `harness compare --help`).
+# A cell no row selects must pass (ok, xfail, skipped or xpass). Globs in the cell columns
+# (model, exporter, opset, device, shape, variant); exact rows win over glob rows; a row past
+# its `expires` date (ISO) is ignored. `stage` and `match` (a regular expression searched in
+# the error) name the failure: a cell failing another way is not as expected.
+# Regenerate from a run with: harness compare --update-expected RUN_DIR
+"""
+
+
+class ExpectedFileError(ValueError):
+    """An expected-status file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class ExpectedFile:
+    path: str
+    rows: tuple[Expect, ...]
+
+
+def read(path: Path) -> ExpectedFile:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ExpectedFileError(
+            f"cannot read expected-status file {path}: {exc.strerror}"
+        ) from None
+    numbered = [
+        (n, ln) for n, ln in enumerate(lines, 1) if ln.strip() and not ln.lstrip().startswith("#")
+    ]
+    if not numbered:
+        return ExpectedFile(str(path), ())
+    reader = csv.DictReader([ln for _, ln in numbered])
+    missing = set(REQUIRED) - set(reader.fieldnames or ())
+    if missing:
+        raise ExpectedFileError(
+            f"{path}: missing column(s) {', '.join(sorted(missing))}; expected {','.join(COLUMNS)}"
+        )
+    rows = tuple(_row(row, f"{path}:{numbered[i + 1][0]}") for i, row in enumerate(reader))
+    return ExpectedFile(str(path), rows)
+
+
+def _row(row: dict[str, str | None], source: str) -> Expect:
+    def value(name: str) -> str:
+        return (row.get(name) or "").strip()
+
+    try:
+        return Expect(
+            value("exporter") or ANY,
+            value("opset") or ANY,
+            Status.of(value("expected_status")),
+            Stage(value("stage")) if value("stage") else None,
+            value("match") or None,
+            value("reason"),
+            date.fromisoformat(value("expires")) if value("expires") else None,
+            model=value("model") or ANY,
+            device=value("device") or ANY,
+            shape=value("shape") or ANY,
+            variant=value("variant") or ANY,
+            source=source,
+        )
+    except ValueError as exc:  # unknown status or stage, a bad date, glob or pattern
+        raise ExpectedFileError(f"{source}: {exc}") from None
+
+
+def write(path: Path, rows: Sequence[Expect]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        f.write(HEADER)
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(COLUMNS)
+        writer.writerows(_fields(e) for e in rows)
+
+
+def _fields(e: Expect) -> list[str]:
+    return [
+        e.model,
+        e.exporter,
+        e.opset,
+        e.device,
+        e.shape,
+        e.variant,
+        str(e.status) if e.status is not None else ANY,
+        str(e.stage) if e.stage is not None else "",
+        e.match or "",
+        e.reason,
+        e.expires.isoformat() if e.expires else "",
+    ]

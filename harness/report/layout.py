@@ -1,0 +1,113 @@
+"""The grid every table and plot of a run shares.
+
+Rows are (model, shape), columns exporter@opset (with device and variant where a run
+has several), exporters in the registry's order (harness.cell.exporters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.cell.exporters import NAMES as EXPORTERS
+from harness.store.records import Record
+
+# == the grid ==================================================================================
+
+RowKey = tuple[str, bool]  # (model, dynamic)
+
+
+@dataclass(frozen=True)
+class Column:
+    exporter: str
+    opset: int
+    device: str = "cpu"
+    variant: str = "base"
+
+
+def _exporter_rank(exporter: str) -> int:
+    return EXPORTERS.index(exporter) if exporter in EXPORTERS else len(EXPORTERS)
+
+
+def _column_order(c: Column) -> tuple[Any, ...]:
+    return (
+        _exporter_rank(c.exporter),
+        c.exporter,
+        c.device,
+        c.opset,
+        c.variant != "base",
+        c.variant,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Rows (model, shape) x columns (exporter@opset [device] [variant]) of a run.
+
+    Device and variant appear in labels only when the run has more than one of them.
+    """
+
+    rows: tuple[RowKey, ...]
+    columns: tuple[Column, ...]
+    cells: Mapping[tuple[RowKey, Column], Record]
+    show_device: bool
+    show_variant: bool
+
+    def record(self, row: RowKey, column: Column) -> Record | None:
+        return self.cells.get((row, column))
+
+    def row_records(self, row: RowKey) -> list[Record]:
+        """The row's records, column by column (absent cells left out)."""
+        return [r for c in self.columns if (r := self.record(row, c)) is not None]
+
+    def in_order(self) -> list[Record]:
+        """The records row by row (model, shape), then column by column (exporter@opset)."""
+        return [r for row in self.rows for r in self.row_records(row)]
+
+    def row_label(self, row: RowKey) -> str:
+        return f"{row[0]} (dynamic)" if row[1] else row[0]
+
+    def column_label(self, column: Column) -> str:
+        return self._suffixed(f"{column.exporter}@{column.opset}", column)
+
+    def series_label(self, column: Column) -> str:
+        """The exporter (with device/variant where shown): a series across opsets."""
+        return self._suffixed(column.exporter, column)
+
+    def _suffixed(self, text: str, column: Column) -> str:
+        if self.show_device:
+            text += f" {column.device}"
+        if self.show_variant and column.variant != "base":
+            text += f" [{column.variant}]"
+        return text
+
+    def series(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.series_label(c) for c in self.columns))
+
+
+def row_key(record: Record) -> RowKey:
+    return (record.model, record.dynamic)
+
+
+def column_of(record: Record) -> Column:
+    return Column(record.exporter, record.opset, record.device, record.variant)
+
+
+def layout(records: Iterable[Record]) -> Layout:
+    """The grid of a run; a cell recorded twice (a retry) keeps its last record."""
+    cells = {(row_key(r), column_of(r)): r for r in records}
+    rows = tuple(sorted({row for row, _ in cells}))
+    columns = tuple(sorted({col for _, col in cells}, key=_column_order))
+    return Layout(
+        rows=rows,
+        columns=columns,
+        cells=cells,
+        show_device=len({c.device for c in columns}) > 1,
+        show_variant=len({c.variant for c in columns}) > 1,
+    )
+
+
+def unique_cells(records: Iterable[Record]) -> list[Record]:
+    """One record per cell (the last one, should a resumed run have written two)."""
+    return list(layout(records).cells.values())

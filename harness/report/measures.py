@@ -1,0 +1,238 @@
+"""What a run measured: the report's export, latency, opset and op coverage sections, the
+latency against a baseline run, and every cell with its numbers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from harness.coverage import matrix as coverage
+from harness.report.data import (
+    ComparisonData,
+    comparison_data,
+    opset_effect_data,
+    run_coverage,
+    spread,
+)
+from harness.report.document import (
+    MISSING,
+    Image,
+    Paragraph,
+    Section,
+    Table,
+    Text,
+    fmt,
+    percent,
+    sub,
+    table,
+)
+from harness.report.layout import Layout, column_of
+from harness.report.outcomes import artifacts_link, grid_table, status_cell
+from harness.store.records import Latency, Record
+from harness.store.status import Stage
+
+# == export ====================================================================================
+
+
+def _phases_text(record: Record) -> str | None:
+    if not record.export_phases:
+        return None
+    return ", ".join(f"{k} {fmt(v)}" for k, v in record.export_phases.items())
+
+
+def phases_table(lay: Layout) -> Table | None:
+    timed = [r for r in lay.in_order() if r.export_phases]
+    if not timed:
+        return None
+    seen = {name for r in timed for name in r.export_phases or {}}
+    order = [s.value for s in Stage if s.is_export]
+    names = [p for p in order if p in seen] + sorted(seen - set(order))
+    rows = [
+        (
+            Text(lay.row_label((r.model, r.dynamic))),
+            Text(lay.column_label(column_of(r))),
+            Text(fmt(r.export_s)),
+            *(Text(fmt((r.export_phases or {}).get(p))) for p in names),
+        )
+        for r in timed
+    ]
+    return table(("model", "exporter@opset", "total", *names), rows)
+
+
+def export_section(lay: Layout, image: Image | None) -> Section:
+    records = list(lay.cells.values())
+    subs = [
+        sub(
+            "Export time (s)",
+            grid_table(lay, lambda r: Text(fmt(r.export_s), title=_phases_text(r))),
+        ),
+        sub("Export phases (s)", phases_table(lay)),
+        sub(
+            "Export peak memory (MiB, RSS above baseline)",
+            grid_table(lay, lambda r: Text(fmt(r.export_peak_rss_mb))),
+        ),
+    ]
+    if any(r.export_peak_cuda_mb is not None for r in records):
+        subs.append(
+            sub(
+                "Export peak CUDA memory (MiB)",
+                grid_table(lay, lambda r: Text(fmt(r.export_peak_cuda_mb))),
+            )
+        )
+    return sub("Export", *(s for s in subs if s.blocks), image)
+
+
+# == latency ===================================================================================
+
+
+def latency_text(latency: Latency | None) -> str:
+    """'1.52 (1.48–1.60)': p50 and p10–p90 of the raw samples (p90 only without samples)."""
+    s = spread(latency)
+    if latency is None or s is None:
+        return MISSING
+    if not latency.samples:
+        return f"{fmt(latency.p50)} (p90 {fmt(latency.p90)})"
+    return f"{fmt(s.p50)} ({fmt(s.p10)}–{fmt(s.p90)})"
+
+
+def latency_section(lay: Layout, image: Image | None) -> Section:
+    return sub(
+        "Latency",
+        sub(
+            "ORT latency p50 (ms, p10–p90)",
+            grid_table(lay, lambda r: Text(latency_text(r.ort_latency_ms))),
+        ),
+        sub(
+            "Eager latency p50 (ms, p10–p90)",
+            grid_table(lay, lambda r: Text(latency_text(r.eager_latency_ms))),
+        ),
+        sub(
+            "Speedup (eager p50 / ORT p50)",
+            grid_table(lay, lambda r: Text(fmt(r.speedup, "×"))),
+        ),
+        image,
+    )
+
+
+# == opsets and op coverage ====================================================================
+
+
+def opsets_section(
+    records: Sequence[Record], image: Image | None, coverage_image: Image | None
+) -> Section:
+    rows = [
+        (
+            Text(s.series),
+            Text(str(opset)),
+            Text(str(cells)),
+            Text(fmt(rate, "%")),
+            Text(fmt(rel, "×")),
+        )
+        for s in opset_effect_data(records).series
+        for opset, cells, rate, rel in zip(
+            s.opsets, s.cells, s.pass_rate, s.relative_latency, strict=True
+        )
+    ]
+    headers = (
+        "exporter",
+        "opset",
+        "cells",
+        "work (% of attempted)",
+        "ORT p50 vs lowest opset (median)",
+    )
+    ops = coverage_table(records)
+    ops_section = sub("ATen op coverage", ops, coverage_image) if ops is not None else None
+    return sub("Opsets and op coverage", table(headers, rows), image, ops_section)
+
+
+def coverage_table(records: Sequence[Record]) -> Table | None:
+    """Op coverage per exporter and opset (harness.coverage.matrix), when the run has op data:
+    from op cells (the ops suite) or from the models' ATen inventories."""
+    cov = run_coverage(records)
+    if cov.is_empty:
+        return None
+    rows = [
+        (
+            Text(s.column.label),
+            Text(str(s.ops)),
+            *(Text(str(s.counts[state])) for state in coverage.STATES),
+            Text(percent(s.covered_share)),
+            Text(percent(s.weighted_share)),
+        )
+        for s in cov.summaries()
+    ]
+    states = tuple(coverage.STATE_TEXT[state] for state in coverage.STATES)
+    return table(("exporter@opset", "ops", *states, "covered", "weighted by model usage"), rows)
+
+
+# == against a baseline run ====================================================================
+
+
+def comparison_section(
+    baseline: Sequence[Record], records: Sequence[Record], image: Image | None
+) -> Section:
+    data = comparison_data(baseline, records)
+    counts = Counter(p.verdict for p in data.points)
+    summary = Paragraph(
+        f"{len(data.points)} cells timed in both runs: {counts['regression']} slower and "
+        f"{counts['improvement']} faster than ±{data.threshold:.0%}; "
+        f"{len(data.unmatched)} cells not timed in both."
+    )
+    title = f"Latency against baseline {data.baseline_run}"
+    return sub(title, summary, _moved_table(data), image)
+
+
+def _moved_table(data: ComparisonData) -> Table | None:
+    """The cells whose ORT p50 moved beyond the band, worst first."""
+    rows = [
+        (
+            Text(p.cell),
+            Text(fmt(p.baseline_ms)),
+            Text(fmt(p.candidate_ms)),
+            Text(fmt(p.ratio, "×")),
+            Text(p.verdict),
+        )
+        for p in data.points
+        if p.verdict != "within"
+    ]
+    headers = ("cell", "baseline p50 ms", "candidate p50 ms", "ratio", "verdict")
+    return table(headers, rows, noun="cells") if rows else None
+
+
+# == every cell ================================================================================
+
+_CELL_HEADERS = (
+    "model", "exporter", "opset", "saved opset", "device", "shape", "variant", "status", "stage",
+    "export s", "peak MiB", "ORT p50 ms", "eager p50 ms", "speedup", "artifacts",
+)  # fmt: skip
+
+
+def _cell_row(r: Record) -> tuple[Text, ...]:
+    return (
+        Text(r.model),
+        Text(r.exporter),
+        Text(str(r.opset)),
+        Text(str(r.opset_actual) if r.opset_actual is not None else MISSING),
+        Text(r.device),
+        Text("dynamic" if r.dynamic else "static"),
+        Text(r.variant),
+        status_cell(r),
+        Text(r.stage or MISSING),
+        Text(fmt(r.export_s)),
+        Text(fmt(r.export_peak_rss_mb)),
+        Text(fmt(r.ort_latency_ms.p50 if r.ort_latency_ms else None)),
+        Text(fmt(r.eager_latency_ms.p50 if r.eager_latency_ms else None)),
+        Text(fmt(r.speedup, "×")),
+        artifacts_link(r),
+    )
+
+
+def cells_section(lay: Layout) -> Section:
+    records = lay.in_order()
+    cells = Table(
+        _CELL_HEADERS,
+        tuple(_cell_row(r) for r in records),
+        folded=f"{len(records)} cells, one row each",
+        row_ids=tuple(f"cell-{r.cell.cell_id}" for r in records),
+    )
+    return Section("All cells", (cells,))

@@ -1,0 +1,112 @@
+"""The code's layout holds: the stage folders, module and function sizes, and the import
+rules that keep stages from leaking (checked on what a module imports transitively, which
+ruff's banned-api cannot see)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HARNESS = Path(__file__).resolve().parent.parent / "harness"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+# argparse declarations read best as one list of flags, however long.
+LONG_FUNCTIONS_ALLOWED = {"add_arguments"}
+STAGES = ("plan", "cell", "store", "compare", "report", "coverage", "commands")
+
+
+def _modules() -> list[Path]:
+    return sorted(HARNESS.rglob("*.py"))
+
+
+def test_the_pipeline_stages_are_folders() -> None:
+    folders = {p.name for p in HARNESS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(STAGES)
+    assert (HARNESS / "dispatch.py").is_file()  # the one Ray module
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(HARNESS)))
+def test_no_module_is_over_the_limit(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(HARNESS)} has {lines} lines"
+
+
+def _long_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES and node.name not in LONG_FUNCTIONS_ALLOWED:
+                found.append(f"{node.name} ({length} lines)")
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(HARNESS)))
+def test_no_function_is_over_the_limit(path: Path) -> None:
+    assert not _long_functions(path), f"{path.relative_to(HARNESS)}: {_long_functions(path)}"
+
+
+HEAVY = ("torch", "onnx", "onnxruntime", "ray", "matplotlib")
+
+
+def _imported_after(modules: list[str]) -> set[str]:
+    """The heavy packages a fresh interpreter holds after importing `modules`."""
+    script = (
+        "import json, sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    return set(json.loads(out.stdout))
+
+
+def _package_modules(folder: str, *, skip: tuple[str, ...] = ()) -> list[str]:
+    root = HARNESS.parent
+    return [
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for p in sorted((HARNESS / folder).rglob("*.py"))
+        if p.stem not in skip
+    ]
+
+
+@pytest.mark.parametrize("folder", ["plan", "store", "compare", "report"])
+def test_records_stages_import_no_torch_onnx_ort_or_ray(folder: str) -> None:
+    """plan, store, compare and report work on records and files: they load in a process
+    without torch, onnx, onnxruntime or ray (matplotlib only when a plot is drawn)."""
+    assert _imported_after(_package_modules(folder)) == set()
+
+
+def test_the_cli_and_the_exporter_registry_answer_without_torch() -> None:
+    """`harness --help`, usage errors and suite validation stay instant."""
+    assert _imported_after(["harness.cli", "harness.cell.exporters", "harness.zoo"]) == set()
+
+
+def _imports_of(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_only_the_exporters_call_torch_onnx_and_only_dispatch_imports_ray() -> None:
+    def users(prefix: str) -> set[str]:
+        return {
+            str(p.relative_to(HARNESS))
+            for p in _modules()
+            if any(n == prefix or n.startswith(prefix + ".") for n in _imports_of(p))
+        }
+
+    assert {u for u in users("torch.onnx") if not u.startswith("cell/exporters/")} == set()
+    assert users("ray") == {"dispatch.py"}
+    assert users("matplotlib") == {"report/plots.py"}
