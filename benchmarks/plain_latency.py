@@ -15,7 +15,7 @@ import time
 import onnxruntime as ort
 import torch
 
-from harness.zoo import load_source
+from harness.plan.discovery import load_source
 
 
 def main() -> None:

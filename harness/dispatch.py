@@ -118,6 +118,7 @@ def _run_cell_here(task: CellTask) -> Record:
     _ThisProcess.cells_run += 1
     record = run_cell_isolated(task) if task.fresh_process else run_cell(task)
     worker = {
+        **(record.worker or {}),  # what the cell itself reported (its exporter's cold start)
         **_whoami(),
         "cells_before": 0 if task.fresh_process else before,
         "fresh_process": task.fresh_process,
@@ -218,6 +219,9 @@ class DispatchStats:
     clean_reruns: int = 0
     max_in_flight: int = 0
     peak_in_flight: int = 0
+    # Each worker process's first export per exporter (harness.cell.warmup), gathered from
+    # every record collected, reruns included.
+    cold_starts: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
 
@@ -261,6 +265,7 @@ def run_tasks(
         for ref in ready:
             flight = in_flight.pop(ref)
             record = _collect(ref, flight, stats)
+            _note_cold_start(record, stats)
             if (
                 record.status is Status.CRASHED
                 and _node_lost(alive)
@@ -277,6 +282,13 @@ def run_tasks(
         for ref in _expired(in_flight, timeout_s):
             on_record(_cancel(ref, in_flight.pop(ref), timeout_s, stats))
     return stats
+
+
+def _note_cold_start(record: Record, stats: DispatchStats) -> None:
+    worker = record.worker or {}
+    if cold := worker.get("cold_start"):
+        where = {"node": worker.get("node"), "pid": worker.get("pid"), "variant": record.variant}
+        stats.cold_starts.append({**cold, **where})
 
 
 def _alive_nodes() -> set[str]:

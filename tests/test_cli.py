@@ -105,3 +105,19 @@ def test_broken_zoo_file_is_reported_and_others_still_load(
         "raises_on_import.py failed to import: RuntimeError: this plugin is broken on purpose"
         in out
     )
+
+
+def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--zoo DIR` where every file fails to import would run 0 cells and exit 0, which a
+    CI job reads as green."""
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.py").write_text("raise RuntimeError('broken on purpose')\n")
+    (zoo / "b.py").write_text("import no_such_module_here\n")
+    out = tmp_path / "run"
+    line = _fails(capsys, "run", "--zoo", str(zoo), "--out", str(out))
+    assert line.startswith(f"error: nothing to run: no model loaded from --zoo {zoo}; 2 file(s)")
+    assert "RuntimeError: broken on purpose" in line
+    assert not out.exists()

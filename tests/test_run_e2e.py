@@ -128,6 +128,35 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert all(r.attempt == 1 for r in status.values())  # failures are never retried
 
 
+def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: Path) -> None:
+    """A model that crashes or hangs only while `torch.onnx.is_in_onnx_export()` does so in
+    a user's direct export call, so its cells must crash and time out too (issue 13: the
+    old dynamo cell captured outside the export call and passed)."""
+    out = tmp_path / "export_only"
+    result = run_cli(
+        "run",
+        "--zoo",
+        str(FIXTURES / "fidelity" / "export_only.py"),
+        "--models",
+        "export_only_crash,export_only_hang",
+        "--exporters",
+        "dynamo,torchscript",
+        "--opsets",
+        "18",
+        "--out",
+        str(out),
+        "--timeout",
+        "40",
+        "--no-report",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = {(r.model, r.exporter): r for r in store.read_records(out)}
+    for exporter in ("dynamo", "torchscript"):
+        crash = found[("export_only_crash", exporter)]
+        assert crash.status == "crashed" and "SIGSEGV" in (crash.error_message or ""), exporter
+        assert found[("export_only_hang", exporter)].status == "timeout", exporter
+
+
 def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) -> None:
     out = tmp_path / "sticky"
     # --threads 2 on this 2-core machine: one slot, so both cells share one worker, in order.

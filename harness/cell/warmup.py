@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import shutil
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -15,6 +17,7 @@ from harness.cell import exporters
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.ort import OrtRunner
 from harness.cell.shapes import Inputs
+from harness.cell.timing import PeakRss
 
 
 class WarmUpModel(torch.nn.Module):
@@ -51,6 +54,8 @@ class WarmUpModel(torch.nn.Module):
 
 
 WARM_UP_MODEL_MIN_OPSET = 14
+# The exporter cold start is measured at one opset every exporter takes, so runs compare.
+COLD_START_OPSET = 18
 
 
 class _TrivialModel(torch.nn.Module):
@@ -97,3 +102,46 @@ def _warm_up(exporter: str, opset: int, model: torch.nn.Module, inputs: Inputs) 
         return False
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _ColdStarts:
+    """This process's exporter cold starts: which exporters it measured, and the figures
+    not yet handed to a record (the first record of that exporter carries it)."""
+
+    measured: set[str] = set()
+    pending: dict[str, dict[str, Any]] = {}
+
+
+def measure_cold_start(exporter: str) -> None:
+    """Time and peak RSS of this process's first export with `exporter` (a tiny MLP at
+    opset 18), before any warm-up: what a fresh process pays for lazy imports and the
+    exporter's initialisation (torch itself is already imported). Measured once per process
+    and exporter; it is what regresses when the exporter's start-up regresses."""
+    if exporter in _ColdStarts.measured:
+        return
+    _ColdStarts.measured.add(exporter)
+    workdir = Path(tempfile.mkdtemp(prefix="harness-coldstart-"))
+    request = ExportRequest(
+        model=_TrivialModel().eval(),
+        inputs=Inputs((torch.rand(2, 4),), {}, ("x",)),
+        opset=COLD_START_OPSET,
+        path=workdir / "cold.onnx",
+        output_names=("output_0",),
+    )
+    figure: dict[str, Any] = {"exporter": exporter, "opset": COLD_START_OPSET}
+    try:
+        with PeakRss() as peak:
+            start = time.perf_counter()
+            exporters.get(exporter).export(request)
+            figure["seconds"] = round(time.perf_counter() - start, 4)
+        figure["peak_rss_mb"] = None if peak.peak_mb is None else round(peak.peak_mb, 1)
+    except Exception as exc:  # the measured cells will meet and record the same problem
+        figure["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    _ColdStarts.pending[exporter] = figure
+
+
+def take_cold_start(exporter: str) -> dict[str, Any] | None:
+    """The cold start this process measured for `exporter`, once (None after)."""
+    return _ColdStarts.pending.pop(exporter, None)

@@ -29,7 +29,7 @@ from harness.cell.reference import Reference, build, reference
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss, time_calls
-from harness.cell.warmup import warm_up_exporter
+from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.plan.discovery import load_source
 from harness.plan.suites import Protocol
 from harness.store.records import CellTask, Latency, Measurements, Record
@@ -60,7 +60,12 @@ def run_cell(task: CellTask) -> Record:
         record = Record.finished(
             task.cell, task.run_id, measured, status=Status.HARNESS_ERROR, error=exc
         )
-    return record.with_changes(duration_s=time.perf_counter() - start, attempt=task.attempt)
+    cold = take_cold_start(task.cell.exporter)
+    return record.with_changes(
+        duration_s=time.perf_counter() - start,
+        attempt=task.attempt,
+        worker={"cold_start": cold} if cold else None,
+    )
 
 
 def run_cell_isolated(task: CellTask) -> Record:
@@ -105,6 +110,7 @@ def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
 def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     torch.set_num_threads(task.threads)
     device = task.cell.device
+    measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
     model, inputs = build(spec, device)
     ref = reference(model, inputs)

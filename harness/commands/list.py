@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.plan.discovery import BUILTIN_ZOO, discover
 from harness.plan.suites import available_suites, load_suite
-from harness.zoo import ModelSpec
+from harness.zoo import Expect, ModelSpec
 
 HELP = "list models and suites"
 DESCRIPTION = """\
@@ -53,9 +53,22 @@ def _model_row(spec: ModelSpec) -> dict[str, Any]:
         "family": spec.family,
         "tags": list(spec.tags),
         "dynamic": spec.dynamic_shapes is not None,
-        "expected_failures": [{"match": e.match, "reason": e.reason} for e in spec.expect],
+        "expected_failures": [_expect_row(e) for e in spec.expect],
         "source": _origin(spec),
         "description": spec.description,
+    }
+
+
+def _expect_row(e: Expect) -> dict[str, Any]:
+    cells = {k: getattr(e, k) for k in ("exporter", "opset", "device", "shape", "variant")}
+    return {
+        **{k: v for k, v in cells.items() if v != "*"},
+        "status": None if e.status is None else str(e.status),
+        "stage": None if e.stage is None else str(e.stage),
+        "match": e.match,
+        "expects": e.describe(),
+        "reason": e.reason,
+        "expires": e.expires.isoformat() if e.expires else None,
     }
 
 

@@ -246,7 +246,8 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
             )
     finally:
         dispatch.stop()
-    rundir.write_manifest(plan.run_dir, manifest.finished_with(_dispatch_figures(stats)).to_dict())
+    finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
+    rundir.write_manifest(plan.run_dir, finished.to_dict())
     return plan.run_dir
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.compare.against_history import noisy_findings_against_history
 from harness.compare.against_run import noisy_findings_against_run
+from harness.compare.cold_start import cold_start_findings
 from harness.compare.deterministic import deterministic_findings
 from harness.compare.findings import BLOCKING, CompareError, Finding, sorted_findings
 from harness.compare.metrics import NotCompared
@@ -75,6 +76,7 @@ def compare_runs(base: Run, cand: Run, options: Options | None = None) -> Compar
         b, c = base.by_cell(), cand.by_cell()
         pairs = [(b[k], c[k]) for k in sorted(b.keys() & c.keys())]
         found += noisy_findings_against_run(pairs, t, skipped)
+        found += cold_start_findings([base], cand, t)
     else:
         notes.append(
             "runs differ in hardware or settings: latency, export time and memory not compared"
@@ -93,6 +95,7 @@ def compare_history(
     t, skipped = options.thresholds, NotCompared()
     found = deterministic_findings(history[-1], cand, t)
     found += noisy_findings_against_history(history, list(cand.by_cell().values()), t, skipped)
+    found += cold_start_findings(history, cand, t)
     notes = [
         f"history: {len(history)} comparable runs, {history[0].run_id} .. {history[-1].run_id}; statuses compared with the latest"
     ]

@@ -77,7 +77,8 @@ def status_findings(b: Record, c: Record) -> list[Finding]:
         message = f"{b.status} -> {failure_text(c)}"
     else:
         message = f"{failure_text(b)} -> {c.status}"
-    return [finding(kind, severity, c, message, b.status, c.status)]
+    where = c.divergence_text and f"first divergent node: {c.divergence_text}"
+    return [finding(kind, severity, c, message, b.status, c.status, evidence=where)]
 
 
 # -- opset, numerics, unsupported ops -------------------------------------------------------

@@ -109,7 +109,7 @@ def build_report(
         matrix_section(lay, figure.get("matrix")),
         failures_section(records),
         expectations_section(records),
-        export_section(lay, figure.get("export_cost")),
+        export_section(lay, figure.get("export_cost"), manifest),
         latency_section(lay, figure.get("latency")),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))

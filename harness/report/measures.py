@@ -4,12 +4,14 @@ latency against a baseline run, and every cell with its numbers."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from harness.coverage import matrix as coverage
 from harness.report.data import (
     ComparisonData,
     comparison_data,
+    median_or_none,
     opset_effect_data,
     run_coverage,
     spread,
@@ -59,9 +61,12 @@ def phases_table(lay: Layout) -> Table | None:
     return table(("model", "exporter@opset", "total", *names), rows)
 
 
-def export_section(lay: Layout, image: Image | None) -> Section:
+def export_section(
+    lay: Layout, image: Image | None, manifest: Mapping[str, Any] | None = None
+) -> Section:
     records = list(lay.cells.values())
     subs = [
+        sub("Exporter cold start (first export in a worker process)", cold_start_table(manifest)),
         sub(
             "Export time (s)",
             grid_table(lay, lambda r: Text(fmt(r.export_s), title=_phases_text(r))),
@@ -80,6 +85,39 @@ def export_section(lay: Layout, image: Image | None) -> Section:
             )
         )
     return sub("Export", *(s for s in subs if s.blocks), image)
+
+
+def cold_start_table(manifest: Mapping[str, Any] | None) -> Table | None:
+    """Per exporter and variant: the worker processes that measured it, and the median (and
+    range) of their first export's time and peak memory. The per-cell figures above are
+    taken after each worker's warm-up; these are what a fresh process pays once."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for entry in (manifest or {}).get("cold_start") or ():
+        groups.setdefault((entry["exporter"], entry.get("variant") or "base"), []).append(entry)
+    if not groups:
+        return None
+    rows = [
+        _cold_start_row(exporter, variant, entries)
+        for (exporter, variant), entries in sorted(groups.items())
+    ]
+    return table(("exporter", "variant", "processes", "time (s)", "peak memory (MiB)"), rows)
+
+
+def _cold_start_row(
+    exporter: str, variant: str, entries: list[Mapping[str, Any]]
+) -> tuple[Text, ...]:
+    def spread(key: str) -> str:
+        values = sorted(float(e[key]) for e in entries if e.get(key) is not None)
+        if not values:
+            return MISSING
+        middle = fmt(median_or_none(values))
+        return middle if len(values) == 1 else f"{middle} ({fmt(values[0])}–{fmt(values[-1])})"
+
+    failed = sum(1 for e in entries if e.get("error"))
+    processes = str(len(entries)) + (f" ({failed} failed)" if failed else "")
+    return tuple(
+        Text(v) for v in (exporter, variant, processes, spread("seconds"), spread("peak_rss_mb"))
+    )
 
 
 # == latency ===================================================================================

@@ -229,18 +229,27 @@ def artifacts_link(record: Record) -> Text:
 
 
 def _failure_section(group: FailureGroup) -> Section:
+    located = any(r.first_divergence for r in group.records)
     rows = [
         (
             Text(r.cell.label()),
             Text(r.status, status=r.status),
             Text(r.stage or MISSING),
+            *((Text(r.divergence_text or MISSING),) if located else ()),
             artifacts_link(r),
         )
         for r in group.records
     ]
     n = len(group.records)
     title = f"{n} cell{'s' if n != 1 else ''} — {', '.join(group.statuses)}:"
-    cells = table(("cell", "status", "stage", "artifacts"), rows, noun="cells")
+    headers = (
+        "cell",
+        "status",
+        "stage",
+        *(("first divergent node",) if located else ()),
+        "artifacts",
+    )
+    cells = table(headers, rows, noun="cells")
     return Section(title, (cells, Code(group.excerpt())), code_title=group.signature)
 
 

@@ -274,6 +274,24 @@ class Record:
         )
 
     @property
+    def divergence_text(self) -> str | None:
+        """'node_shift (Add; aten harness_test.shift.default) at model.py:45 in forward,
+        max_abs 1': where a numerics mismatch starts, or why no node is named."""
+        found = self.first_divergence
+        if not found:
+            return None
+        if not found.get("node"):
+            return found.get("reason")
+        what = "; ".join(
+            s
+            for s in (found.get("op_type"), found.get("aten_op") and f"aten {found['aten_op']}")
+            if s
+        )
+        where = f" at {found['source']}" if found.get("source") else ""
+        size = f", max_abs {found['max_abs']:.3g}" if found.get("max_abs") is not None else ""
+        return f"{found['node']} ({what}){where}{size}"
+
+    @property
     def passed(self) -> bool:
         return self.status.passing
 

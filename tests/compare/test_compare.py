@@ -335,3 +335,25 @@ def test_statuses_only_when_noisy_metrics_are_not_comparable():
     a, b = run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 20.0))])
     c = compare_runs(a, b, Options(compare_noisy=False))
     assert c.findings == () and c.notes
+
+
+def test_a_numerics_regression_names_its_first_divergent_node() -> None:
+    from harness.store.records import Cell, Measurements, Record
+    from harness.store.runs import Run
+
+    cell = Cell("m", "dynamo", 18, family="seed")
+    ok = Record.finished(cell, "a", Measurements())
+    found = {"node": "node_shift", "op_type": "Add", "aten_op": "t.shift.default",
+             "source": "m.py:45 in forward", "max_abs": 1.0, "compared": 3}  # fmt: skip
+    bad = Record.finished(
+        cell,
+        "b",
+        Measurements(first_divergence=found),
+        status="numerics_mismatch",
+        stage="numerics",
+    )
+    comparison = compare_runs(Run({"run_id": "a"}, (ok,)), Run({"run_id": "b"}, (bad,)))
+    (regressed,) = comparison.blocking
+    assert regressed.evidence == (
+        "first divergent node: node_shift (Add; aten t.shift.default) at m.py:45 in forward, max_abs 1"
+    )

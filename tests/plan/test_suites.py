@@ -69,18 +69,6 @@ def test_unknown_suite_lists_known_ones() -> None:
         load_suite("nope")
 
 
-def test_opset_ranges_match_installed_torch() -> None:
-    from torch.onnx import _constants
-
-    for name in ("torchscript", "torchscript-script"):
-        ts = exporters.get(name)
-        assert (ts.min_opset, ts.max_opset) == (
-            _constants.ONNX_MIN_OPSET,
-            _constants.ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET,
-        )
-    assert exporters.get("dynamo").max_opset == _constants.ONNX_MAX_OPSET
-
-
 def test_parse_suite_defaults() -> None:
     suite = parse_suite({"models": ["x"]}, name="x", source="inline")
     assert suite.exporters == ("dynamo", "torchscript")

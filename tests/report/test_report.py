@@ -18,14 +18,16 @@ from harness.report import (
 from harness.report.document import MISSING, safe_link
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
-from harness.store.records import Cell, Record
+from harness.store.records import Cell, Measurements, Record
 from tests.report.test_report_synthetic import (
     BASELINE_ID,
     baseline_records,
+    cell,
     check_golden,
     history_runs,
     manifest,
     mixed_records,
+    ok,
     write_run,
 )
 
@@ -329,3 +331,27 @@ def test_hostile_artifacts_render_as_escaped_text(tmp_path: Path) -> None:
     assert "javascript:alert(document.cookie)/" in page  # shown, as text
     assert "](javascript:" not in markdown and "](/etc" not in markdown
     assert "](../" not in markdown and "](data:" not in markdown
+
+
+def test_the_exporter_cold_start_is_its_own_table() -> None:
+    cold = [
+        {"exporter": "dynamo", "variant": "base", "seconds": 2.0, "peak_rss_mb": 140.0},
+        {"exporter": "dynamo", "variant": "base", "seconds": 2.4, "peak_rss_mb": 160.0},
+        {"exporter": "torchscript", "variant": "base", "error": "boom"},
+    ]
+    records = [ok(cell("a", "dynamo", 18), export_s=1.0, rss=10.0, ort=1.0, eager=2.0)]
+    text = render_markdown(build_report({**manifest(), "cold_start": cold}, records))
+    assert "Exporter cold start (first export in a worker process)" in text
+    assert "| dynamo | base | 2 | 2.20 (2.00–2.40) | 150 (140–160) |" in text
+    assert "| torchscript | base | 1 (1 failed) | — | — |" in text
+
+
+def test_a_numerics_failure_shows_its_first_divergent_node() -> None:
+    c = cell("a", "dynamo", 18)
+    found = {"node": "node_shift", "op_type": "Add", "aten_op": "t.shift.default", "max_abs": 1.0}
+    bad = Record.finished(
+        c, "r", Measurements(first_divergence=found), status="numerics_mismatch", stage="numerics"
+    )
+    text = render_markdown(build_report(manifest(), [bad]))
+    assert "| cell | status | stage | first divergent node | artifacts |" in text
+    assert "node_shift (Add; aten t.shift.default), max_abs 1" in text

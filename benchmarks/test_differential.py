@@ -1,0 +1,39 @@
+"""The differential check over the whole built-in zoo (issue 13): every model, each
+exporter, opset 18, static and dynamic, the harness's cell against a direct
+torch.onnx.export in a fresh plain process: the same verdict and the same graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.conftest import Figures, harness
+from benchmarks.differential import compare_run, markdown
+
+FAMILIES = "family:vision,family:nlp,family:audio,family:seed,family:hf,family:exportable,family:large,family:ops"
+
+
+def test_differential_over_the_builtin_zoo(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "zoo"
+    benchmark.pedantic(
+        lambda: harness(
+            "run",
+            "--models",
+            FAMILIES,
+            "--exporters",
+            "dynamo,torchscript,torchscript-script",
+            "--opsets",
+            "18",
+            "--dynamic",
+            "--keep-onnx",
+            "--out",
+            str(out),
+            "--no-report",
+        ),
+        rounds=1,
+        iterations=1,
+    )
+    rows = compare_run(out)
+    agree = sum(r.agrees for r in rows)
+    benchmark.extra_info.update(cells=len(rows), agree=agree)
+    figures.add("Differential check (harness vs direct export)", markdown(rows).splitlines())
+    assert agree == len(rows), markdown(rows)
