@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.cell import exporters
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
 
