@@ -115,8 +115,15 @@ def plain_side(source: str, r: Record, timeout_s: float = 900) -> Side:
 def compare_run(run_dir: Path, *, jobs: int = 2, zoo: list[Path] | None = None) -> list[Row]:
     records = [r for r in rundir.read_records(run_dir) if r.status.ran]
     sources = {name: s.source for name, s in discover(zoo or []).models.items()}
+    done = iter(range(1, len(records) + 1))
+
+    def plain(r: Record) -> Side:
+        side = plain_side(sources[r.model], r)
+        print(f"[{next(done)}/{len(records)}] {r.cell.label()}: {side.verdict}", file=sys.stderr)
+        return side
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        plains = list(pool.map(lambda r: plain_side(sources[r.model], r), records))
+        plains = list(pool.map(plain, records))
     return [Row(r, harness_side(run_dir, r), p) for r, p in zip(records, plains, strict=True)]
 
 

@@ -287,7 +287,12 @@ def run_tasks(
 def _note_cold_start(record: Record, stats: DispatchStats) -> None:
     worker = record.worker or {}
     if cold := worker.get("cold_start"):
-        where = {"node": worker.get("node"), "pid": worker.get("pid"), "variant": record.variant}
+        where = {
+            "node": worker.get("node"),
+            "pid": worker.get("pid"),  # the Ray worker's; a clean rerun ran in a child of it
+            "fresh_process": bool(worker.get("fresh_process")),
+            "variant": record.variant,
+        }
         stats.cold_starts.append({**cold, **where})
 
 
