@@ -54,13 +54,19 @@ def first_divergence(
     """Compare every intermediate value the ONNX graph and the ExportedProgram share."""
     model = onnx.load(str(onnx_path), load_external_data=False)
     expected = _program_values(program, inputs.leaves())
-    shared = [v.name for v in model.graph.value_info if v.name in expected]
+    # The exporter renames the graph outputs (output_0, ...); the program's signature lists
+    # the FX values they come from, in the same order.
+    fx_outputs = list(getattr(program.graph_signature, "user_outputs", ()))
+    for value, fx_name in zip(model.graph.output, fx_outputs, strict=False):
+        if fx_name in expected:
+            expected.setdefault(value.name, expected[fx_name])
+    shared = [v.name for v in (*model.graph.value_info, *model.graph.output) if v.name in expected]
     actual = _onnx_values(
         onnx_path, model, shared, dict(zip(inputs.names(), inputs.leaves(), strict=True))
     )
     compared = 0
     for node in model.graph.node:
-        for name in (o for o in node.output if o in actual):
+        for name in (o for o in node.output if o in actual and o in expected):
             compared += 1
             check = check_output(name, actual[name], expected[name], None, *tolerance)
             if not check.ok:

@@ -73,3 +73,14 @@ def test_phases_are_observed_around_the_real_call(tmp_path: Path) -> None:
     assert set(phases) == {"capture", "translate", "optimize", "save"}
     assert all(v is not None and v >= 0 for v in phases.values())
     assert record.export_s is not None and record.export_s >= sum(phases.values())  # type: ignore[arg-type]
+
+
+def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
+    tmp_path: Path,
+) -> None:
+    """The last node's output is the graph output, renamed output_0 (no FX counterpart):
+    the walk skips it and still names the node before (seen on aten.gru.input)."""
+    record = _run(tmp_path, "wrong_constant.py", "wrong_constant_last", "dynamo")
+    assert record.status is Status.NUMERICS_MISMATCH
+    found = record.first_divergence or {}
+    assert found.get("node") == "node_shift", found

@@ -46,10 +46,30 @@ class WrongConstant(torch.nn.Module):
         return self.second(y)
 
 
-SPEC = ModelSpec(
-    name="wrong_constant",
-    family="seed",
-    build=WrongConstant,
-    example_inputs=lambda: (torch.rand(2, 4),),
-    tags=("seed", "fidelity"),
-)
+class WrongConstantLast(torch.nn.Module):
+    """The wrong node is the last one: its output is the graph's (renamed) output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.harness_test.shift(torch.relu(self.first(x)))
+
+
+SPECS = [
+    ModelSpec(
+        name="wrong_constant",
+        family="seed",
+        build=WrongConstant,
+        example_inputs=lambda: (torch.rand(2, 4),),
+        tags=("seed", "fidelity"),
+    ),
+    ModelSpec(
+        name="wrong_constant_last",
+        family="seed",
+        build=WrongConstantLast,
+        example_inputs=lambda: (torch.rand(2, 4),),
+        tags=("seed", "fidelity"),
+    ),
+]
