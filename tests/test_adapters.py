@@ -21,7 +21,7 @@ from harness.cell.exporters import ExportRequest
 from harness.cell.shapes import Inputs, flatten_outputs
 from harness.plan import discovery, suites
 from harness.store import rundir as store
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, package_index_problem, run_cli
 
 HF = discovery.BUILTIN_ZOO / "hf"
 EXPORTABLE = discovery.BUILTIN_ZOO / "exportable" / "exportable_mlp.py"
@@ -208,6 +208,8 @@ def torchvision_site() -> Path:
     its torch pin is the installed torch), so only the test that puts it on PYTHONPATH
     sees it; fetched once into .cache/."""
     if not (TORCHVISION_SITE / "torchvision").is_dir():
+        if problem := package_index_problem(f"torchvision=={TORCHVISION_VERSION}"):
+            pytest.skip(f"torchvision's wheel is not in .cache/ and {problem}")
         partial = TORCHVISION_SITE.with_name(TORCHVISION_SITE.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         subprocess.run(
