@@ -324,7 +324,8 @@ class _Driver:
 
     def wait(self) -> None:
         if not self.in_flight:
-            time.sleep(POLL_S)  # only cells waiting for a slot or for a node to settle
+            if self.suspects or self.backlog:  # waiting for a slot, or for a node to settle
+                time.sleep(POLL_S)
             return
         ready, rest = ray.wait(list(self.in_flight), num_returns=1, timeout=POLL_S)
         if ready and rest:
