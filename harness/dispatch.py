@@ -4,10 +4,9 @@ imports ray (ruff's banned-api keeps it so); what it decides lives in `harness.s
 One task per cell, defined once at module level; each receives a small `CellTask` and
 returns a `Record`. The driver submits a cell while a slot of its resources is free (CPU
 slots, and GPUs for CUDA cells), processes results with `ray.wait` in completion order,
-enforces `--timeout` from the moment a task reports that it runs (through a small actor,
-`_StartBoard`) by cancelling with force, turns a dead worker into a `crashed` record, and
-runs a cell whose node died again elsewhere. Nothing here holds more than the tasks in
-flight and the cells waiting for a slot.
+enforces `--timeout` from when a task reports that it runs (to a small actor, a
+`StartBoard`) by cancelling with force, records a dead worker as `crashed`, and runs a
+cell whose node died again elsewhere. It holds only the cells in flight and waiting.
 """
 
 from __future__ import annotations
@@ -36,6 +35,8 @@ from harness.scheduling import (
     Evidence,
     InFlight,
     Slots,
+    Start,
+    StartBoard,
     Suspect,
     Verdict,
     judge,
@@ -50,6 +51,8 @@ from harness.store.status import Status
 POLL_S = 0.5
 CLUSTER_REFRESH_S = 5.0  # nodes join and die mid-run: the slots follow
 START_REPORT_S = 30.0
+DRAIN_S = 5.0
+HEAD = "node:__internal_head__"  # the resource Ray gives the head node
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
 # reserves shared memory the cells need.
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
@@ -123,25 +126,16 @@ class _ThisProcess:
     cells_run = 0
 
 
-class _StartBoard:
-    """Where each task says that it started running, on which node and in which process.
-    The driver reads it every poll: a cell's timeout clock starts then (a task still in
-    Ray's queue is not running out of time), and a failed cell's node is known."""
-
-    def __init__(self) -> None:
-        self._starts: list[Start] = []
-
-    def started(self, start: Start) -> None:
-        self._starts.append(start)
-
-    def drain(self) -> list[Start]:
-        starts, self._starts = self._starts, []
-        return starts
+_start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
 
 
-# (flight id, node id, host, pid, the worker's wall clock)
-Start = tuple[int, str, str, int, float]
-_start_board = ray.remote(num_cpus=0)(_StartBoard)
+def _board() -> Any:
+    """The start board, on the head node where one is marked (it lives as long as the
+    cluster does); Ray restarts it elsewhere if its node dies."""
+    heads = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD in n.get("Resources", {})]
+    here = heads[0] if heads else ray.get_runtime_context().get_node_id()
+    affinity = NodeAffinitySchedulingStrategy(here, soft=True)
+    return _start_board.options(scheduling_strategy=affinity).remote()
 
 
 def _run_cell_here(task: CellTask, board: Any = None, flight_id: int = 0) -> Record:
@@ -269,9 +263,8 @@ class _Driver:
         self.in_flight: dict[Any, InFlight] = {}
         self.suspects: list[Suspect] = []
         self.flights = 0
-        self.here = ray.get_runtime_context().get_node_id()
-        affinity = NodeAffinitySchedulingStrategy(self.here, soft=True)
-        self.board: Any = _start_board.options(scheduling_strategy=affinity).remote()
+        self.board: Any = _board()
+        self.board_misses = 0
         self.drained = self.refreshed = -math.inf
         self.no_slot_since: dict[str, float] = {}
         self.stats = DispatchStats()
@@ -353,12 +346,14 @@ class _Driver:
         driver's node (which is alive: the driver runs), or one whose faulthandler log
         names its fatal signal (a killed node's workers die without one)."""
         task = flight.task
+        self.read_starts(force=True, collected=flight)  # where it ran, if it reported its start
         last_words = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id))
         record = _failure_record(flight, exc, last_words)
         evidence = _evidence(exc)
-        self.read_starts(force=True)  # where the cell ran, if it reported its start
         node = flight.node or node_in_message(str(exc))
-        own_crash = evidence is Evidence.WORKER and (node == self.here or last_words is not None)
+        # On a one-node cluster (a local run) the node is the driver's, and alive.
+        lone = list(self.alive) == [node]
+        own_crash = evidence is Evidence.WORKER and (lone or last_words is not None)
         if evidence is None or own_crash:
             self._final(record)
             return
@@ -401,20 +396,26 @@ class _Driver:
 
     # -- clocks --------------------------------------------------------------------------
 
-    def read_starts(self, *, force: bool = False) -> None:
-        """Start each cell's clock when its task reports that it runs (every POLL_S)."""
+    def read_starts(self, *, force: bool = False, collected: InFlight | None = None) -> None:
+        """Start each cell's clock when its task reports that it runs (every POLL_S); a
+        `collected` flight, no longer in flight, learns where it ran."""
         now = time.perf_counter()
         if self.board is None or (not force and now - self.drained < POLL_S):
             return
         self.drained = now
+        flights = [*self.in_flight.values(), *([collected] if collected else [])]
         try:
-            starts: list[Start] = ray.get(self.board.drain.remote(), timeout=START_REPORT_S)
+            starts: list[Start] = ray.get(self.board.drain.remote(), timeout=DRAIN_S)
         except ray_errors.RayError:
-            self.board = None  # lost: from now on a cell's clock starts at its submission
-            for flight in self.in_flight.values():
-                flight.started = flight.submitted if flight.started is None else flight.started
+            # Unreachable (Ray restarts it): reports may be lost, so the cells not known to
+            # run are taken to run from now, where is unknown; after 3 misses, no board.
+            self.board_misses += 1
+            self.board = None if self.board_misses >= 3 else self.board
+            for flight in flights:
+                flight.started = now if flight.started is None else flight.started
             return
-        by_id = {f.flight_id: f for f in self.in_flight.values()}
+        self.board_misses = 0
+        by_id = {f.flight_id: f for f in flights}
         for flight_id, node, host, pid, at in starts:
             if flight_id in by_id:
                 by_id[flight_id].start(node=node, host=host, pid=pid, at=at, now=now)

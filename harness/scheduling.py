@@ -18,10 +18,11 @@ from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
 GPU = "cuda"
-# A node whose raylet is killed is marked dead by Ray's GCS ~13 s after its tasks' errors
-# reach the driver (measured here, Ray 2.60: 12.7-14.0 s over 3 kills; health checks every
-# 3 s, dead after 5 failures). An unreachable machine takes longer: each check then waits
-# for its 10 s timeout. A worker crash is judged after at most this long.
+# A node whose raylet is killed is marked dead by Ray's GCS 11-15 s after its tasks' errors
+# reach the driver (Ray 2.60 here: median 12.3 s, 11.0-14.5 s over 10 kills in
+# benchmarks/test_node_loss.py; health checks every 3 s, dead after 5 failures). An
+# unreachable machine takes longer: each check then waits for its 10 s timeout. A worker
+# that died on a remote node is judged after at most this long.
 NODE_SETTLE_S = 60.0
 MAX_ATTEMPTS = 3
 HELD_MAX = 1000  # cells held back for a slot of their kind, at most
@@ -178,6 +179,27 @@ def no_run(task: CellTask, status: Status, reason: str, flight: InFlight | None 
     return record.with_changes(duration_s=duration, worker=flight.whereabouts())
 
 
+# (flight id, node id, host, pid, the worker's wall clock)
+Start = tuple[int, str, str, int, float]
+
+
+class StartBoard:
+    """Where each task says that it started running, on which node and in which process
+    (a Ray actor in `harness.dispatch`). The driver drains it every poll: a cell's timeout
+    clock starts then (a task still in Ray's queue is not running out of time), and a
+    failed cell's node is known."""
+
+    def __init__(self) -> None:
+        self._starts: list[Start] = []
+
+    def started(self, start: Start) -> None:
+        self._starts.append(start)
+
+    def drain(self) -> list[Start]:
+        starts, self._starts = self._starts, []
+        return starts
+
+
 class Evidence(StrEnum):
     """What a dead task says about its node."""
 
@@ -204,11 +226,12 @@ class Suspect:
 
 def judge(suspect: Suspect, *, node_alive: bool | None, now: float, settle_s: float) -> Verdict:
     """Retry where the node is dead, or never ran the cell; a crash on a node still alive
-    once Ray had `settle_s` to notice a death is the cell's own. Ray's own word that the
-    node died stands when the node's state does not settle in time."""
+    (or unknown: a cell taken to run while its start board was unreachable) once Ray had
+    `settle_s` to notice a death is the cell's own. Ray's own word that the node died
+    stands when the node's state does not settle in time."""
     if node_alive is False:
         return Verdict.RETRY
-    if suspect.node is None and suspect.evidence is Evidence.WORKER:
+    if suspect.flight.started is None and suspect.evidence is Evidence.WORKER:
         return Verdict.RETRY  # no start report: the worker died before the cell began
     if now - suspect.since < settle_s:
         return Verdict.WAIT

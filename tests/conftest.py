@@ -4,8 +4,9 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,33 @@ def run_cli(
         timeout=timeout,
         env=env,
     )
+
+
+def start_cli(*args: str) -> subprocess.Popen[str]:
+    """The real `harness` command line, started in its own session (so that a test can
+    kill it and everything it started), its stderr kept."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, proc: subprocess.Popen[str]) -> None:
+    """Poll `condition` until it holds; fail if the run `proc` ends first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ starts real raylets on this machine, and `remove_node(allow_graceful=False)` kil
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +15,7 @@ from ray.cluster_utils import Cluster
 
 from harness.store import rundir as store
 from harness.store.records import Record
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES, start_cli, wait_for
 
 # Two cells, each sleeping 8 s in its build: one runs on each single-CPU worker node.
 CELLS = ("--zoo", str(FIXTURES / "slow"), "--models", "slow_0,slow_1",
@@ -66,14 +64,10 @@ def kill_a_node_mid_run(cluster: Cluster, out: Path, *, rng: random.Random) -> T
     doomed = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", *CELLS, "--address", cluster.address,
-         "--out", str(out)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    proc = start_cli("run", *CELLS, "--address", cluster.address, "--out", str(out))
     try:
-        _wait_for(lambda: len(list((out / ".crash").glob("*.log"))) >= 2, proc)
+        crash_logs = out / ".crash"  # one per running cell: a cell runs on each node
+        wait_for(lambda: len(list(crash_logs.glob("*.log"))) >= 2, timeout=180, proc=proc)
         time.sleep(rng.uniform(0, 6))
         cluster.remove_node(doomed, allow_graceful=False)
         _, stderr = proc.communicate(timeout=400)
@@ -88,19 +82,6 @@ def kill_a_node_mid_run(cluster: Cluster, out: Path, *, rng: random.Random) -> T
         stderr=stderr,
         wall_s=time.perf_counter() - started,
     )
-
-
-def _wait_for(condition: Any, proc: subprocess.Popen[str], timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
-            )
-        time.sleep(0.1)
-    raise AssertionError("the cells did not start in time")
 
 
 def cluster_with_a_survivor() -> Cluster:

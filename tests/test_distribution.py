@@ -12,7 +12,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from harness.plan.suites import Protocol
 from harness.scheduling import NODE_SETTLE_S
 from harness.store import rundir as store
 from harness.store.records import Cell, CellTask, Record
-from tests.conftest import FIXTURES, REPO, package_index_problem, run_cli
+from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
 from tests.node_loss import cluster_with_a_survivor, kill_a_node_mid_run
 
 pytestmark = pytest.mark.e2e
@@ -141,34 +140,36 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
 
 
 def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_path: Path) -> None:
-    """Three 8-second cells submitted at once to one CPU (max_in_flight over the slots, as
-    on a cluster whose slots are fragmented): two wait in Ray's queue. Their clocks start
-    when they run, so none reaches the timeout, though the last one finishes long after
-    the timeout counted from its submission would have ended it."""
-    timeout_s = 24.0
+    """Five 8-second cells submitted at once to one CPU (max_in_flight over the slots, as
+    on a cluster whose slots are fragmented): four wait in Ray's queue. Their clocks start
+    when they run, so none reaches the timeout (each runs 10-30 s, by the load here), though
+    the last one finishes after more than 40 s of sleeps alone since its submission, when a
+    timeout counted from submission would have ended it."""
+    timeout_s = 40.0
     slow = FIXTURES / "slow" / "slow.py"
-    tasks = [_cell_task(slow, f"slow_{i}", tmp_path) for i in range(3)]
+    cells = [("slow_0", 17), ("slow_1", 17), ("slow_2", 17), ("slow_0", 18), ("slow_1", 18)]
+    tasks = [_cell_task(slow, model, tmp_path, opset=opset) for model, opset in cells]
     records: list[Record] = []
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        stats = dispatch.run_tasks(tasks, records.append, timeout_s=timeout_s, max_in_flight=3)
+        stats = dispatch.run_tasks(tasks, records.append, timeout_s=timeout_s, max_in_flight=5)
     finally:
         ray.shutdown()
-    assert sorted(r.status for r in records) == ["ok"] * 3, [r.error_message for r in records]
-    assert stats.peak_in_flight == 3 and stats.timeouts == 0
+    assert sorted(r.status for r in records) == ["ok"] * 5, [r.error_message for r in records]
+    assert stats.peak_in_flight == 5 and stats.timeouts == 0
     waits = [r.worker["finished_at"] - r.worker["submitted_at"] for r in records]
     assert max(waits) > timeout_s, waits
 
 
-def _cell_task(source: Path, model: str, run_dir: Path) -> CellTask:
+def _cell_task(source: Path, model: str, run_dir: Path, *, opset: int = 17) -> CellTask:
     quick = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02)
-    cell = Cell(model, "torchscript", 17)
+    cell = Cell(model, "torchscript", opset)
     return CellTask(cell, str(source), "r", str(run_dir), protocol=quick)
 
 
 def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
     out = tmp_path / "resume"
-    proc = _start_cli(
+    proc = start_cli(
         "run",
         "--zoo",
         str(FIXTURES / "tiny"),
@@ -184,7 +185,7 @@ def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
         str(out),
         "--no-report",
     )
-    _wait_for(lambda: _line_count(out) >= 2, timeout=180, proc=proc)
+    wait_for(lambda: _line_count(out) >= 2, timeout=180, proc=proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
     proc.wait()
     before = store.records_path(out).read_text().splitlines()
@@ -231,33 +232,9 @@ def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
     assert versions["base"]["onnxscript"] != "0.6.2"
 
 
-def _start_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
 def _line_count(run_dir: Path) -> int:
     path = store.records_path(run_dir)
     return len(path.read_text().splitlines()) if path.is_file() else 0
-
-
-def _wait_for(condition, *, timeout: float, proc: subprocess.Popen[str]) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
-            )
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 def _free_port() -> int:

@@ -9,6 +9,7 @@ from harness.scheduling import (
     Evidence,
     InFlight,
     Slots,
+    StartBoard,
     Suspect,
     Verdict,
     judge,
@@ -120,7 +121,10 @@ def test_a_cells_clock_starts_when_it_runs_not_when_it_is_submitted() -> None:
 
 
 def _suspect(evidence: Evidence, node: str | None) -> Suspect:
+    """A dead task; with a node, one whose start report named that node."""
     flight = InFlight(_task("a"), 1)
+    if node is not None:
+        flight.start(node=node, host="h", pid=7, at=1.7e9, now=990.0)
     crashed = no_run(flight.task, Status.CRASHED, "worker died")
     return Suspect(flight, crashed, evidence, node, since=1000.0)
 
@@ -147,6 +151,23 @@ def test_a_worker_that_died_before_its_cell_started_is_retried() -> None:
     assert judge(_suspect(Evidence.WORKER, None), node_alive=None, now=1000.0, settle_s=60) is (
         Verdict.RETRY
     )
+
+
+def test_a_cell_taken_to_run_where_unknown_is_judged_like_one_on_a_live_node() -> None:
+    """Its start report may have been lost (the start board was unreachable): a dead
+    worker is then not taken for one that never began."""
+    suspect = _suspect(Evidence.WORKER, None)
+    suspect.flight.started = 990.0  # assumed when a drain of the board failed
+    assert judge(suspect, node_alive=None, now=1001.0, settle_s=60) is Verdict.WAIT
+    assert judge(suspect, node_alive=None, now=1061.0, settle_s=60) is Verdict.CRASHED
+
+
+def test_the_start_board_hands_each_report_over_once() -> None:
+    board = StartBoard()
+    board.started((1, "n1", "h", 7, 1.7e9))
+    board.started((2, "n2", "h", 8, 1.7e9))
+    assert [s[0] for s in board.drain()] == [1, 2]
+    assert board.drain() == []
 
 
 def test_the_node_is_read_from_rays_node_death_message() -> None:
