@@ -4,9 +4,10 @@
 bench:
 	python -m pytest benchmarks -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark.json
 
-# Without the 5-run noise and calibration benchmark and the 10 000-cell scale benchmark.
+# Without the 5-run noise and calibration benchmark, the 10 000-cell scale benchmark and
+# the 10-try node-loss benchmark.
 bench-quick:
-	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale" --benchmark-json=benchmarks/results/benchmark.json
+	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale and not node_loss" --benchmark-json=benchmarks/results/benchmark.json
 
 test:
 	python -m pytest -q

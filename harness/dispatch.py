@@ -1,45 +1,60 @@
 """Dispatch: cells as Ray tasks, records back in completion order. The only module that
-imports ray (ruff's banned-api keeps it so).
+imports ray (ruff's banned-api keeps it so); what it decides lives in `harness.scheduling`.
 
 One task per cell, defined once at module level; each receives a small `CellTask` and
-returns a `Record`. The driver bounds the tasks in flight to the slots the cluster has
-(so a cell's clock starts when it can start), processes results with `ray.wait` in
-completion order, enforces `--timeout` by cancelling with force, and turns a dead worker
-into a `crashed` record. Nothing here holds more than the tasks in flight.
-"""
+returns a `Record`. The driver submits a cell while a slot of its resources is free (CPU
+slots, and GPUs for CUDA cells), processes results with `ray.wait` in completion order,
+enforces `--timeout` from when a task reports that it runs (to a `StartBoard` actor) by
+cancelling with force, records a dead worker as `crashed`, and runs a cell whose node died
+again elsewhere. It holds only the cells in flight and waiting."""
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import ray
 from ray import exceptions as ray_errors
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.cell.limits import crash_log_path, read_crash_log
 from harness.errors import UsageError
+from harness.scheduling import (
+    GPU,
+    MAX_ATTEMPTS,
+    NODE_SETTLE_S,
+    Backlog,
+    ClusterInfo,
+    DispatchStats,
+    Evidence,
+    InFlight,
+    Slots,
+    Start,
+    StartBoard,
+    Suspect,
+    Verdict,
+    judge,
+    kind,
+    needs_clean_rerun,
+    no_run,
+    node_in_message,
+)
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
 POLL_S = 0.5
+CLUSTER_REFRESH_S = 5.0  # nodes join and die mid-run: the slots follow
+START_REPORT_S = 30.0
+DRAIN_S = 5.0
+HEAD = "node:__internal_head__"  # the resource Ray gives the head node
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
 # reserves shared memory the cells need.
 OBJECT_STORE_BYTES = 256 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    address: str
-    nodes: list[dict[str, Any]]
-    resources: dict[str, float]
-
-    @property
-    def has_gpus(self) -> bool:
-        return self.resources.get("GPU", 0) > 0
 
 
 def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> ClusterInfo:
@@ -105,20 +120,34 @@ def stop() -> None:
 
 class _ThisProcess:
     """How many cells this worker process ran before the current one (a reused worker
-    may carry state from them; see `_needs_clean_rerun`)."""
+    may carry state from them; see `needs_clean_rerun`)."""
 
     cells_run = 0
 
 
-def _run_cell_here(task: CellTask) -> Record:
+_start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
+
+
+def _board() -> Any:
+    """The start board, on the head node where one is marked (it lives as long as the
+    cluster does); Ray restarts it elsewhere if its node dies."""
+    heads = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD in n.get("Resources", {})]
+    here = heads[0] if heads else ray.get_runtime_context().get_node_id()
+    affinity = NodeAffinitySchedulingStrategy(here, soft=True)
+    return _start_board.options(scheduling_strategy=affinity).remote()
+
+
+def _run_cell_here(task: CellTask, board: Any = None, flight_id: int = 0) -> Record:
     started = time.time()
+    if board is not None:
+        _report_start(board, (flight_id, *_whoami().values(), started))
     from harness.cell.worker import run_cell, run_cell_isolated
 
     before = _ThisProcess.cells_run
     _ThisProcess.cells_run += 1
     record = run_cell_isolated(task) if task.fresh_process else run_cell(task)
     worker = {
-        **(record.worker or {}),  # what the cell itself reported (its exporter's cold start)
+        **(record.worker or {}),  # what the cell reported itself (its exporter's cold start)
         **_whoami(),
         "cells_before": 0 if task.fresh_process else before,
         "fresh_process": task.fresh_process,
@@ -128,27 +157,22 @@ def _run_cell_here(task: CellTask) -> Record:
     return record.with_changes(worker=worker)
 
 
+def _report_start(board: Any, start: Start) -> None:
+    """Synchronous, so the driver knows where the cell runs before it can crash there. A
+    board that does not answer costs the cell nothing: the driver then falls back to
+    timing the cell from its submission."""
+    try:
+        ray.get(board.started.remote(start), timeout=START_REPORT_S)
+    except ray_errors.RayError:
+        pass
+
+
 # One task definition per kind of worker, at module level. CPU cells reuse worker
 # processes (imports and exporter warm-up are paid once per process); a cell that fails
 # in a reused process runs again in a process spawned for it alone. CUDA cells get a
 # worker of their own (max_calls=1): a CUDA context never outlives a cell.
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
 _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
-
-
-def _needs_clean_rerun(record: Record, task: CellTask) -> bool:
-    """A cell that failed in a worker which had run other cells before is run again in a
-    fresh process, and that run is its record: torch keeps per-process state that can
-    make one cell's result depend on another's (seen here: a static export of an LSTM
-    model makes the next dynamic export of it fail in the same process). Crashes and
-    timeouts already ended their worker; they stay as they are."""
-    worker = record.worker or {}
-    return (
-        not task.fresh_process
-        and not record.status.passing
-        and record.status not in (Status.CRASHED, Status.TIMEOUT)
-        and worker.get("cells_before", 0) > 0
-    )
 
 
 @ray.remote(max_retries=0)
@@ -185,47 +209,15 @@ def _runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
     return {"pip": list(pip_specs)} if pip_specs else None
 
 
-def slots(threads: int, device: str = "cpu") -> int:
-    """How many cells of this kind the cluster can run at once."""
-    resources = ray.cluster_resources()
-    if device == "cuda":
-        return max(1, int(resources.get("GPU", 0)))
-    return max(1, int(resources.get("CPU", 1)) // max(1, threads))
-
-
-def _submit(task: CellTask, variants: dict[str, tuple[str, ...]]) -> ray.ObjectRef:
-    remote = _run_cell_remote_gpu if task.cell.device == "cuda" else _run_cell_remote
+def _submit(
+    task: CellTask, variants: dict[str, tuple[str, ...]], board: Any, flight_id: int
+) -> Any:
+    remote = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
     options: dict[str, Any] = {"num_cpus": task.threads}
     env = _runtime_env(variants.get(task.cell.variant, ()))
     if env:
         options["runtime_env"] = env
-    return remote.options(**options).remote(task)
-
-
-@dataclass
-class _InFlight:
-    task: CellTask
-    submitted: float
-    submitted_at: float = field(default_factory=time.time)
-
-
-@dataclass
-class DispatchStats:
-    submitted: int = 0
-    completed: int = 0
-    timeouts: int = 0
-    crashes: int = 0
-    retried: int = 0
-    clean_reruns: int = 0
-    max_in_flight: int = 0
-    peak_in_flight: int = 0
-    # Each worker process's first export per exporter (harness.cell.warmup), gathered from
-    # every record collected, reruns included.
-    cold_starts: list[dict[str, Any]] = field(default_factory=list)
-    started: float = field(default_factory=time.perf_counter)
-
-
-MAX_ATTEMPTS = 3
+    return remote.options(**options).remote(task, board, flight_id)
 
 
 def run_tasks(
@@ -233,135 +225,274 @@ def run_tasks(
     on_record: Callable[[Record], None],
     *,
     timeout_s: float,
+    threads: int = 1,
     max_in_flight: int | None = None,
     variants: dict[str, tuple[str, ...]] | None = None,
+    settle_s: float = NODE_SETTLE_S,
 ) -> DispatchStats:
     """Run every task and hand each record to `on_record` as it arrives.
 
-    A cell whose node died is an infrastructure failure: it is submitted again (up to
-    MAX_ATTEMPTS) and lands elsewhere. Anything else a cell does, a crash included, is
-    its result and is never retried.
+    Cells are submitted while a slot of their resources is free (CPU slots of `threads`
+    CPUs; a CUDA cell also needs a GPU), so a CUDA cell waits here, not in Ray's queue,
+    while CPU cells run. `max_in_flight` caps the CPU slots (tests). A cell whose node
+    died is an infrastructure failure: it is submitted again (up to MAX_ATTEMPTS) and
+    lands elsewhere. Anything else a cell does, a crash included, is its result and is
+    never retried.
     """
-    stats = DispatchStats()
-    variants = variants or {}
-    retry: list[CellTask] = []
-    pending: Iterator[CellTask] = iter(tasks)
-    in_flight: dict[ray.ObjectRef, _InFlight] = {}
-    limit = stats.max_in_flight = max_in_flight or slots(1)
-    exhausted = False
-    alive = _alive_nodes()
-    while in_flight or retry or not exhausted:
-        while len(in_flight) < limit and (retry or not exhausted):
-            task = retry.pop() if retry else next(pending, None)
+    driver = _Driver(tasks, on_record, timeout_s, threads, max_in_flight, variants or {}, settle_s)
+    driver.run()
+    return driver.stats
+
+
+class _Driver:
+    """The state of one `run_tasks` call: the cells waiting for a slot, in flight, and
+    dead with their node's state not yet settled."""
+
+    def __init__(
+        self,
+        tasks: Iterable[CellTask],
+        on_record: Callable[[Record], None],
+        timeout_s: float,
+        threads: int,
+        cap: int | None,
+        variants: dict[str, tuple[str, ...]],
+        settle_s: float,
+    ) -> None:
+        self.backlog, self.on_record, self.variants = Backlog(tasks), on_record, variants
+        self.timeout_s, self.threads, self.cap, self.settle_s = timeout_s, threads, cap, settle_s
+        self.in_flight: dict[Any, InFlight] = {}
+        self.suspects: list[Suspect] = []
+        self.flights = 0
+        self.board: Any = _board()
+        self.board_misses = 0
+        self.drained = self.refreshed = -math.inf
+        self.no_slot_since: dict[str, float] = {}
+        self.stats = DispatchStats()
+        self.refresh(force=True)
+        self.stats.slots, self.stats.max_in_flight = self.slots, self.slots.cpu
+
+    def run(self) -> None:
+        while self.in_flight or self.suspects or self.backlog:
+            self.refresh()
+            self.fill()
+            self.wait()
+            self.read_starts()
+            self.settle()
+            self.expire()
+            self.drop_unrunnable()
+
+    # -- the cluster and its slots -------------------------------------------------------
+
+    def refresh(self, *, force: bool = False) -> None:
+        """Which nodes are alive, and the slots they give (nodes join and die mid-run)."""
+        now = time.perf_counter()
+        if not force and now - self.refreshed < CLUSTER_REFRESH_S:
+            return
+        self.refreshed = now
+        nodes = ray.nodes()
+        self.alive = {n["NodeID"]: bool(n.get("Alive")) for n in nodes}
+        resources = [n.get("Resources", {}) for n in nodes if n.get("Alive")]
+        self.slots = Slots.of_nodes(resources, self.threads).capped(self.cap)
+
+    def fill(self) -> None:
+        while True:
+            running, running_gpu = len(self.in_flight), self._running_gpu()
+            task = self.backlog.next_fitting(self.slots, running=running, running_gpu=running_gpu)
             if task is None:
-                exhausted = True
-                break
-            in_flight[_submit(task, variants)] = _InFlight(task, time.perf_counter())
-            stats.submitted += 1
-            stats.peak_in_flight = max(stats.peak_in_flight, len(in_flight))
-        if not in_flight:
-            continue
-        ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
+                return
+            self.flights += 1
+            flight = InFlight(task, self.flights)
+            ref = _submit(task, self.variants, self.board, flight.flight_id)
+            if self.board is None:  # no start reports: time the cell from its submission
+                flight.started = flight.submitted
+            self.in_flight[ref] = flight
+            self.stats.submitted += 1
+            self.stats.peak_in_flight = max(self.stats.peak_in_flight, len(self.in_flight))
+            self.stats.peak_in_flight_gpu = max(self.stats.peak_in_flight_gpu, self._running_gpu())
+
+    def _running_gpu(self) -> int:
+        return sum(1 for f in self.in_flight.values() if kind(f.task) == GPU)
+
+    # -- results -------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        if not self.in_flight:
+            if self.suspects or self.backlog:  # waiting for a slot, or for a node to settle
+                time.sleep(POLL_S)
+            return
+        ready, rest = ray.wait(list(self.in_flight), num_returns=1, timeout=POLL_S)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
         for ref in ready:
-            flight = in_flight.pop(ref)
-            record = _collect(ref, flight, stats)
-            _note_cold_start(record, stats)
-            if (
-                record.status is Status.CRASHED
-                and _node_lost(alive)
-                and flight.task.attempt < MAX_ATTEMPTS
-            ):
-                stats.retried += 1
-                retry.append(replace(flight.task, attempt=flight.task.attempt + 1))
+            self.collect(ref, self.in_flight.pop(ref))
+
+    def collect(self, ref: Any, flight: InFlight) -> None:
+        self.stats.completed += 1
+        try:
+            record: Record = ray.get(ref)
+        except ray_errors.RayError as exc:
+            self.failed(flight, exc)
+            return
+        self.stats.note_cold_start(record)
+        if needs_clean_rerun(record, flight.task):
+            self.stats.clean_reruns += 1
+            self.backlog.again(replace(flight.task, fresh_process=True))
+            return
+        self.on_record(flight.stamp(record))
+
+    def failed(self, flight: InFlight, exc: ray_errors.RayError) -> None:
+        """A task that returned no record. Where its worker or node died, the node's state
+        decides (`settle`), except for a crash that is plainly the cell's own: one on the
+        driver's node (which is alive: the driver runs), or one whose faulthandler log
+        names its fatal signal (a killed node's workers die without one)."""
+        task = flight.task
+        self.read_starts(force=True, collected=flight)  # where it ran, if it reported its start
+        last_words = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id))
+        record = _failure_record(flight, exc, last_words)
+        evidence = _evidence(exc)
+        node = flight.node or node_in_message(str(exc))
+        # On a one-node cluster (a local run) the node is the driver's, and alive.
+        lone = list(self.alive) == [node]
+        own_crash = evidence is Evidence.WORKER and (lone or last_words is not None)
+        if evidence is None or own_crash:
+            self._final(record)
+            return
+        self.suspects.append(Suspect(flight, record, evidence, node, time.perf_counter()))
+
+    def settle(self) -> None:
+        """Decide the dead tasks whose node's state has settled (see `judge`)."""
+        if not self.suspects:
+            return
+        self.refresh(force=True)
+        now, undecided = time.perf_counter(), []
+        for suspect in self.suspects:
+            alive = self.alive.get(suspect.node) if suspect.node else None
+            verdict = judge(suspect, node_alive=alive, now=now, settle_s=self.settle_s)
+            if verdict is Verdict.WAIT:
+                undecided.append(suspect)
                 continue
-            if _needs_clean_rerun(record, flight.task):
-                stats.clean_reruns += 1
-                retry.append(replace(flight.task, fresh_process=True))
+            self.stats.settle_waits_s.append(now - suspect.since)
+            if verdict is Verdict.RETRY:
+                self._retry(suspect)
+            else:
+                self._final(suspect.crashed)
+        self.suspects = undecided
+
+    def _retry(self, suspect: Suspect) -> None:
+        task = suspect.flight.task
+        if suspect.node:
+            self.stats.lost_nodes.add(suspect.node)
+        if task.attempt >= MAX_ATTEMPTS:
+            reason = f"its node died or vanished in each of {MAX_ATTEMPTS} attempts"
+            self._final(no_run(task, Status.CRASHED, reason, suspect.flight))
+            return
+        self.stats.retried += 1
+        self.backlog.again(replace(task, attempt=task.attempt + 1))
+
+    def _final(self, record: Record) -> None:
+        if record.status is Status.CRASHED:
+            self.stats.crashes += 1
+        self.on_record(record)
+
+    # -- clocks --------------------------------------------------------------------------
+
+    def read_starts(self, *, force: bool = False, collected: InFlight | None = None) -> None:
+        """Start each cell's clock when its task reports that it runs (every POLL_S); a
+        `collected` flight, no longer in flight, learns where it ran."""
+        now = time.perf_counter()
+        if self.board is None or (not force and now - self.drained < POLL_S):
+            return
+        self.drained = now
+        flights = [*self.in_flight.values(), *([collected] if collected else [])]
+        try:
+            starts: list[Start] = ray.get(self.board.drain.remote(), timeout=DRAIN_S)
+        except ray_errors.RayError:
+            # Unreachable (Ray restarts it): reports may be lost, so the cells not known to
+            # run are taken to run from now, where is unknown; after 3 misses, no board.
+            self.board_misses += 1
+            self.board = None if self.board_misses >= 3 else self.board
+            for flight in flights:
+                flight.started = now if flight.started is None else flight.started
+            return
+        self.board_misses = 0
+        by_id = {f.flight_id: f for f in flights}
+        for flight_id, node, host, pid, at in starts:
+            if flight_id in by_id:
+                by_id[flight_id].start(node=node, host=host, pid=pid, at=at, now=now)
+
+    def expire(self) -> None:
+        """Driver-side timeout, counted from the cell's start: kill its worker."""
+        now = time.perf_counter()
+        for ref, flight in list(self.in_flight.items()):
+            if flight.expired(now, self.timeout_s):
+                ray.cancel(ref, force=True)
+                del self.in_flight[ref]
+                self.stats.completed += 1
+                self.stats.timeouts += 1
+                reason = f"no result after {self.timeout_s:g} s; worker killed"
+                self.on_record(no_run(flight.task, Status.TIMEOUT, reason, flight))
+
+    def drop_unrunnable(self) -> None:
+        """Cells no alive node can run (their nodes died, and none with their resources
+        is left) are recorded `not_attempted` once that has lasted `settle_s`, rather
+        than waiting in a queue forever."""
+        now = time.perf_counter()
+        for k, queue in self.backlog.held.items():
+            queued = [r for r, f in self.in_flight.items() if kind(f.task) == k and not f.started]
+            if self.slots.of(k) > 0 or not (queue or queued):
+                self.no_slot_since.pop(k, None)
                 continue
-            on_record(_with_overhead(record, flight))
-        for ref in _expired(in_flight, timeout_s):
-            on_record(_cancel(ref, in_flight.pop(ref), timeout_s, stats))
-    return stats
+            if now - self.no_slot_since.setdefault(k, now) < self.settle_s:
+                continue
+            need = f"{self.threads} CPUs" + (" and 1 GPU" if k == GPU else "")
+            reason = f"no alive node of the Ray cluster can run it (it needs {need})"
+            for ref in queued:
+                ray.cancel(ref, force=True)
+                self._not_attempted(self.in_flight.pop(ref).task, reason)
+            while queue:
+                self._not_attempted(queue.popleft(), reason)
+
+    def _not_attempted(self, task: CellTask, reason: str) -> None:
+        self.stats.not_attempted += 1
+        self.on_record(no_run(task, Status.NOT_ATTEMPTED, reason))
 
 
-def _note_cold_start(record: Record, stats: DispatchStats) -> None:
-    worker = record.worker or {}
-    if cold := worker.get("cold_start"):
-        where = {
-            "node": worker.get("node"),
-            "pid": worker.get("pid"),  # the Ray worker's; a clean rerun ran in a child of it
-            "fresh_process": bool(worker.get("fresh_process")),
-            "variant": record.variant,
-        }
-        stats.cold_starts.append({**cold, **where})
+def _evidence(exc: ray_errors.RayError) -> Evidence | None:
+    """What a task's error says about its node: Ray's node-death errors and messages, or
+    a dead worker (whose node may be dying: Ray reports the worker first)."""
+    if isinstance(exc, _NODE_DEATHS):
+        return Evidence.NODE
+    if not isinstance(exc, ray_errors.RayTaskError) and NODE_DEATH_TEXT in str(exc):
+        return Evidence.NODE
+    if isinstance(exc, ray_errors.WorkerCrashedError | ray_errors.RaySystemError):
+        return Evidence.WORKER
+    return None
 
 
-def _alive_nodes() -> set[str]:
-    return {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+_NODE_DEATHS = (
+    ray_errors.NodeDiedError,
+    ray_errors.LocalRayletDiedError,
+    ray_errors.ObjectLostError,
+)
+# Ray's message for a task whose node died (NodeDiedError, raised by the task's owner).
+NODE_DEATH_TEXT = "node it was running on is dead or unavailable"
 
 
-def _node_lost(alive: set[str]) -> bool:
-    """Has a node that was alive at the start died since? (its cells are retried)"""
-    return bool(alive - _alive_nodes())
-
-
-def _with_overhead(record: Record, flight: _InFlight) -> Record:
-    """Stamp submission and collection times beside the worker's own start and finish,
-    so the scheduling overhead of every cell can be read off its record."""
-    if record.worker is None:
-        return record
-    return record.with_changes(
-        worker={**record.worker, "submitted_at": flight.submitted_at, "collected_at": time.time()}
-    )
-
-
-def _collect(ref: ray.ObjectRef, flight: _InFlight, stats: DispatchStats) -> Record:
-    stats.completed += 1
+def _failure_record(flight: InFlight, exc: ray_errors.RayError, last_words: str | None) -> Record:
     task = flight.task
-    try:
-        return ray.get(ref)
-    except (
-        ray_errors.WorkerCrashedError,
-        ray_errors.LocalRayletDiedError,
-        ray_errors.NodeDiedError,
-    ) as exc:
-        stats.crashes += 1
-        reason = read_crash_log(crash_log_path(task.run_dir, task.cell.cell_id)) or _first_line(exc)
-        return _no_run(
-            task, Status.CRASHED, f"worker process died while running the cell: {reason}", flight
-        )
-    except ray_errors.OutOfMemoryError as exc:
-        return _no_run(
-            task, Status.OOM, f"killed by Ray's memory monitor: {_first_line(exc)}", flight
-        )
-    except ray_errors.RayTaskError as exc:
-        return _no_run(task, Status.HARNESS_ERROR, f"task raised: {_first_line(exc)}", flight)
-    except ray_errors.RayError as exc:
-        return _no_run(task, Status.CRASHED, f"{type(exc).__name__}: {_first_line(exc)}", flight)
-
-
-def _expired(in_flight: dict[ray.ObjectRef, _InFlight], timeout_s: float) -> list[ray.ObjectRef]:
-    now = time.perf_counter()
-    return [ref for ref, f in in_flight.items() if now - f.submitted > timeout_s]
-
-
-def _cancel(
-    ref: ray.ObjectRef, flight: _InFlight, timeout_s: float, stats: DispatchStats
-) -> Record:
-    """Driver-side timeout: kill the worker running the cell (force cancel)."""
-    ray.cancel(ref, force=True)
-    stats.completed += 1
-    stats.timeouts += 1
-    return _no_run(
-        flight.task, Status.TIMEOUT, f"no result after {timeout_s:g} s; worker killed", flight
-    )
-
-
-def _no_run(task: CellTask, status: Status, reason: str, flight: _InFlight) -> Record:
-    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
-    return record.with_changes(
-        duration_s=time.perf_counter() - flight.submitted, attempt=task.attempt
-    )
+    if isinstance(
+        exc,
+        ray_errors.WorkerCrashedError | ray_errors.LocalRayletDiedError | ray_errors.NodeDiedError,
+    ):
+        reason = f"worker process died while running the cell: {last_words or _first_line(exc)}"
+        return no_run(task, Status.CRASHED, reason, flight)
+    if isinstance(exc, ray_errors.OutOfMemoryError):
+        reason = f"killed by Ray's memory monitor: {_first_line(exc)}"
+        return no_run(task, Status.OOM, reason, flight)
+    if isinstance(exc, ray_errors.RayTaskError):
+        return no_run(task, Status.HARNESS_ERROR, f"task raised: {_first_line(exc)}", flight)
+    return no_run(task, Status.CRASHED, f"{type(exc).__name__}: {_first_line(exc)}", flight)
 
 
 def _first_line(exc: BaseException) -> str:

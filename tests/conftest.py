@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +33,98 @@ def run_cli(
     )
 
 
+def start_cli(*args: str) -> subprocess.Popen[str]:
+    """The real `harness` command line, started in its own session (so that a test can
+    kill it and everything it started), its stderr kept."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, proc: subprocess.Popen[str]) -> None:
+    """Poll `condition` until it holds; fail if the run `proc` ends first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+# -- tests that need a package index -----------------------------------------------------------
+
+PYPI = "https://pypi.org/simple"
+INDEX_TIMEOUT_S = 5.0
+
+
+def package_index_problem(requirement: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why pip cannot fetch `requirement` (`name` or `name==version`) here, if it cannot:
+    a quick look (INDEX_TIMEOUT_S each) at the project's page on every index and
+    find-links folder pip is configured with, so that a test needing one skips with the
+    reason where there is none (an offline CI runner) instead of failing."""
+    name, _, version = requirement.partition("==")
+    project = re.sub(r"[-_.]+", "-", name).lower()
+    # Distribution files spell the name with -, _ or . and any case: name-version[-.]...
+    pattern = "[-_.]".join(map(re.escape, project.split("-")))
+    wanted = re.compile(rf"{pattern}-{re.escape(version)}[-.+]" if version else pattern, re.I)
+    sources = _pip_sources(env)
+    for source in sources:
+        page = _read_listing(
+            source if source.endswith("/*") else f"{source.rstrip('/')}/{project}/"
+        )
+        if page is not None and wanted.search(page):
+            return None
+    tried = ", ".join(s.removesuffix("/*") for s in sources) or "none configured"
+    return f"no package index reachable here offers {requirement} (tried {tried})"
+
+
+def _pip_sources(env: Mapping[str, str] | None) -> list[str]:
+    """pip's index URLs (PyPI unless configured otherwise) and find-links folders (as
+    `folder/*`), from `pip config list`: its files and PIP_* variables alike."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})},
+    ).stdout  # fmt: skip
+    config: dict[str, list[str]] = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        config.setdefault(key.rsplit(".", 1)[-1], []).extend(value.strip("'\"").split())
+    no_index = any(v.lower() in ("1", "true", "yes") for v in config.get("no-index", []))
+    indexes = [] if no_index else (config.get("index-url") or [PYPI])
+    folders = [
+        f.removeprefix("file://")
+        for f in config.get("find-links", [])
+        if "://" not in f or f.startswith("file://")
+    ]
+    return [*indexes, *config.get("extra-index-url", []), *(f"{f}/*" for f in folders)]
+
+
+def _read_listing(url: str) -> str | None:
+    """A project page of an index (http(s) or file://), or a find-links folder's file
+    names; None where it cannot be read in time."""
+    if url.endswith("/*"):
+        folder = Path(url.removesuffix("/*"))
+        return " ".join(p.name for p in folder.iterdir()) if folder.is_dir() else None
+    if url.startswith("file://"):
+        folder = Path(url.removeprefix("file://"))
+        page = folder / "index.html"
+        return page.read_text(errors="replace") if page.is_file() else None
+    try:
+        with urllib.request.urlopen(url, timeout=INDEX_TIMEOUT_S) as response:
+            return response.read(4_000_000).decode(errors="replace")
+    except (OSError, ValueError):
+        return None

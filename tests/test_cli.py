@@ -4,6 +4,7 @@ traceback, nothing written. And `--help` everywhere, `harness list`."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,40 @@ def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     assert line.startswith(f"error: nothing to run: no model loaded from --zoo {zoo}; 2 file(s)")
     assert "RuntimeError: broken on purpose" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("installed", "message"),
+    [
+        ((), "onnxruntime is not installed: install one build of it with pip install -e"),
+        (("onnxruntime-gpu",), "onnxruntime does not import although onnxruntime-gpu is installed"),
+    ],
+)
+def test_run_without_an_importable_onnxruntime_exits_2_naming_the_extra(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    installed: tuple[str, ...],
+    message: str,
+) -> None:
+    """Neither extra installed (or a build whose files the other's uninstall removed):
+    `import onnxruntime` is blocked the way Python documents (None in sys.modules)."""
+    from harness.store import environment
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    monkeypatch.setattr(environment, "_installed", lambda name: name in installed)
+    out = tmp_path / "run"
+    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    assert message in line and '".[cpu]"' in line and '".[gpu]"' in line
+    assert not out.exists()
+
+
+def test_both_onnxruntime_builds_installed_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.store import environment
+
+    monkeypatch.setattr(environment, "_installed", lambda name: name == "onnxruntime")
+    assert environment.onnxruntime_clash() is None
+    monkeypatch.setattr(environment, "_installed", lambda name: True)
+    clash = environment.onnxruntime_clash() or ""
+    assert "both onnxruntime and onnxruntime-gpu are installed" in clash
+    assert "pip uninstall -y onnxruntime onnxruntime-gpu" in clash

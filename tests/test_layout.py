@@ -84,6 +84,12 @@ def test_records_stages_import_no_torch_onnx_ort_or_ray(folder: str) -> None:
     assert _imported_after(_package_modules(folder)) == set()
 
 
+def test_what_dispatch_decides_is_pure() -> None:
+    """harness/scheduling.py holds dispatch's decisions (slots, clocks, node loss) without
+    Ray, so they are tested with hand-made states."""
+    assert _imported_after(["harness.scheduling"]) == set()
+
+
 def test_the_cli_and_the_exporter_registry_answer_without_torch() -> None:
     """`harness --help`, usage errors and suite validation stay instant."""
     assert _imported_after(["harness.cli", "harness.cell.exporters", "harness.zoo"]) == set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,13 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     status = {r.model: r for r in store.read_records(out)}
     assert status["fault_segv"].status == "crashed"
     assert "SIGSEGV" in (status["fault_segv"].error_message or "")
+    # Killed without last words on the driver's own node (alive: the driver runs), so a
+    # crash at once, without waiting for the node's state to settle.
+    assert status["fault_killed"].status == "crashed"
+    dispatch = store.read_manifest(out)["dispatch"]
+    assert (dispatch["retried"], dispatch["lost_nodes"], dispatch["node_settle_s_max"]) == (
+        0, [], None,
+    )  # fmt: skip
     assert status["fault_hang"].status == "timeout"
     assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
@@ -159,7 +167,9 @@ def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: P
 
 def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) -> None:
     out = tmp_path / "sticky"
-    # --threads 2 on this 2-core machine: one slot, so both cells share one worker, in order.
+    # As many threads per cell as the local Ray instance has CPUs (the harness starts it
+    # with os.cpu_count()): one slot on any machine, so both cells share one worker, in order.
+    threads = os.cpu_count() or 1
     result = run_cli(
         "run",
         "--zoo",
@@ -169,7 +179,7 @@ def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) 
         "--opsets",
         "17",
         "--threads",
-        "2",
+        str(threads),
         "--out",
         str(out),
         "--no-report",
@@ -180,8 +190,26 @@ def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) 
     assert records["sticky_b"].status == "ok"
     assert records["sticky_b"].worker["fresh_process"] is True
     assert records["sticky_a"].worker["fresh_process"] is False
-    dispatch = store.read_manifest(out)["dispatch"]
+    manifest = store.read_manifest(out)
+    dispatch = manifest["dispatch"]
     assert dispatch["clean_reruns"] == 1
-    # one slot: backpressure keeps exactly one task in flight at a time
-    assert (dispatch["max_in_flight"], dispatch["peak_in_flight"]) == (1, 1)
+    # The slots, from what Ray reports: its CPUs over the threads of a cell (one, here);
+    # backpressure keeps exactly that many tasks in flight at a time.
+    slots = int(manifest["cluster"]["resources"]["CPU"]) // threads
+    assert slots == 1
+    assert dispatch["slots"] == {"cpu": slots, "gpu": 0}
+    assert (dispatch["max_in_flight"], dispatch["peak_in_flight"]) == (slots, slots)
     assert dispatch["driver_peak_rss_mb"] > 100  # a driver that imported torch and ray
+
+
+def test_threads_no_node_can_hold_exit_2_before_anything_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "big"
+    threads = 4 * (os.cpu_count() or 1)
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters",
+        "torchscript", "--opsets", "17", "--threads", str(threads), "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: --threads {threads}: no node of the Ray cluster has")
+    assert "Traceback" not in result.stderr and not out.exists()

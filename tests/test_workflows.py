@@ -126,7 +126,47 @@ def test_ci_lints_type_checks_and_runs_the_readme_test_command():
     for command in ("ruff check .", "ruff format --check .", "mypy", "python -m pytest -q"):
         assert command in script
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in script
-    assert 'pip install -e ".[test]"' in script
+    assert 'pip install -e ".[cpu,test]"' in script
+
+
+INSTALL_HARNESS = re.compile(r"pip install -e (\S+)")
+
+
+def onnxruntime_extras(target: str) -> set[str]:
+    """The onnxruntime builds an install target such as `".[cpu,test]"` asks for."""
+    found = re.search(r"\[(.*)\]", target)
+    return set(found.group(1).split(",")) & {"cpu", "gpu"} if found else set()
+
+
+@pytest.mark.parametrize("name", ["ci.yml", "nightly-suites.yml", "compare-versions.yml"])
+def test_every_install_of_the_harness_takes_exactly_one_onnxruntime_build(name):
+    """onnxruntime is in no base dependency: each install names the cpu or the gpu extra,
+    never both (the two builds overwrite each other's files)."""
+    targets = INSTALL_HARNESS.findall(runs(load(name)))
+    assert targets
+    for target in targets:
+        assert len(onnxruntime_extras(target)) == 1, f"{name}: pip install -e {target}"
+
+
+def test_the_readme_commands_and_ci_run_install_one_onnxruntime_build():
+    readme = (REPO / "README.md").read_text()
+    ci_run = (REPO / ".ci" / "run").read_text()
+    test_command = next(ln for ln in ci_run.splitlines() if "python -m pytest -q" in ln)
+    assert test_command in readme  # .ci/run runs the README's test command, verbatim
+    setups = [ln for ln in readme.splitlines() if ln.startswith("python3 -m venv .venv")]
+    assert len(setups) == 2
+    for command in setups:
+        (target,) = INSTALL_HARNESS.findall(command)
+        assert onnxruntime_extras(target) == {"cpu"}, command
+    assert 'pip install -e ".[gpu]"' in readme
+
+
+def test_the_gpu_runner_installs_onnxruntime_gpu_alone():
+    steps = load("nightly-suites.yml")["jobs"]["suites"]["steps"]
+    gpu = [s["run"] for s in steps if s.get("if") == "inputs.device == 'cuda'"]
+    cpu = [s["run"] for s in steps if s.get("if") == "inputs.device != 'cuda'"]
+    assert any('pip install -e ".[gpu]"' in run for run in gpu)
+    assert any('pip install -e ".[cpu]"' in run for run in cpu)
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "nightly-suites.yml", "compare-versions.yml"])

@@ -29,6 +29,8 @@ class OrtRunner:
         )
         with stage("ort_session") as t:
             self.session = ort.InferenceSession(str(path), options, providers=providers)
+            if device == "cuda":
+                require_cuda_provider(self.session.get_providers())
         self.session_s = t.seconds
         self.device = device
         self.input_names = [i.name for i in self.session.get_inputs()]
@@ -79,7 +81,31 @@ def _numpy_dtype(t: torch.Tensor) -> Any:
     return torch.empty((), dtype=t.dtype).numpy().dtype.type
 
 
+class CudaProviderMissing(RuntimeError):
+    """A CUDA cell whose ORT session would run on the CPU: its latency would be a CPU run
+    under a CUDA label, so the cell fails (`ort_load_failed`) instead."""
+
+
 def cuda_provider_missing() -> str | None:
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
-        return "onnxruntime has no CUDAExecutionProvider here (install the `gpu` extra: onnxruntime-gpu)"
-    return None
+    """Why this onnxruntime cannot give a session the CUDA execution provider, if it
+    cannot (a CPU-only build: the `cpu` extra, or onnxruntime beside onnxruntime-gpu)."""
+    available = ort.get_available_providers()
+    if "CUDAExecutionProvider" in available:
+        return None
+    return (
+        f"this onnxruntime ({ort.__version__}) has no CUDAExecutionProvider, only"
+        f" {', '.join(available)}: install the `gpu` extra (onnxruntime-gpu) and not"
+        " onnxruntime beside it"
+    )
+
+
+def require_cuda_provider(session_providers: list[str]) -> None:
+    """ORT falls back to the CPU with only a logged warning where the CUDA provider does
+    not load (CUDA or cuDNN libraries missing or mismatched): refuse that."""
+    if "CUDAExecutionProvider" in session_providers:
+        return
+    why = cuda_provider_missing() or (
+        "onnxruntime has the CUDAExecutionProvider but could not load it (its CUDA and cuDNN"
+        " libraries must match the onnxruntime-gpu build)"
+    )
+    raise CudaProviderMissing(f"the ORT session got {session_providers}, not CUDA: {why}")

@@ -24,7 +24,7 @@ from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artif
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
-from harness.cell.ort import OrtRunner, cuda_provider_missing
+from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.reference import Reference, build, reference
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
@@ -93,12 +93,8 @@ def find_spec(task: CellTask) -> ModelSpec:
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
     reason = spec.missing_requirement() or exporters.get(task.cell.exporter).unavailable()
-    if reason is None and task.cell.device == "cuda":
-        reason = (
-            "no CUDA device on this worker"
-            if not torch.cuda.is_available()
-            else cuda_provider_missing()
-        )
+    if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
+        reason = "no CUDA device on this worker"
     if reason is None:
         return None
     return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
@@ -110,6 +106,10 @@ def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
 def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     torch.set_num_threads(task.threads)
     device = task.cell.device
+    if device == "cuda" and (why := cuda_provider_missing()):
+        # Known before the export: a CUDA cell that ORT would run on the CPU fails here,
+        # never as a quiet skip or a CPU run (OrtRunner also checks each session).
+        raise StageFailure("ort_session", CudaProviderMissing(why))
     measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
     model, inputs = build(spec, device)

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
+from harness.scheduling import ClusterInfo
 from harness.store import rundir
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, CellTask, Record
@@ -162,6 +164,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 
 def main(args: argparse.Namespace) -> int:
+    _check_onnxruntime()
     if args.resume:
         plan = resume_plan(Path(args.resume), address=args.address)
     else:
@@ -169,6 +172,17 @@ def main(args: argparse.Namespace) -> int:
     run_dir = execute(plan, ["harness", *sys.argv[1:]])
     _finish(run_dir, write_report=not args.no_report)
     return 0
+
+
+def _check_onnxruntime() -> None:
+    """The cells need one onnxruntime build: say which extra installs it (exit 2), and
+    warn where two builds overwrite each other's files."""
+    from harness.store.environment import onnxruntime_clash, onnxruntime_missing
+
+    if missing := onnxruntime_missing():
+        raise UsageError(missing)
+    if clash := onnxruntime_clash():
+        print(f"warning: {clash}", file=sys.stderr)
 
 
 def _finish(run_dir: Path, *, write_report: bool) -> None:
@@ -224,10 +238,11 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
 
     _announce(plan, stream)
     cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # nothing written yet
-    manifest = _manifest(plan, argv, cluster, dispatch)
-    rundir.write_manifest(plan.run_dir, manifest.to_dict())
-    progress = Progress(total=len(plan.pending), stream=stream)
     try:
+        _check_threads(cluster, plan.options.threads)
+        manifest = _manifest(plan, argv, cluster, dispatch)
+        rundir.write_manifest(plan.run_dir, manifest.to_dict())
+        progress = Progress(total=len(plan.pending), stream=stream)
         with rundir.RecordWriter(plan.run_dir) as writer:
 
             def on_record(record: Record) -> None:
@@ -236,12 +251,12 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
                 writer.write(record)
                 progress.update(record)
 
-            runnable = _skip_without_gpus(plan, plan.pending, cluster.has_gpus, on_record)
+            runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
             stats = dispatch.run_tasks(
                 _tasks(plan, runnable, manifest.max_memory_gb),
                 on_record,
                 timeout_s=plan.options.timeout_s,
-                max_in_flight=dispatch.slots(plan.options.threads),
+                threads=plan.options.threads,
                 variants=plan.variants,
             )
     finally:
@@ -249,6 +264,18 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
     finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
     rundir.write_manifest(plan.run_dir, finished.to_dict())
     return plan.run_dir
+
+
+def _check_threads(cluster: ClusterInfo, threads: int) -> None:
+    """Cells of `threads` CPUs that no node can hold would wait forever: a usage error."""
+    if cluster.slots(threads).cpu == 0:
+        largest = max(
+            (n["resources"].get("CPU", 0) for n in cluster.nodes if n["alive"]), default=0
+        )
+        raise UsageError(
+            f"--threads {threads}: no node of the Ray cluster has {threads} CPUs"
+            f" (the largest has {largest:g})"
+        )
 
 
 def _announce(plan: RunPlan, stream: TextIO) -> None:
@@ -263,14 +290,14 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
 
 
-def _manifest(plan: RunPlan, argv: list[str], cluster: Any, dispatch: Any) -> Manifest:
+def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: Any) -> Manifest:
     """The run's manifest, once the cluster is known: new, or the resumed run's own."""
     where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
     versions = dispatch.variant_versions({"base": (), **plan.variants})
     if plan.recorded:
         prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
         return prior.resumed(cluster=where, versions=versions)
-    memory = max_memory_gb(plan, dispatch.slots(plan.options.threads))
+    memory = max_memory_gb(plan, cluster.slots(plan.options.threads).cpu)
     return Manifest.begin(
         run_id=plan.run_id,
         command=argv,
@@ -300,6 +327,7 @@ def _dispatch_figures(stats: Any) -> dict[str, Any]:
         "clean_reruns": stats.clean_reruns,
         "max_in_flight": stats.max_in_flight,
         "peak_in_flight": stats.peak_in_flight,
+        **stats.figures(),
         "driver_peak_rss_mb": driver_peak_rss_mb(),
         "wall_s": round(wall, 3),
         "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
@@ -329,13 +357,16 @@ def max_memory_gb(plan: RunPlan, slots: int) -> float | None:
 
 
 def _skip_without_gpus(
-    plan: RunPlan, cells: list[Cell], has_gpus: bool, on_record: Callable[[Record], None]
+    plan: RunPlan, cells: list[Cell], cluster: ClusterInfo, on_record: Callable[[Record], None]
 ) -> list[Cell]:
-    """CUDA cells on a cluster without GPUs are recorded as skipped, not left unschedulable."""
-    if has_gpus:
+    """CUDA cells where no node has a GPU (and the CPUs of --threads beside it) are
+    recorded as skipped, not left unschedulable."""
+    if cluster.slots(plan.options.threads).gpu > 0:
         return cells
+    reason = "no GPU in the Ray cluster"
+    if cluster.has_gpus:
+        reason = f"no GPU node of the Ray cluster has {plan.options.threads} CPUs (--threads)"
     for cell in (c for c in cells if c.device == "cuda"):
-        reason = "no GPU in the Ray cluster"
         on_record(Record.without_run(cell, plan.run_id, status=Status.SKIPPED, reason=reason))
     return [c for c in cells if c.device != "cuda"]
 

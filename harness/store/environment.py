@@ -4,6 +4,7 @@ versions come from package metadata, hardware from /proc and nvidia-smi)."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import shutil
@@ -25,7 +26,44 @@ def versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             if name != "onnxruntime-gpu":
                 found[name] = None
+    # The `gpu` extra's onnxruntime-gpu provides the same `onnxruntime` module.
+    found["onnxruntime"] = found["onnxruntime"] or found.get("onnxruntime-gpu")
     return found
+
+
+ORT_BUILDS = ("onnxruntime", "onnxruntime-gpu")
+INSTALL_ORT = 'pip install -e ".[cpu]" (or ".[gpu]" on a machine with CUDA)'
+
+
+def onnxruntime_missing() -> str | None:
+    """Why no `onnxruntime` module can be imported here, if none can (found without
+    importing it: this module never imports onnxruntime)."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        return None
+    installed = [n for n in ORT_BUILDS if _installed(n)]
+    if installed:  # a build whose files a second build's uninstall removed
+        return f"onnxruntime does not import although {installed[0]} is installed: reinstall it with {INSTALL_ORT}"
+    return f"onnxruntime is not installed: install one build of it with {INSTALL_ORT}"
+
+
+def onnxruntime_clash() -> str | None:
+    """Both builds installed: they share one module folder, and the last one installed
+    wins (often the CPU-only one, so CUDA cells would fail to get the CUDA provider)."""
+    if not all(_installed(n) for n in ORT_BUILDS):
+        return None
+    return (
+        "both onnxruntime and onnxruntime-gpu are installed and overwrite each other's"
+        ' files; keep one: pip uninstall -y onnxruntime onnxruntime-gpu && pip install -e ".[gpu]"'
+        ' (or ".[cpu]")'
+    )
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def harness_info() -> dict[str, str | None]:

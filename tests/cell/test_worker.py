@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
+import onnxruntime as ort
 import pytest
+import torch
 
+from harness.cell.ort import CudaProviderMissing, OrtRunner
 from harness.cell.shapes import Inputs
+from harness.cell.stages import StageFailure
 from harness.cell.warmup import WARM_UP_MODEL_MIN_OPSET, WarmUpModel, _warm_up, warm_up_exporter
 from harness.cell.worker import run_cell
 from harness.plan.suites import Protocol
@@ -17,11 +22,15 @@ QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0
 
 
 def _task(
-    tmp_path: Path, source: Path, model: str, exporter: str = "torchscript", dynamic: bool = False
+    tmp_path: Path,
+    source: Path,
+    model: str,
+    exporter: str = "torchscript",
+    dynamic: bool = False,
+    device: str = "cpu",
 ) -> CellTask:
-    return CellTask(
-        Cell(model, exporter, 17, dynamic=dynamic), str(source), "r", str(tmp_path), protocol=QUICK
-    )
+    cell = Cell(model, exporter, 17, device=device, dynamic=dynamic)
+    return CellTask(cell, str(source), "r", str(tmp_path), protocol=QUICK)
 
 
 def test_ok_cell_measures_everything(tmp_path: Path) -> None:
@@ -57,3 +66,52 @@ def test_warm_up_below_its_minimum_opset_is_quiet(capfd: pytest.CaptureFixture[s
     # and the model really would not export there, which is why the trivial one is used
     inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
     assert not _warm_up("torchscript", 11, WarmUpModel().eval(), inputs)
+
+
+# -- CUDA cells: the CUDA execution provider or a failure, never a quiet CPU run ------------
+
+HAS_CUDA_PROVIDER = "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.mark.skipif(HAS_CUDA_PROVIDER, reason="this onnxruntime has the CUDA provider")
+def test_a_cuda_cell_whose_onnxruntime_lacks_the_cuda_provider_is_ort_load_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU is the one stand-in (this machine has none): torch says a CUDA device
+    exists, as on a GPU runner where the CPU-only onnxruntime won the install."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda")
+    r = run_cell(task)
+    assert (r.status, r.stage, r.error_type) == (
+        "ort_load_failed",
+        "ort_session",
+        "CudaProviderMissing",
+    )
+    assert "no CUDAExecutionProvider" in (r.error_message or "")
+    assert "gpu" in (r.error_message or "")  # says which extra to install
+
+
+@pytest.mark.skipif(HAS_CUDA_PROVIDER, reason="this onnxruntime has the CUDA provider")
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
+def test_a_session_that_falls_back_to_the_cpu_is_refused_for_a_cuda_cell(tmp_path: Path) -> None:
+    """ORT, asked for the CUDA provider it cannot give, warns and runs on the CPU; the
+    runner refuses that session (stage ort_session). Nothing is mocked."""
+    path = tmp_path / "relu.onnx"
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    assert OrtRunner(path, 1, "cpu").session.get_providers() == ["CPUExecutionProvider"]
+    with pytest.raises(StageFailure) as failure:
+        OrtRunner(path, 1, "cuda")
+    assert failure.value.stage == "ort_session"
+    assert isinstance(failure.value.error, CudaProviderMissing)
+    assert "got ['CPUExecutionProvider'], not CUDA" in str(failure.value.error)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")
+def test_a_cuda_cell_on_a_worker_without_a_cuda_device_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda"))
+    assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")

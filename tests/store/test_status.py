@@ -72,13 +72,13 @@ def test_comparison_and_ratchet_block_exactly_the_failing_statuses(status: Statu
 
 @pytest.mark.parametrize("status", list(Status))
 def test_the_clean_rerun_reruns_failures_that_left_their_worker_alive(status: Status) -> None:
-    from harness.dispatch import _needs_clean_rerun
+    from harness.scheduling import needs_clean_rerun
     from harness.store.records import CellTask
 
     record = _record(status).with_changes(worker={"cells_before": 3})
     task = CellTask(CELL, "src", "r", "/tmp")
     rerun = not status.passing and status not in (Status.CRASHED, Status.TIMEOUT)
-    assert _needs_clean_rerun(record, task) is rerun
+    assert needs_clean_rerun(record, task) is rerun
 
 
 @pytest.mark.parametrize("status", list(Status))

@@ -1,8 +1,11 @@
-"""Models that take the worker process down: a segfault and a hang (fault tests)."""
+"""Models that take the worker process down: a segfault, a SIGKILL and a hang (fault
+tests)."""
 
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
 import time
 
 import torch
@@ -12,6 +15,13 @@ from harness.zoo import ModelSpec
 
 def _segfault() -> torch.nn.Module:
     ctypes.string_at(0)  # reads address 0: SIGSEGV in the worker process
+    raise AssertionError("unreachable")
+
+
+def _killed() -> torch.nn.Module:
+    """The worker dies without last words (as the kernel's OOM killer would kill it):
+    no faulthandler log names a signal, so only its node's state says whose fault it is."""
+    os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
 
 
@@ -25,6 +35,12 @@ SPECS = [
         name="fault_segv",
         family="seed",
         build=_segfault,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="fault_killed",
+        family="seed",
+        build=_killed,
         example_inputs=lambda: (torch.rand(2, 2),),
     ),
     ModelSpec(
