@@ -5,6 +5,7 @@ reason and the others still get probed.
 
     python -m model_zoo.transformers._refresh                 # the whole registry, 2 processes
     python -m model_zoo.transformers._refresh --types bert,gpt2 --out /tmp/inventory.json
+    python -m model_zoo.transformers._refresh --types gemma4,gemma4_text --merge   # update a few
 
 About 800 model types take 15-20 minutes on 2 cores. Run it when transformers is upgraded,
 then commit the file (and refresh `_expected.csv` from a run of the suite).
@@ -24,7 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from model_zoo.transformers._inventory import INVENTORY, inventory_document, write_inventory
+from model_zoo.transformers._inventory import (
+    INVENTORY,
+    inventory_document,
+    read_inventory,
+    write_inventory,
+)
 
 PROBE_TIMEOUT_S = 240.0
 PROBE_MEMORY_GB = 6.0
@@ -178,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=PROBE_TIMEOUT_S)
     p.add_argument("--memory-gb", type=float, default=PROBE_MEMORY_GB)
     p.add_argument("--out", type=Path, default=INVENTORY)
+    p.add_argument(
+        "--merge", action="store_true", help="keep the other model types of --out, update these"
+    )
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:
@@ -186,9 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     types = args.types.split(",") if args.types else registry()
     start = time.perf_counter()
     entries = probe_all(types, jobs=args.jobs, timeout_s=args.timeout, memory_gb=args.memory_gb)
-    document = inventory_document(
-        entries, registry_size=len(registry()), seconds=time.perf_counter() - start
-    )
+    seconds = time.perf_counter() - start
+    if args.merge and args.out.is_file():
+        old = read_inventory(args.out)
+        entries, seconds = {**old["models"], **entries}, old["probe_s"]  # the full probe's time
+    unknown = sorted(set(entries) - set(registry()))
+    if unknown:
+        print(f"not in this transformers' registry, dropped: {', '.join(unknown)}")
+    entries = {t: e for t, e in entries.items() if t not in unknown}
+    document = inventory_document(entries, registry_size=len(registry()), seconds=seconds)
     write_inventory(document, args.out)
     built = sum("reason" not in e for e in entries.values())
     print(f"{built} of {len(entries)} model types build and run in eager; wrote {args.out}")

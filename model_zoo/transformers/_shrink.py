@@ -44,7 +44,7 @@ _NOT_LAYER_COUNTS = {
 }
 _WIDTH = re.compile(
     r"(^|_)(hidden_size|d_model|n_embd|embed_dim|hidden_dim|projection_dim|embedding_size|"
-    r"embedding_dim|model_dim)$"
+    r"embedding_dim|model_dim|emb_dim|upsample_initial_channel)$"
 )
 _FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|d_ff|n_inner|mlp_dim|ffn_hidden_size)$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|n_heads?|num_heads|attention_heads)$")
@@ -128,8 +128,8 @@ def _shrunk_int(key: str, value: int, values: dict[str, Any], tokens: dict[int, 
         return min(value, _MLA[key])
     if key in ("head_dim", "rotary_dim"):
         return min(value, HEAD_DIM)
-    if key == "vocab_size":
-        return min(value, VOCAB)
+    if "vocab_size" in key and key != "type_vocab_size":
+        return min(value, VOCAB)  # also per-layer and entity vocabularies (Gemma 3n, LUKE)
     rules: tuple[tuple[re.Pattern[str], int], ...] = (
         (_EXPERTS, EXPERTS),
         (_PER_TOKEN, EXPERTS_PER_TOKEN),
@@ -317,10 +317,10 @@ def _keep_variety(kinds: list[Any], n: int) -> list[Any]:
 
 def _fix_images(out: dict[str, Any]) -> None:
     """Images of a few patches per side (at least MIN_IMAGE pixels), never larger than
-    the default. Hierarchical models (`depths`: Swin and kin) keep theirs: each stage
+    the default. Hierarchical models with windows (Swin and kin) keep theirs: each stage
     halves the resolution, and their windows must still fit the last one (seen here:
     Swin at 32x32 with a window of 4 fails in transformers' own code)."""
-    if isinstance(out.get("depths"), list):
+    if isinstance(out.get("depths"), list) and "window_size" in out:
         return
     size = out.get("image_size")
     patch = out.get("patch_size")
