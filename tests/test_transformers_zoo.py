@@ -338,3 +338,16 @@ def test_compare_across_transformers_versions_with_a_variant(tmp_path: Path) -> 
     versions = store.read_manifest(out)["versions"]
     assert versions["old"]["transformers"] == VARIANT_TRANSFORMERS.split("==")[1]
     assert versions["base"]["transformers"] == _installed("transformers")
+    compared = run_cli("compare", str(out), "--variants", "old,base", "--no-expected")
+    assert compared.returncode in (0, 1), compared.stderr[-2000:]
+    assert f"transformers {versions['old']['transformers']}" in compared.stdout
+
+
+def test_building_sets_the_hub_offline() -> None:
+    pytest.importorskip("transformers")
+    from huggingface_hub import constants
+
+    from model_zoo.transformers._build import build_model
+
+    build_model("bert", "BertModel")
+    assert constants.HF_HUB_OFFLINE is True

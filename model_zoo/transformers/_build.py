@@ -7,6 +7,7 @@ inputs as named positional arguments, no KV cache, a flat tuple of output tensor
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import torch
@@ -31,10 +32,15 @@ PREFERRED_MAPPINGS = (
 
 def offline() -> None:
     """Nothing may reach the Hub: a config default that names a checkpoint must fail, not
-    download (set before transformers reads its environment, and again for safety)."""
+    download. The environment covers a huggingface_hub imported later; one imported
+    already (the worker imported transformers to check `requires`) read its environment
+    then, so its offline flag is set too."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
 
 
 def candidate_classes(model_type: str) -> list[str]:
