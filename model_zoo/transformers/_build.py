@@ -40,7 +40,7 @@ def offline() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     constants = sys.modules.get("huggingface_hub.constants")
     if constants is not None:
-        constants.HF_HUB_OFFLINE = True
+        setattr(constants, "HF_HUB_OFFLINE", True)  # noqa: B010 - a module attribute
 
 
 def candidate_classes(model_type: str) -> list[str]:

@@ -12,7 +12,7 @@ rule's message, which becomes the skip reason.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 LAYERS = 2
 HIDDEN = 64
@@ -115,7 +115,7 @@ def _shrunk_value(key: str, value: Any, values: dict[str, Any], tokens: dict[int
     return value
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
