@@ -351,3 +351,33 @@ def test_building_sets_the_hub_offline() -> None:
 
     build_model("bert", "BertModel")
     assert constants.HF_HUB_OFFLINE is True
+
+
+def test_expected_rows_name_the_deterministic_failures_of_a_run() -> None:
+    """`python -m model_zoo.transformers._expected RUN` writes one row per failing cell
+    (timeouts and crashes are the machine's, not the exporter's); the rows then judge the
+    same records as expected (xfail)."""
+    from datetime import date
+
+    from harness.plan.expect import judge
+    from harness.store.records import Cell, Measurements, Record
+    from model_zoo.transformers._expected import expected_rows
+
+    def cell(model: str, exporter: str = "dynamo") -> Cell:
+        return Cell(model, exporter, 18, family="transformers")
+
+    cause = KeyError("no lowering")
+    error = RuntimeError("export failed")
+    error.__cause__ = cause
+    records = [
+        Record.finished(cell("hf.a"), "r", Measurements(), status=Status.EXPORT_FAILED, stage="translate", error=error),
+        Record.finished(cell("hf.b"), "r", Measurements(), status=Status.OK),
+        Record.without_run(cell("hf.c"), "r", status=Status.TIMEOUT, reason="cell exceeded 300 s"),
+        Record.without_run(cell("hf.d"), "r", status=Status.SKIPPED, reason="does not build: x"),
+    ]  # fmt: skip
+    (row,) = expected_rows(records)
+    assert (row.model, row.exporter, row.opset, row.shape) == ("hf.a", "dynamo", "18", "static")
+    assert (row.status, str(row.stage)) == (Status.EXPORT_FAILED, "translate")
+    assert row.match == f"^{records[0].error_signature.split(':')[0]}:"  # type: ignore[union-attr]
+    judged = judge(records[0], (row,), date.today())
+    assert judged.status is Status.XFAIL and judged.reason == row.reason

@@ -55,7 +55,7 @@ def expected_rows(records: Iterable[Record]) -> list[Expect]:
                 str(r.opset),
                 status,
                 r.stage,
-                f"^{re.escape(r.error_type)}:" if r.error_type else None,
+                _error_type_match(r),
                 (r.error_signature or r.reason or "")[:200],
                 model=r.model,
                 device=r.device,
@@ -66,6 +66,21 @@ def expected_rows(records: Iterable[Record]) -> list[Expect]:
     return sorted(rows, key=lambda e: e.globs)
 
 
+def _error_type_match(r: Record) -> str | None:
+    """'^DispatchError:': the error type the signature starts with (the root cause's), as
+    a pattern; the signature comes first in the text an expectation searches."""
+    signature = r.error_signature or ""
+    kind = signature.split(":", 1)[0].strip()
+    return f"^{re.escape(kind)}:" if kind and ":" in signature else None
+
+
+HEADER = expected_file.HEADER.replace(
+    "# Regenerate from a run with: harness compare --update-expected RUN_DIR",
+    "# The transformers suite's known failures, read by model_zoo/transformers/architectures.py.\n"
+    "# Regenerate from a run of the suite with: python -m model_zoo.transformers._expected RUN_DIR",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -74,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=EXPECTED)
     args = p.parse_args(argv)
     rows = expected_rows(rundir.iter_records(args.run_dir))
-    expected_file.write(args.out, rows)
+    expected_file.write(args.out, rows, header=HEADER)
     print(f"{len(rows)} expected failures written to {args.out}")
     return 0
 
