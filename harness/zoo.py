@@ -50,6 +50,10 @@ class ModelSpec:
     requires: tuple[str, ...] = ()
     # Export peak memory allowed, as a multiple of the model's weights (None: unchecked).
     max_export_memory_ratio: float | None = None
+    # Why the model cannot run, known without running it (a generated entry whose
+    # architecture does not build, from a committed inventory): its cells are skipped with
+    # this reason.
+    skip_reason: str | None = None
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -62,13 +66,14 @@ class ModelSpec:
         object.__setattr__(self, "requires", tuple(self.requires))
 
     def missing_requirement(self) -> str | None:
-        """Why this model cannot run here, or None: the first of `requires` not importable."""
+        """Why this model cannot run here, or None: the first of `requires` not importable,
+        else the entry's own `skip_reason`."""
         for module in self.requires:
             try:
                 importlib.import_module(module)
             except Exception as exc:  # ImportError, or a broken install raising anything
                 return f"{module} is not available here ({type(exc).__name__}: {exc})"
-        return None
+        return self.skip_reason
 
     def judge(self, record: Record) -> Record:
         """Apply this entry's expectations to one of its records (harness.plan.expect.judge)."""

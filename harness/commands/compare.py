@@ -28,7 +28,7 @@ from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.store.rundir import RunDirError
-from harness.store.runs import Run, read_run
+from harness.store.runs import Run, VariantError, read_run, variant_run
 from harness.store.status import Status
 
 HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
@@ -45,7 +45,9 @@ def _status_order() -> str:
 
 DESCRIPTION = f"""\
 Compare CANDIDATE with BASELINE (two run directories), or with the last K comparable runs
-of the history database (--history CANDIDATE).
+of the history database (--history CANDIDATE), or two variants of one run
+(--variants BASELINE,CANDIDATE RUN_DIR: `harness run --variant new=transformers==X` ran
+every cell with the base packages and again with another transformers).
 
 Deterministic findings (exact): status ok -> failure (with stage and error), fixed cells,
 opset_actual changes, numerics ok flips, max error grown {_T.numerics_growth:g}x within tolerance, new
@@ -79,6 +81,7 @@ exit codes: 0 nothing blocking, 1 blocking regression (with --fail-on regression
 examples:
   harness compare results/A results/B
   harness compare results/A results/B --out compare/ --format json
+  harness compare results/R --variants base,new       # two --variant's of one run
   harness history add results/*/ && harness compare --history results/B --last 10
 """
 
@@ -89,6 +92,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="*",
         metavar="RUN_DIR",
         help="BASELINE CANDIDATE, or CANDIDATE with --history/--update-expected",
+    )
+    p.add_argument(
+        "--variants",
+        metavar="BASELINE,CANDIDATE",
+        help="compare two variants of one run (`harness run --variant NAME=...`), e.g. base,new",
     )
     p.add_argument(
         "--history",
@@ -181,7 +189,7 @@ def _expectations(args: argparse.Namespace) -> ExpectedFile | None:
 
 
 def _positionals(args: argparse.Namespace) -> list[Path]:
-    want = 1 if (args.history or args.update_expected) else 2
+    want = 1 if (args.history or args.update_expected or args.variants) else 2
     if len(args.runs) != want:
         shape = "CANDIDATE" if want == 1 else "BASELINE CANDIDATE"
         raise UsageError(
@@ -226,11 +234,24 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
     options = Options(thresholds=_thresholds(args), expected=_expectations(args))
     if args.history:
         return compare_history(_history_baseline(args, candidate), candidate, options)
-    baseline = _read(runs[0])
+    if args.variants:
+        baseline, candidate = _variants(args.variants, candidate)
+    else:
+        baseline = _read(runs[0])
     differences = check_comparable(
         baseline, candidate, allow_different_hardware=args.allow_different_hardware
     )
     return compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
+
+
+def _variants(spec: str, run: Run) -> tuple[Run, Run]:
+    names = [n.strip() for n in spec.split(",")]
+    if len(names) != 2 or not all(names):
+        raise UsageError(f"--variants takes BASELINE,CANDIDATE (two variant names), not {spec!r}")
+    try:
+        return variant_run(run, names[0]), variant_run(run, names[1])
+    except VariantError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _emit(args: argparse.Namespace, comparison: Comparison) -> None:

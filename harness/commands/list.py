@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,14 @@ from harness.zoo import Expect, ModelSpec
 HELP = "list models and suites"
 DESCRIPTION = """\
 List the zoo (built-in models, --zoo paths and installed harness.zoo plugins) and the
-suites. With --suite, only the models that suite selects.
+suites. With --suite, only the models that suite selects. Models that cannot run here
+(a library that does not import, an architecture that does not build) are counted and
+grouped by reason at the end: their cells are recorded as skipped with that reason.
 
 examples:
   harness list
   harness list --suite vision
+  harness list --suite transformers              # how many build, and why the others do not
   harness list --zoo ./my_zoo --json
 """
 
@@ -56,6 +60,7 @@ def _model_row(spec: ModelSpec) -> dict[str, Any]:
         "expected_failures": [_expect_row(e) for e in spec.expect],
         "source": _origin(spec),
         "description": spec.description,
+        "skip_reason": spec.missing_requirement(),
     }
 
 
@@ -94,12 +99,36 @@ def main(args: argparse.Namespace) -> int:
     for m in models:
         dyn = "dynamic" if m.dynamic_shapes is not None else "static"
         print(f"  {m.name:<26} {m.family:<8} {dyn:<8} {_origin(m)}")
+    print("\n".join(skip_summary(models)))
     print(f"\n{len(suites)} suites")
     for s in suites:
         print(f"  {s['name']:<12} {s['description']}")
     for p in zoo.problems:
         print(f"\nwarning: zoo file {p.source} failed to import: {p.error}")
     return 0
+
+
+SHOWN_REASONS = 25
+
+
+def skip_summary(models: list[ModelSpec]) -> list[str]:
+    """'N of M models run here; K are skipped:' and the reasons, most common first."""
+    reasons = Counter(r for m in models if (r := m.missing_requirement()) is not None)
+    if not reasons:
+        return []
+    skipped = sum(reasons.values())
+    lines = [
+        f"\n{len(models) - skipped} of {len(models)} models run here; {skipped} are skipped "
+        f"(their cells are recorded as skipped with the reason), by reason:"
+    ]
+    for reason, count in reasons.most_common(SHOWN_REASONS):
+        lines.append(f"  {count:>4}  {reason[:150]}")
+    rest = reasons.most_common()[SHOWN_REASONS:]
+    if rest:
+        lines.append(
+            f"  {sum(n for _, n in rest):>4}  ... {len(rest)} other reasons (`--json`: each model's skip_reason)"
+        )
+    return lines
 
 
 def _suite_row(name: str) -> dict[str, Any]:

@@ -173,9 +173,12 @@ def matrix_section(lay: Layout, image: Image | None) -> Section:
     if len(lay.rows) <= FOLD_ABOVE_ROWS:
         return sub("Pass matrix", grid_table(lay, status_cell), key, image)
     failing = failing_rows(lay)
+    skipped = sum(all(r.status is Status.SKIPPED for r in lay.row_records(row)) for row in lay.rows)
+    skipped_text = f" ({skipped} of them skipped in every column: see Skipped)" if skipped else ""
     intro = Paragraph(
         f"{len(lay.rows)} rows: {len(failing)} with a failure (below, worst first), "
-        f"{len(lay.rows) - len(failing)} that pass in every column. The full matrix is folded."
+        f"{len(lay.rows) - len(failing)} that pass in every column{skipped_text}. "
+        "The full matrix is folded."
     )
     problems = grid_table(
         lay, status_cell, rows=failing, noun="rows with a failure", fold_above=OPEN_FAILING_ROWS
@@ -262,6 +265,39 @@ def failures_section(records: Sequence[Record]) -> Section:
         f"{n} failed cells in {len(groups)} groups by error signature, largest first."
     )
     return Section("Failures", (intro, *(_failure_section(g) for g in groups)))
+
+
+SKIPPED_MODELS_SHOWN = 8
+
+
+def skipped_section(records: Sequence[Record]) -> Section | None:
+    """The skipped cells grouped by reason, most common first: what does not apply here
+    (a library that does not import, an architecture that does not build, no GPU)."""
+    skipped = [r for r in records if r.status is Status.SKIPPED]
+    if not skipped:
+        return None
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in skipped:
+        groups[r.reason or r.error_signature or MISSING].append(r)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    rows = [(Text(reason), Text(str(len(rs))), Text(_model_list(rs))) for reason, rs in ordered]
+    models = len({r.model for r in skipped})
+    intro = Paragraph(
+        f"{_count(len(skipped), 'cell')} of {_count(models, 'model')} skipped, in "
+        f"{_count(len(groups), 'group')} by reason, largest first."
+    )
+    return Section("Skipped", (intro, table(("reason", "cells", "models"), rows, noun="reasons")))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _model_list(records: Sequence[Record]) -> str:
+    names = sorted({r.model for r in records})
+    shown = ", ".join(names[:SKIPPED_MODELS_SHOWN])
+    more = len(names) - SKIPPED_MODELS_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def expectations_section(records: Sequence[Record]) -> Section | None:

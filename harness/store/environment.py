@@ -15,16 +15,20 @@ from typing import Any
 from harness import __version__
 
 PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "ray", "numpy")
+# The model libraries of the adapters (model_zoo/hf, model_zoo/transformers,
+# model_zoo/torchvision): listed where installed, so runs with two versions of them
+# (`--variant new=transformers==X`) say which ran where.
+MODEL_LIBRARIES = ("transformers", "torchvision")
 REPO = Path(__file__).resolve().parents[2]
 
 
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in (*PACKAGES, *MODEL_LIBRARIES):
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            if name != "onnxruntime-gpu":
+            if name in PACKAGES and name != "onnxruntime-gpu":
                 found[name] = None
     # The `gpu` extra's onnxruntime-gpu provides the same `onnxruntime` module.
     found["onnxruntime"] = found["onnxruntime"] or found.get("onnxruntime-gpu")

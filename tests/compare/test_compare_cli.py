@@ -163,3 +163,25 @@ def test_help_documents_the_update_command(capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
     assert "harness compare --update-expected" in capsys.readouterr().out
+
+
+def test_two_variants_of_one_run_compare_cell_by_cell(tmp_path, capsys):
+    """`harness run --variant new=transformers==X` puts both sides in one run directory;
+    `--variants base,new` compares them as two runs (the manifest's versions per variant)."""
+    base = smoke_cells(1)
+    new = [r.with_changes(variant="new") for r in smoke_cells(4, broken=True)]
+    man = manifest("both")
+    man["versions"] = {
+        "base": {**man["versions"]["base"], "transformers": "5.23.0"},
+        "new": {**man["versions"]["base"], "transformers": "5.22.2"},
+    }
+    path = write_run(tmp_path / "both", man, [*base, *new])
+    assert main(["compare", str(path), "--variants", "base,new"]) == 1
+    md = capsys.readouterr().out
+    assert md.splitlines()[0] == "## ❌ harness compare: 1 blocking regression"
+    assert "`both@base` (" in md and "transformers 5.23.0" in md and "transformers 5.22.2" in md
+    assert "ok -> export_failed at translate" in md
+    assert main(["compare", str(path), "--variants", "base,old"]) == 2
+    err = capsys.readouterr().err
+    assert "has no records of variant 'old' (it has: base, new)" in err
+    assert main(["compare", str(path), "--variants", "base"]) == 2

@@ -102,3 +102,32 @@ def test_plots_of_a_large_run_have_a_bounded_height(records: list[Record], tmp_p
     assert {p.stem for p in pngs} >= {"matrix", "export_cost", "latency", "coverage"}
     for png in pngs:
         assert png_size(png)[1] <= MAX_PLOT_HEIGHT_PX, png.name
+
+
+def test_skipped_models_are_grouped_by_reason_not_listed_as_passing_rows() -> None:
+    """A generated zoo (the transformers suite) skips hundreds of models it cannot build:
+    the matrix says how many rows are skipped throughout, and one table groups the reasons."""
+    from harness.store.records import Cell
+    from harness.store.status import Status
+
+    reasons = ["does not build: ImportError: needs timm", "does not run in eager: ValueError: x"]
+    skipped = [
+        Record.without_run(
+            Cell(f"skipped_{i:03d}", exporter, 18, family="vision"),
+            "run",
+            status=Status.SKIPPED,
+            reason=reasons[i % 3 == 0],
+        )
+        for i in range(300)
+        for exporter in ("dynamo", "torchscript")
+    ]
+    text = render_markdown(build_report(manifest(), [*large_records(MODELS), *skipped]))
+    assert "300 of them skipped in every column: see Skipped" in _section(text, "Pass matrix")
+    section = _section(text, "Skipped")
+    assert "600 cells of 300 models skipped, in 2 groups by reason, largest first." in section
+    lines = [ln for ln in section.splitlines() if ln.startswith("| does not")]
+    assert [ln.split(" | ")[:2] for ln in lines] == [
+        ["| does not build: ImportError: needs timm", "400"],
+        ["| does not run in eager: ValueError: x", "200"],
+    ]
+    assert "skipped_001, skipped_002, " in lines[0] and "and 192 more" in lines[0]

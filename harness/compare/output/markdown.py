@@ -68,7 +68,9 @@ def findings_table(findings: Sequence[Finding]) -> list[str]:
 
 def _run_line(run: Run) -> str:
     v = run.versions()
-    versions = ", ".join(f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime") if v.get(k))
+    versions = ", ".join(
+        f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime", "transformers") if v.get(k)
+    )
     return f"`{run.run_id}`" + (f" ({versions})" if versions else "")
 
 
