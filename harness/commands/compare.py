@@ -28,7 +28,7 @@ from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.store.rundir import RunDirError
-from harness.store.runs import Run, read_run
+from harness.store.runs import Run, read_run, variant_run
 from harness.store.status import Status
 
 HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
@@ -76,8 +76,12 @@ Rewrite the file from a run (exact rows with the status and stage each cell ende
 exit codes: 0 nothing blocking, 1 blocking regression (with --fail-on regression),
 2 usage or infrastructure error (missing run, schema too new, runs not comparable).
 
+--variants A,B compares two variants of one run (`harness run --variant`): variant A's
+cells are the baseline, B's the candidate, matched cell by cell.
+
 examples:
   harness compare results/A results/B
+  harness compare results/R --variants base,new       # two --variant's of one run
   harness compare results/A results/B --out compare/ --format json
   harness history add results/*/ && harness compare --history results/B --last 10
 """
@@ -131,6 +135,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-expected", action="store_true", help="ignore the expected-status file")
     p.add_argument(
+        "--variants",
+        metavar="BASE,CANDIDATE",
+        help="compare two variants of one run (RUN_DIR): BASE's cells against CANDIDATE's",
+    )
+    p.add_argument(
         "--update-expected",
         action="store_true",
         help="rewrite the expected-status file from RUN_DIR's statuses and stages, then exit",
@@ -181,7 +190,11 @@ def _expectations(args: argparse.Namespace) -> ExpectedFile | None:
 
 
 def _positionals(args: argparse.Namespace) -> list[Path]:
-    want = 1 if (args.history or args.update_expected) else 2
+    if args.variants and (args.history or args.update_expected):
+        raise UsageError(
+            "--variants compares two variants of one run: not with --history or --update-expected"
+        )
+    want = 1 if (args.history or args.update_expected or args.variants) else 2
     if len(args.runs) != want:
         shape = "CANDIDATE" if want == 1 else "BASELINE CANDIDATE"
         raise UsageError(
@@ -226,11 +239,29 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
     options = Options(thresholds=_thresholds(args), expected=_expectations(args))
     if args.history:
         return compare_history(_history_baseline(args, candidate), candidate, options)
-    baseline = _read(runs[0])
+    if args.variants:
+        baseline, candidate = _variants(args.variants, candidate)
+    else:
+        baseline = _read(runs[0])
     differences = check_comparable(
         baseline, candidate, allow_different_hardware=args.allow_different_hardware
     )
     return compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
+
+
+def _variants(value: str, run: Run) -> tuple[Run, Run]:
+    """`--variants A,B`: variant A's cells and variant B's of one run, both labelled B."""
+    names = [v.strip() for v in value.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise UsageError(f"--variants {value!r} must name two different variants: BASE,CANDIDATE")
+    present = sorted({r.variant for r in run.records})
+    for name in names:
+        if name not in present:
+            raise UsageError(
+                f"--variants: {run.path} has no variant {name!r} (it has {', '.join(present)})"
+            )
+    base, cand = names
+    return variant_run(run, base, label=cand), variant_run(run, cand, label=cand)
 
 
 def _emit(args: argparse.Namespace, comparison: Comparison) -> None:

@@ -42,7 +42,8 @@ class Zoo:
             raise UsageError(f"unknown model {name!r}; `harness list` shows the zoo") from None
 
     def select(self, patterns: Sequence[str]) -> list[ModelSpec]:
-        """Models matching any of `patterns`: exact names, globs, or `tag:NAME` / `family:NAME`."""
+        """Models matching any of `patterns`: exact names, globs, `tag:NAME`, `family:NAME`,
+        or `KEY:GLOB` over an entry's metadata (`opinfo:nn.functional.*`, `dtype:float32`)."""
         chosen: dict[str, ModelSpec] = {}
         for pattern in patterns:
             hits = [m for m in self.models.values() if _selects(pattern, m)]
@@ -59,6 +60,9 @@ def _selects(pattern: str, spec: ModelSpec) -> bool:
         return pattern[4:] in spec.tags
     if pattern.startswith("family:"):
         return spec.family == pattern[7:]
+    key, colon, value = pattern.partition(":")  # names never hold ':'
+    if colon:
+        return key in spec.metadata and fnmatch.fnmatchcase(str(spec.metadata[key]), value)
     return fnmatch.fnmatchcase(spec.name, pattern)
 
 

@@ -97,10 +97,10 @@ def _row(row: dict[str, str | None], source: str) -> Expect:
         raise ExpectedFileError(f"{source}: {exc}") from None
 
 
-def write(path: Path, rows: Sequence[Expect]) -> None:
+def write(path: Path, rows: Sequence[Expect], *, header: str = HEADER) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        f.write(HEADER)
+        f.write(header)
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(COLUMNS)
         writer.writerows(_fields(e) for e in rows)

@@ -37,6 +37,20 @@ class Run:
         return dict((self.manifest.get("versions") or {}).get(variant) or {})
 
 
+def variant_run(run: Run, variant: str, *, label: str) -> Run:
+    """One variant's cells of a run, under the variant name `label`: `harness compare RUN
+    --variants A,B` compares variant A's cells (as B) with variant B's, cell by cell, and
+    A's exporter cold starts with B's. Empty where the run has no such variant."""
+    records = tuple(r.with_changes(variant=label) for r in run.records if r.variant == variant)
+    cold = [
+        {**e, "variant": label}
+        for e in run.manifest.get("cold_start") or ()
+        if (e.get("variant") or "base") == variant
+    ]
+    manifest = {**run.manifest, "run_id": f"{run.run_id} [{variant}]", "cold_start": cold}
+    return Run(manifest=manifest, records=records, path=run.path)
+
+
 def read_run(path: Path) -> Run:
     """Read a run directory; RunDirError (missing, unreadable, schema too new) propagates."""
     manifest = read_manifest(path)
