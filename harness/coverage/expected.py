@@ -12,6 +12,7 @@ timeout, crash) keeps whatever row it had. Rows of cells outside the run stay.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -36,7 +37,7 @@ def updated_rows(old: Sequence[Expect], records: Sequence[Record]) -> list[Expec
     groups: dict[Key, list[Record]] = {}
     for r in records:
         groups.setdefault((r.model, r.exporter, r.device), []).append(r)
-    kept = [e for e in old if (e.model, e.exporter, e.device) not in groups]
+    kept = [e for e in old if not any(_names(e, key) for key in groups)]
     fresh = [row for key, rs in groups.items() for row in _group_rows(key, rs, old)]
     return sorted([*kept, *fresh], key=lambda e: (e.model, e.exporter, e.device, e.opset))
 
@@ -44,7 +45,7 @@ def updated_rows(old: Sequence[Expect], records: Sequence[Record]) -> list[Expec
 def _group_rows(key: Key, records: Sequence[Record], old: Sequence[Expect]) -> list[Expect]:
     """One model's rows for one exporter and device: one row for every opset where each
     opset failed alike, else one per opset."""
-    previous = [e for e in old if (e.model, e.exporter, e.device) == key]
+    previous = [e for e in old if _names(e, key)]
     rows = [row for r in sorted(records, key=lambda r: r.opset) if (row := _row(r, previous))]
     if not rows:
         return []
@@ -52,6 +53,13 @@ def _group_rows(key: Key, records: Sequence[Record], old: Sequence[Expect]) -> l
     if len(rows) == len(records) and len(alike) == 1:
         return [replace(rows[0], opset=ANY)]
     return rows
+
+
+def _names(e: Expect, key: Key) -> bool:
+    """The row is about this model, exporter and device (its globs select them)."""
+    return all(
+        fnmatch.fnmatchcase(v, g) for v, g in zip(key, (e.model, e.exporter, e.device), strict=True)
+    )
 
 
 def _row(r: Record, previous: Sequence[Expect]) -> Expect | None:
