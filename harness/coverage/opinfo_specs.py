@@ -29,6 +29,8 @@ INVENTORY_SCHEMA = 1
 REFRESH_COMMAND = "harness coverage --refresh-inventory opinfo"
 MAX_SAMPLES_ENV = "HARNESS_OPINFO_MAX_SAMPLES"  # samples per cell; 0: all of them
 DEFAULT_MAX_SAMPLES = 10
+# torch.testing._internal (op_db) imports these: `pip install -e ".[opinfo]"`.
+REQUIRES = ("expecttest", "hypothesis")
 
 
 def model_base(name: str, variant: str) -> str:
@@ -78,11 +80,25 @@ def read_expected(path: Path) -> tuple[Expect, ...]:
 
 
 def specs(inventory_path: Path, expected_path: Path | None = None) -> list[ModelSpec]:
-    """Every (OpInfo, dtype) of the inventory as a zoo entry, with its expectations."""
+    """Every (OpInfo, dtype) of the inventory as a zoo entry, with its expectations. Made
+    once per process and files' state: a worker reloads the zoo file for every cell, and
+    these entries hold no class of their own (a sample's module class is made per sample)."""
     if not inventory_path.is_file():
         return []
-    inventory = read_inventory(inventory_path)
-    rows = read_expected(expected_path) if expected_path else ()
+    expected = (str(expected_path), _mtime(expected_path)) if expected_path else None
+    return list(_specs(str(inventory_path), _mtime(inventory_path), expected))
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime if path.is_file() else 0.0
+
+
+@functools.cache
+def _specs(
+    inventory_path: str, mtime: float, expected: tuple[str, float] | None
+) -> tuple[ModelSpec, ...]:
+    inventory = read_inventory(Path(inventory_path))
+    rows = read_expected(Path(expected[0])) if expected else ()
     exact: dict[str, list[Expect]] = {}
     globs = [e for e in rows if any(c in e.model for c in "*?[")]
     for e in rows:
@@ -95,7 +111,7 @@ def specs(inventory_path: Path, expected_path: Path | None = None) -> list[Model
                 name = f"{entry['model']}.{dtype}"
                 expect = [*exact.get(name, ()), *_globbed(globs, name)]
                 found.append(spec(entry, dtype, expect))
-    return found
+    return tuple(found)
 
 
 def _globbed(globs: Iterable[Expect], name: str) -> list[Expect]:
@@ -121,6 +137,7 @@ def spec(entry: dict[str, Any], dtype: str, expect: list[Expect]) -> ModelSpec:
             + ", each exported, run and compared alone"
         ),
         samples=samples,
+        requires=REQUIRES,
         metadata={
             "opinfo": name,
             "variant": variant,

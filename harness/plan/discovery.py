@@ -3,6 +3,7 @@ entry-point group. Loading a file runs only that file; nothing registers itself.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fnmatch
 import hashlib
@@ -124,8 +125,16 @@ def _specs_of(module: Any, source: str) -> list[ModelSpec]:
         spec = s if isinstance(s, ModelSpec) else _from_exportable_module(s)
         if spec is None:
             raise UsageError(f"zoo file {source}: SPEC entries must be harness.zoo.ModelSpec")
-        converted.append(dataclasses.replace(spec, source=source))
+        converted.append(_with_source(spec, source))
     return converted
+
+
+def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
+    """The spec, noting where it comes from: a shallow copy (its fields were validated when
+    it was made; a zoo of ~2000 OpInfo entries is reloaded for every cell of a worker)."""
+    found = copy.copy(spec)
+    object.__setattr__(found, "source", source)
+    return found
 
 
 def _from_exportable_module(obj: Any) -> ModelSpec | None:
