@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ class Column:
     def label(self) -> str:
         device = "" if self.device == "cpu" else f" {self.device}"
         variant = "" if self.variant == "base" else f" [{self.variant}]"
-        dtype = f" {self.dtype}" if self.dtype else ""
+        dtype = " (all dtypes)" if self.dtype == "all" else f" {self.dtype}" if self.dtype else ""
         return f"{self.exporter}@{self.opset}{device}{variant}{dtype}"
 
 
@@ -132,18 +132,28 @@ class Coverage:
         )
 
     def summaries(self) -> list[ColumnSummary]:
-        return [_summary(self.rows, c) for c in self.columns]
+        return [_summary(self.rows, [c], c) for c in self.columns]
+
+    def totals(self) -> list[ColumnSummary]:
+        """Per exporter and opset over every dtype (OpInfo columns only): each (op, dtype)
+        counts once; its column's `dtype` is 'all'. Empty where no column has a dtype."""
+        groups: dict[Column, list[Column]] = {}
+        for c in self.columns:
+            if c.dtype:
+                groups.setdefault(replace(c, dtype="all"), []).append(c)
+        return [_summary(self.rows, cols, total) for total, cols in sorted(groups.items())]
 
 
-def _summary(rows: Sequence[OpRow], column: Column) -> ColumnSummary:
-    seen = [r for r in rows if r.state(column) is not None]
-    counts = {s: sum(1 for r in seen if r.state(column) == s) for s in STATES}
-    weights = {r.op: len(r.usage) if r.usage is not None else 0 for r in seen}
-    total = sum(weights.values())
-    covered = sum(weights[r.op] for r in seen if r.state(column) == OK)
-    sampled = [s.samples for r in seen if (s := r.states[column]).samples is not None]
+def _summary(rows: Sequence[OpRow], columns: Sequence[Column], label: Column) -> ColumnSummary:
+    """Counts over every (op, column) with a state: one column, or a dtype-less group."""
+    seen = [(r, r.states[c]) for r in rows for c in columns if c in r.states]
+    counts = {k: sum(1 for _, s in seen if s.state == k) for k in STATES}
+    weight = [len(r.usage) if r.usage is not None else 0 for r, _ in seen]
+    total = sum(weight)
+    covered = sum(w for w, (_, s) in zip(weight, seen, strict=True) if s.state == OK)
+    sampled = [s.samples for _, s in seen if s.samples is not None]
     return ColumnSummary(
-        column=column,
+        column=label,
         ops=len(seen),
         counts=counts,
         covered_share=counts[OK] / len(seen) if seen else None,

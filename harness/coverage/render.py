@@ -39,7 +39,7 @@ def _md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str
 
 
 def _summary_table(cov: Coverage) -> list[str]:
-    summaries = cov.summaries()
+    summaries = cov.summaries() + cov.totals()  # OpInfos: per dtype, then over all dtypes
     sampled = any(s.samples_run is not None for s in summaries)
     headers = (
         "exporter@opset",
@@ -121,7 +121,8 @@ def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
     problems = [r for r in cov.rows if _is_problem(r)]
     shown = problems if problems_only else list(cov.rows)
     sampled = (
-        " (OpInfos: of every sample; 'FAILS 3/8': 3 of 8 samples matched)"
+        " (OpInfos: of every sample; 'FAILS 3/8': 3 of 8 samples matched; an '(all dtypes)'"
+        " row counts each OpInfo at each dtype once)"
         if "OpInfo" in cov.unit
         else ""
     )
@@ -164,7 +165,7 @@ def to_json(cov: Coverage) -> dict[str, Any]:
                 "samples_matched": s.samples_matched,
                 "samples_run": s.samples_run,
             }
-            for s in cov.summaries()
+            for s in cov.summaries() + cov.totals()
         ],
         "ops": [
             {

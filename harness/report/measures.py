@@ -192,7 +192,7 @@ def coverage_table(records: Sequence[Record]) -> Table | None:
     cov = run_coverage(records)
     if cov.is_empty:
         return None
-    summaries = cov.summaries()
+    summaries = cov.summaries() + cov.totals()  # OpInfos: per dtype, then over all dtypes
     sampled = any(s.samples_run is not None for s in summaries)  # OpInfo cells
     rows = [
         (

@@ -203,7 +203,12 @@ def test_rows_are_opinfos_columns_carry_the_dtype_and_states_their_samples() -> 
     (s32,) = [s for s in cov.summaries() if s.column == d32]
     assert (s32.ops, s32.counts[coverage.OK], s32.samples_matched, s32.samples_run) == (3, 2, 8, 12)
     assert s32.weighted_share == pytest.approx(2 / 3)  # add (2 models) of add + t (3)
+    dynamo_all, torchscript_all = cov.totals()
+    assert dynamo_all.column.label == "dynamo@18 (all dtypes)"
+    assert (dynamo_all.ops, dynamo_all.counts[coverage.OK], dynamo_all.samples_run) == (4, 2, 16)
+    assert (torchscript_all.ops, torchscript_all.counts[coverage.OK]) == (1, 1)
     text = render.to_markdown(cov)
+    assert "| dynamo@18 (all dtypes) | 4 | 2 | 1 | 1 |" in text
     assert "3 OpInfos" in text and "| `add` | 2 |" in text and "wrong 3/4" in text
     assert "8 of 12 (67%)" in text
     rows_csv = list(csv.DictReader(io.StringIO(render.to_csv(cov))))
