@@ -95,7 +95,8 @@ def test_registry_memo_gives_byte_identical_exports_over_every_opinfo(figures: F
         [
             f"{found['exports_compared']} dynamo exports (each float32 OpInfo's first sample), "
             f"with the memo and without, alternating: **{found['identical']} byte-identical** "
-            f"(every file the export writes); differing: {found['differ'] or 'none'}.",
+            f"(every file the export writes); differing: {found['differ'] or 'none'}; "
+            f"OpInfos whose samples crash a process: {found['crashed_opinfos'] or 'none'}.",
             f"Median export {found['median_export_s_plain']:.3f} s without the memo, "
             f"{found['median_export_s_memo']:.3f} s with it (mean {found['mean_export_s_plain']:.3f} "
             f"vs {found['mean_export_s_memo']:.3f} s); load average {load_before} before, "

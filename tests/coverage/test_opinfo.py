@@ -362,3 +362,22 @@ def test_expected_rows_from_a_run_keep_reasons_drop_fixed_and_keep_others(tmp_pa
     assert expected_file.read(path).rows == tuple(rows)
     xfail = expect.judge(t, tuple(e for e in rows if e.model == t.model), date.today())
     assert xfail.status == "xfail" and xfail.reason == "hand-written"
+
+
+def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
+    from harness.store import rundir
+
+    run = tmp_path / "run"
+    rundir.write_manifest(run, manifest("r"))
+    with rundir.RecordWriter(run) as writer:
+        for r in opinfo_run():
+            writer.write(r)
+    path = tmp_path / "expected.csv"
+    result = run_cli("coverage", str(run), "--update-expected", "--expected", str(path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = expected_file.read(path).rows
+    assert {(e.model, e.exporter, e.opset, str(e.status), str(e.stage)) for e in rows} == {
+        ("opinfo.t.float32", "dynamo", "*", "export_failed", "translate"),
+        ("opinfo.add.int64", "dynamo", "*", "numerics_mismatch", "numerics"),
+    }
+    assert path.read_text().startswith("# Expected failures of the opinfo zoo")
