@@ -252,10 +252,12 @@ def needs_clean_rerun(record: Record, task: CellTask) -> bool:
     fresh process, and that run is its record: torch keeps per-process state that can
     make one cell's result depend on another's (seen here: a static export of an LSTM
     model makes the next dynamic export of it fail in the same process). Crashes and
-    timeouts already ended their worker; they stay as they are."""
+    timeouts already ended their worker; they stay as they are; so do cells whose task
+    says not to (`isolate_failures`: sampled cells, see CellTask)."""
     worker = record.worker or {}
     return (
         not task.fresh_process
+        and task.isolate_failures
         and not record.status.passing
         and record.status not in (Status.CRASHED, Status.TIMEOUT)
         and worker.get("cells_before", 0) > 0

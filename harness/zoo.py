@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +19,32 @@ from harness.plan import expect as expectations
 from harness.plan.expect import Expect
 from harness.store.records import Record
 
-__all__ = ["Expect", "ModelSpec"]
+__all__ = ["Expect", "ModelSpec", "Sample", "SampleSet"]
 
 _NAME = re.compile(r"^[a-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a sampled zoo entry (`ModelSpec.samples`): a small model of its own
+    with its inputs (each sample has its own shapes and arguments), or why it cannot run."""
+
+    index: int  # its position among the source's samples
+    build: Callable[[], Any] | None = None  # () -> torch.nn.Module taking `inputs`
+    inputs: tuple[Any, ...] = ()
+    tolerance: tuple[float, float] | None = None  # (rtol, atol) for float outputs
+    # False where the outputs are uninitialised memory: only shapes and dtypes are compared.
+    compare_values: bool = True
+    description: str = ""  # what the sample is, for listings of failures
+    skip: str | None = None  # why it cannot run (the sample is recorded as skipped)
+
+
+@dataclass(frozen=True)
+class SampleSet:
+    """The samples a sampled cell runs: at most a cap of the `total` its source has."""
+
+    samples: tuple[Sample, ...]
+    total: int
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,13 @@ class ModelSpec:
     # architecture does not build, from a committed inventory): its cells are skipped with
     # this reason.
     skip_reason: str | None = None
+    # A sampled entry (one OpInfo at one dtype): () -> SampleSet. Each sample is exported,
+    # checked, run and compared on its own, and the cell's record summarises them
+    # (harness.cell.samples); `build`/`example_inputs` then give its first sample alone.
+    samples: Callable[[], SampleSet] | None = None
+    # Facts about the entry for `harness list --json`, selection (`--models KEY:GLOB`) and
+    # its records (e.g. {"opinfo": "nn.functional.conv2d", "dtype": "float32"}).
+    metadata: Mapping[str, Any] = field(default_factory=dict)
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +94,7 @@ class ModelSpec:
         )
         object.__setattr__(self, "tags", tuple(self.tags))
         object.__setattr__(self, "requires", tuple(self.requires))
+        object.__setattr__(self, "metadata", dict(self.metadata))
 
     def missing_requirement(self) -> str | None:
         """Why this model cannot run here, or None: the first of `requires` not importable,

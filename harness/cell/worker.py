@@ -26,6 +26,7 @@ from harness.cell.graph import check
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.reference import Reference, build, reference
+from harness.cell.samples import run_sampled
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss, time_calls
@@ -53,7 +54,8 @@ def run_cell(task: CellTask) -> Record:
             limits.memory_limit(task.max_memory_gb),
             limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)),
         ):
-            record = _skip_reason(task, spec) or _run(task, spec, measured)
+            run = run_sampled if spec.samples is not None else _run  # one OpInfo at a dtype
+            record = _skip_reason(task, spec) or run(task, spec, measured)
     except StageFailure as failure:
         record = _failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record

@@ -78,10 +78,13 @@ Rewrite the file from a run (exact rows with the status and stage each cell ende
 exit codes: 0 nothing blocking, 1 blocking regression (with --fail-on regression),
 2 usage or infrastructure error (missing run, schema too new, runs not comparable).
 
+--variants A,B compares two variants of one run (`harness run --variant`): variant A's
+cells are the baseline, B's the candidate, matched cell by cell.
+
 examples:
   harness compare results/A results/B
-  harness compare results/A results/B --out compare/ --format json
   harness compare results/R --variants base,new       # two --variant's of one run
+  harness compare results/A results/B --out compare/ --format json
   harness history add results/*/ && harness compare --history results/B --last 10
 """
 
@@ -189,6 +192,10 @@ def _expectations(args: argparse.Namespace) -> ExpectedFile | None:
 
 
 def _positionals(args: argparse.Namespace) -> list[Path]:
+    if args.variants and (args.history or args.update_expected):
+        raise UsageError(
+            "--variants compares two variants of one run: not with --history or --update-expected"
+        )
     want = 1 if (args.history or args.update_expected or args.variants) else 2
     if len(args.runs) != want:
         shape = "CANDIDATE" if want == 1 else "BASELINE CANDIDATE"
@@ -245,11 +252,13 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
 
 
 def _variants(spec: str, run: Run) -> tuple[Run, Run]:
+    """`--variants A,B`: variant A's cells against variant B's, both labelled B."""
     names = [n.strip() for n in spec.split(",")]
-    if len(names) != 2 or not all(names):
-        raise UsageError(f"--variants takes BASELINE,CANDIDATE (two variant names), not {spec!r}")
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise UsageError(f"--variants takes BASELINE,CANDIDATE (two different variant names), not {spec!r}")
+    base, candidate = names
     try:
-        return variant_run(run, names[0]), variant_run(run, names[1])
+        return variant_run(run, base, label=candidate), variant_run(run, candidate, label=candidate)
     except VariantError as exc:
         raise UsageError(str(exc)) from None
 

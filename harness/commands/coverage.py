@@ -11,24 +11,35 @@ from pathlib import Path
 
 from harness.errors import UsageError
 
-HELP = "which ATen ops each exporter covers at each opset (from a run), or refresh the op inventory"
+HELP = "which ATen ops (or OpInfos) each exporter covers at each opset (from a run), or refresh an inventory"
 DESCRIPTION = """\
 The op coverage matrix of a run: for each ATen op, and each exporter and opset, whether it
 exports and matches eager ('ok'), exports with wrong numbers ('wrong'), fails (with the
 error signature), or is only seen in cells that failed otherwise ('?'); how many zoo models
 use it; and per exporter and opset the share of ops covered, also weighted by model usage.
 
-From an `ops` suite run (one model per op) the states are those of the op cells; from any
-other run, an op is 'ok' where a passing cell used it and 'fails' where a cell reported it
-unsupported.
+From an `ops` suite run (one model per op) the states are those of the op cells; from an
+`opinfo` suite run the rows are torch's OpInfos, the columns carry the dtype, and 'ok'
+means every sample matched eager (partly matching cells show 'FAILS 3/8'; the summary
+counts samples too); from any other run, an op is 'ok' where a passing cell used it and
+'fails' where a cell reported it unsupported.
 
 --refresh-inventory captures every zoo model as the dynamo exporter does (torch.export,
 then its decompositions) and rewrites the inventory that the `ops` family is built from
 (model_zoo/ops/_inventory.json): each ATen overload, the models using it, and its first
-call's argument shapes and dtypes. Commit the result.
+call's argument shapes and dtypes. `--refresh-inventory opinfo` rewrites the `opinfo`
+family's (model_zoo/opinfo/_inventory.json) from torch's op_db: each OpInfo, its dtypes
+among float32, float16, int64 and bool, and its CPU sample counts. Commit the result.
+
+--update-expected RUN_DIR rewrites the opinfo zoo's expected failures
+(model_zoo/opinfo/_expected.csv) from a run: failing cells get a row with their status,
+stage and a reason, fixed ones lose theirs; review the reasons and commit the file.
 
 examples:
   harness run --suite ops --out results/ops && harness coverage results/ops
+  harness run --suite opinfo --models dtype:float32 --out results/opinfo
+  harness coverage results/opinfo --format csv         # OpInfo x (exporter, opset, dtype)
+  harness coverage --update-expected results/opinfo    # known failures, as data
   harness coverage results/nightly --format csv > coverage.csv
   harness coverage results/ops --format json --problems-only
   harness coverage --refresh-inventory                    # after adding zoo models
@@ -57,8 +68,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--refresh-inventory",
+        nargs="?",
+        const="ops",
+        choices=("ops", "opinfo"),
+        help="rewrite an inventory instead of reading a run: 'ops' (default) captures the "
+        "zoo; 'opinfo' lists torch's OpInfos and their samples (model_zoo/opinfo/)",
+    )
+    p.add_argument(
+        "--update-expected",
         action="store_true",
-        help="capture the zoo and rewrite the op inventory instead of reading a run",
+        help="rewrite the opinfo zoo's expected failures from RUN_DIR (see --expected)",
+    )
+    p.add_argument(
+        "--expected",
+        type=Path,
+        metavar="PATH",
+        help="with --update-expected: the file (default model_zoo/opinfo/_expected.csv)",
     )
     p.add_argument(
         "--zoo",
@@ -79,12 +104,36 @@ def main(args: argparse.Namespace) -> int:
     if args.refresh_inventory:
         if args.run_dir is not None:
             raise UsageError("coverage --refresh-inventory takes no RUN_DIR")
-        return _refresh(args)
+        return _refresh_opinfo(args) if args.refresh_inventory == "opinfo" else _refresh(args)
     if args.zoo or args.models:
         raise UsageError("coverage: --zoo and --models go with --refresh-inventory")
     if args.run_dir is None:
         raise UsageError("coverage: give a RUN_DIR, or --refresh-inventory")
+    if args.update_expected:
+        return _update_expected(args)
+    if args.expected is not None:
+        raise UsageError("coverage: --expected goes with --update-expected")
     return _matrix(args)
+
+
+def _update_expected(args: argparse.Namespace) -> int:
+    from harness.coverage.expected import HEADER, updated_rows
+    from harness.coverage.opinfo_specs import BUILTIN_OPINFO_EXPECTED
+    from harness.plan import expected_file
+    from harness.store.rundir import RunDirError, read_manifest, read_records
+
+    path = args.expected or BUILTIN_OPINFO_EXPECTED
+    try:
+        read_manifest(args.run_dir)
+        records = read_records(args.run_dir)
+        old = expected_file.read(path).rows if path.is_file() else ()
+    except (RunDirError, expected_file.ExpectedFileError) as exc:
+        raise UsageError(str(exc)) from None
+    latest = list({r.cell.key: r for r in records}.values())
+    rows = updated_rows(old, latest)
+    expected_file.write(path, rows, header=HEADER)
+    print(f"wrote {path}: {len(rows)} rows ({len(old)} before) from {args.run_dir}")
+    return 0
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -101,7 +150,7 @@ def _matrix(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         raise UsageError(str(exc)) from None
     ops_run = any(r.family == coverage.OPS_FAMILY for r in records)
-    cov = coverage.build_coverage(records, usage=coverage.op_usage(inventory) if ops_run else None)
+    cov = coverage.build_coverage(records, usage=coverage.usage_for(records, inventory))
     if ops_run:
         cov = dataclasses.replace(cov, not_isolated=coverage.not_isolated(inventory))
     if cov.is_empty:
@@ -140,6 +189,28 @@ def _refresh(args: argparse.Namespace) -> int:
         f"{len(inventory['ops'])} ops with a one-op model, {len(inventory['skipped'])} not isolated, "
         f"from {len(inventory['models']) - len(failed)} models"
         + (f" ({len(failed)} could not be captured: {', '.join(failed)})" if failed else "")
+        + f" -> {path}"
+    )
+    return 0
+
+
+def _refresh_opinfo(args: argparse.Namespace) -> int:
+    from harness.coverage.opinfo_inventory import build_inventory, write_inventory
+    from harness.coverage.opinfo_specs import BUILTIN_OPINFO_INVENTORY
+
+    if args.zoo or args.models:
+        raise UsageError(
+            "coverage --refresh-inventory opinfo reads torch's op_db: no --zoo or --models"
+        )
+    path = args.inventory or BUILTIN_OPINFO_INVENTORY
+    inventory = build_inventory(progress=lambda line: print(line, flush=True))
+    write_inventory(inventory, path)
+    entries = inventory["opinfos"]
+    cells = sum(len(e["samples"]) + len(e["problems"]) for e in entries)
+    failing = sum(len(e["problems"]) for e in entries)
+    print(
+        f"{len(entries)} OpInfos, {cells} (OpInfo, dtype) entries at {', '.join(inventory['dtypes'])}"
+        + (f" ({failing} whose samples cannot be built: skipped cells)" if failing else "")
         + f" -> {path}"
     )
     return 0

@@ -24,6 +24,7 @@ examples:
   harness list --suite vision
   harness list --suite transformers              # how many build, and why the others do not
   harness list --zoo ./my_zoo --json
+  harness list --suite opinfo --json     # each entry's OpInfo name and dtype
 """
 
 
@@ -52,16 +53,20 @@ def _origin(spec: ModelSpec) -> str:
 
 
 def _model_row(spec: ModelSpec) -> dict[str, Any]:
-    return {
+    row = {
         "name": spec.name,
         "family": spec.family,
         "tags": list(spec.tags),
         "dynamic": spec.dynamic_shapes is not None,
+        "sampled": spec.samples is not None,
         "expected_failures": [_expect_row(e) for e in spec.expect],
         "source": _origin(spec),
         "description": spec.description,
         "skip_reason": spec.missing_requirement(),
     }
+    # The entry's own facts (an OpInfo entry's `opinfo`, `variant`, `dtype`, ...), beside
+    # the fields above and never over them.
+    return {**row, **{k: v for k, v in spec.metadata.items() if k not in row}}
 
 
 def _expect_row(e: Expect) -> dict[str, Any]:

@@ -248,6 +248,8 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
             def on_record(record: Record) -> None:
                 spec = plan.specs.get(record.model)
                 record = spec.judge(record) if spec else record  # expectations: judged here only
+                if spec and spec.metadata:  # every record, a timeout's or a crash's too
+                    record = record.with_changes(metadata=dict(spec.metadata))
                 writer.write(record)
                 progress.update(record)
 
@@ -382,4 +384,5 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
             keep_onnx=plan.options.keep_onnx,
             protocol=plan.protocol,
             max_memory_gb=max_memory,
+            isolate_failures=plan.specs[cell.model].samples is None,
         )

@@ -16,6 +16,7 @@ from harness.compare.findings import (
     few,
     finding,
 )
+from harness.compare.samples import sample_findings
 from harness.compare.thresholds import Thresholds
 from harness.coverage import matrix as coverage
 from harness.store.records import OutputCheck, Record
@@ -34,11 +35,16 @@ def deterministic_findings(base: Run, cand: Run, t: Thresholds) -> list[Finding]
 
 
 def cell_findings(b: Record, c: Record, thresholds: Thresholds) -> list[Finding]:
-    """Every deterministic finding between two records of the same cell."""
+    """Every deterministic finding between two records of the same cell. A sampled cell's
+    flips are named per sample, with the sample's inputs and error (compare.samples)."""
+    numerics = numerics_findings(b, c, growth=thresholds.numerics_growth)
+    if c.samples is not None:
+        numerics = [f for f in numerics if f.kind == "numerics_error_grew"]
     return [
         *status_findings(b, c),
         *opset_findings(b, c),
-        *numerics_findings(b, c, growth=thresholds.numerics_growth),
+        *numerics,
+        *sample_findings(b, c),
         *unsupported_op_findings(b, c),
     ]
 
@@ -190,9 +196,9 @@ def aten_op_lost_findings(base: Sequence[Record], cand: Sequence[Record]) -> lis
 def op_coverage_findings(base: Sequence[Record], cand: Sequence[Record]) -> list[Finding]:
     """Per exporter and opset (harness.coverage.matrix): an op that exported and matched in the
     baseline and now fails or gives wrong numbers blocks, naming the zoo models that use
-    it; a newly covered op is an improvement. Op cells name their users from the inventory."""
-    ops_run = any(r.family == coverage.OPS_FAMILY for r in cand)
-    usage = coverage.op_usage() if ops_run else None
+    it; a newly covered op is an improvement. Op cells name their users from the inventory.
+    OpInfo cells are compared per (OpInfo, dtype, exporter, opset)."""
+    usage = coverage.usage_for(cand)
     found = []
     for change in coverage.coverage_changes(base, cand, usage=usage):
         was, now = change.before.state, change.after.state

@@ -7,7 +7,10 @@ A matrix op x (exporter, opset) of states, from whichever evidence a run holds:
   or `fails` (export, checker or ORT fails, with the error signature);
 - model cells: an op is `ok` where a cell that passed used it, `fails` where it is in a
   cell's `unsupported_ops`, and `unknown` where it only appears in cells that failed for
-  some other reason.
+  some other reason;
+- OpInfo cells (family `opinfo`, one OpInfo at one dtype): rows are OpInfos (torch's
+  names), columns carry the dtype, and each state carries how many of the cell's samples
+  matched eager; `ok` means every sample that could run matched.
 
 Dynamo records name overloads ('aten.add.Tensor'); TorchScript graphs name none
 ('aten.add'), so a TorchScript op counts for every overload of its packet the run has
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from harness.store.records import Cell, Record
 
 BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"
 OPS_FAMILY = "ops"
+OPINFO_FAMILY = "opinfo"
 
 OK, WRONG, FAILS, UNKNOWN = "ok", "wrong", "fails", "unknown"
 STATES = (OK, WRONG, FAILS, UNKNOWN)
@@ -51,16 +55,19 @@ class Column:
     opset: int
     device: str = "cpu"
     variant: str = "base"
+    dtype: str = ""  # OpInfo cells: the dtype the OpInfo ran at
 
     @classmethod
     def of(cls, r: Record) -> Column:
-        return cls(r.exporter, r.opset, r.device, r.variant)
+        dtype = str((r.metadata or {}).get("dtype") or "") if r.family == OPINFO_FAMILY else ""
+        return cls(r.exporter, r.opset, r.device, r.variant, dtype)
 
     @property
     def label(self) -> str:
         device = "" if self.device == "cpu" else f" {self.device}"
         variant = "" if self.variant == "base" else f" [{self.variant}]"
-        return f"{self.exporter}@{self.opset}{device}{variant}"
+        dtype = " (all dtypes)" if self.dtype == "all" else f" {self.dtype}" if self.dtype else ""
+        return f"{self.exporter}@{self.opset}{device}{variant}{dtype}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class OpState:
     signature: str | None = None
     models: tuple[str, ...] = ()
     cell: Cell | None = None
+    samples: tuple[int, int] | None = None  # OpInfo cells: (samples matched, samples run)
 
 
 @dataclass(frozen=True)
@@ -79,10 +87,17 @@ class OpRow:
     op: str
     usage: tuple[str, ...] | None  # the zoo models that use the op; None where unknown
     states: Mapping[Column, OpState]
+    kind: str = "aten"  # "aten" (an ATen overload) or "opinfo" (an OpInfo's full name)
 
     def state(self, column: Column) -> str | None:
         s = self.states.get(column)
         return s.state if s else None
+
+    @property
+    def key(self) -> str:
+        """What identifies the row across runs: ATen names case-blind (op cells are named
+        in lower case), OpInfo names exactly ('T' and 't' are two OpInfos)."""
+        return self.op if self.kind == OPINFO_FAMILY else self.op.lower()
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ class ColumnSummary:
     counts: Mapping[str, int]
     covered_share: float | None
     weighted_share: float | None  # the same, each op weighted by the zoo models using it
+    samples_matched: int | None = None  # OpInfo cells: samples that matched, of those run
+    samples_run: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,22 +122,44 @@ class Coverage:
     def is_empty(self) -> bool:
         return not self.rows
 
+    @property
+    def unit(self) -> str:
+        """What the rows are, for headings: 'OpInfos', 'ATen ops', or both."""
+        kinds = {r.kind for r in self.rows}
+        return (
+            " and ".join(u for k, u in (("aten", "ATen ops"), ("opinfo", "OpInfos")) if k in kinds)
+            or "ops"
+        )
+
     def summaries(self) -> list[ColumnSummary]:
-        return [_summary(self.rows, c) for c in self.columns]
+        return [_summary(self.rows, [c], c) for c in self.columns]
+
+    def totals(self) -> list[ColumnSummary]:
+        """Per exporter and opset over every dtype (OpInfo columns only): each (op, dtype)
+        counts once; its column's `dtype` is 'all'. Empty where no column has a dtype."""
+        groups: dict[Column, list[Column]] = {}
+        for c in self.columns:
+            if c.dtype:
+                groups.setdefault(replace(c, dtype="all"), []).append(c)
+        return [_summary(self.rows, cols, total) for total, cols in sorted(groups.items())]
 
 
-def _summary(rows: Sequence[OpRow], column: Column) -> ColumnSummary:
-    seen = [r for r in rows if r.state(column) is not None]
-    counts = {s: sum(1 for r in seen if r.state(column) == s) for s in STATES}
-    weights = {r.op: len(r.usage) if r.usage is not None else 0 for r in seen}
-    total = sum(weights.values())
-    covered = sum(weights[r.op] for r in seen if r.state(column) == OK)
+def _summary(rows: Sequence[OpRow], columns: Sequence[Column], label: Column) -> ColumnSummary:
+    """Counts over every (op, column) with a state: one column, or a dtype-less group."""
+    seen = [(r, r.states[c]) for r in rows for c in columns if c in r.states]
+    counts = {k: sum(1 for _, s in seen if s.state == k) for k in STATES}
+    weight = [len(r.usage) if r.usage is not None else 0 for r, _ in seen]
+    total = sum(weight)
+    covered = sum(w for w, (_, s) in zip(weight, seen, strict=True) if s.state == OK)
+    sampled = [s.samples for _, s in seen if s.samples is not None]
     return ColumnSummary(
-        column=column,
+        column=label,
         ops=len(seen),
         counts=counts,
         covered_share=counts[OK] / len(seen) if seen else None,
         weighted_share=covered / total if total else None,
+        samples_matched=sum(m for m, _ in sampled) if sampled else None,
+        samples_run=sum(n for _, n in sampled) if sampled else None,
     )
 
 
@@ -137,6 +176,15 @@ def op_usage(path: Path = BUILTIN_INVENTORY) -> dict[str, tuple[str, ...]]:
         usage[entry["op"]] = models
         usage.setdefault(entry.get("name") or entry["op"].lower(), models)
     return usage
+
+
+def usage_for(
+    records: Iterable[Record], path: Path = BUILTIN_INVENTORY
+) -> dict[str, tuple[str, ...]] | None:
+    """The zoo usage to weigh a run's rows by: from the op inventory where the run has op
+    or OpInfo cells (model cells name their own models)."""
+    families = {r.family for r in records}
+    return op_usage(path) if families & {OPS_FAMILY, OPINFO_FAMILY} else None
 
 
 def not_isolated(path: Path = BUILTIN_INVENTORY) -> tuple[Mapping[str, Any], ...]:
@@ -174,8 +222,9 @@ def build_coverage(
     """The coverage matrix of a run. `usage` (op -> zoo models, `op_usage()`) names the
     models behind each op; without it they are the run's own models that used the op."""
     cells = {r.cell.key: r for r in records}  # a repeated cell keeps its last record
+    opinfo_cells = [r for r in cells.values() if r.family == OPINFO_FAMILY]
     op_cells = [r for r in cells.values() if r.family == OPS_FAMILY]
-    model_cells = [r for r in cells.values() if r.family != OPS_FAMILY]
+    model_cells = [r for r in cells.values() if r.family not in (OPS_FAMILY, OPINFO_FAMILY)]
     names = _OpNames(usage or {})
     names.learn(r.model for r in op_cells)
     for r in model_cells:
@@ -195,12 +244,45 @@ def build_coverage(
     rows = tuple(
         OpRow(names.display(key), _usage_of(key, usage, seen_in), states)
         for key, states in sorted(by_op.items())
+    ) + opinfo_rows(opinfo_cells, usage or {})
+    columns = tuple(sorted({c for row in rows for c in row.states}))
+    kinds = (
+        ("op cells", op_cells),
+        ("OpInfo cells", opinfo_cells),
+        ("model cells", model_cells),
     )
-    columns = tuple(sorted({c for states in by_op.values() for c in states}))
-    source = " and ".join(
-        s for s, present in (("op cells", op_cells), ("model cells", model_cells)) if present
-    )
+    source = " and ".join(s for s, present in kinds if present)
     return Coverage(source or "no cells", columns, rows)
+
+
+def opinfo_rows(records: Sequence[Record], usage: Mapping[str, Sequence[str]]) -> tuple[OpRow, ...]:
+    """One row per OpInfo (torch's full name), a column per (exporter, opset, ..., dtype);
+    weighted by the zoo models using the OpInfo's ATen op (any overload of it)."""
+    by_packet: dict[str, set[str]] = {}
+    for op, models in usage.items():
+        parts = op.split(".")
+        if len(parts) >= 2 and parts[0] == "aten":
+            by_packet.setdefault(parts[1], set()).update(models)
+    states: dict[str, dict[Column, OpState]] = {}
+    aten: dict[str, str | None] = {}
+    for r in records:
+        meta = r.metadata or {}
+        name = str(meta.get("opinfo") or r.model)
+        full = f"{name}.{meta['variant']}" if meta.get("variant") else name
+        aten[full] = meta.get("aten_name")
+        states.setdefault(full, {})[Column.of(r)] = op_cell_state(r)
+    return tuple(
+        OpRow(full, _packet_usage(aten[full], by_packet, usage), cols, kind=OPINFO_FAMILY)
+        for full, cols in sorted(states.items())
+    )
+
+
+def _packet_usage(
+    aten: str | None, by_packet: Mapping[str, set[str]], usage: Mapping[str, Sequence[str]]
+) -> tuple[str, ...] | None:
+    if not usage:
+        return None
+    return tuple(sorted(by_packet.get(aten or "", ())))
 
 
 def _usage_of(
@@ -224,7 +306,13 @@ def op_cell_state(r: Record) -> OpState:
     else:
         state = FAILS
     signature = None if state == OK else (r.error_signature or r.reason or r.status)
-    return OpState(state, signature, (r.model,), r.cell)
+    samples = None
+    if r.samples is not None:
+        samples = (
+            int(r.samples.get("matched") or 0),
+            int(r.samples.get("run") or 0) - int(r.samples.get("skipped") or 0),
+        )
+    return OpState(state, signature, (r.model,), r.cell, samples)
 
 
 def _model_evidence(
@@ -318,13 +406,13 @@ def coverage_changes(
 ) -> list[CoverageChange]:
     """Ops lost or newly covered per column, for ops present in both runs' column."""
     before, after = build_coverage(base, usage=usage), build_coverage(cand, usage=usage)
-    old = {(r.op.lower(), c): (r, s) for r in before.rows for c, s in r.states.items()}
+    old = {(r.key, c): (r, s) for r in before.rows for c, s in r.states.items()}
     changes = []
     for row in after.rows:
         for column, now in sorted(row.states.items()):
-            if (row.op.lower(), column) not in old:
+            if (row.key, column) not in old:
                 continue
-            old_row, was = old[(row.op.lower(), column)]
+            old_row, was = old[(row.key, column)]
             models = row.usage or old_row.usage or ()
             change = CoverageChange(row.op, column, was, now, tuple(models))
             if change.lost or change.gained:

@@ -10,15 +10,16 @@ from typing import Any
 
 from harness.coverage.matrix import (
     OK,
-    OPS_FAMILY,
     STATE_MARK,
     STATE_TEXT,
     STATES,
     Column,
+    ColumnSummary,
     Coverage,
     OpRow,
+    OpState,
     build_coverage,
-    op_usage,
+    usage_for,
 )
 from harness.store.records import Record
 
@@ -38,12 +39,15 @@ def _md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str
 
 
 def _summary_table(cov: Coverage) -> list[str]:
+    summaries = cov.summaries() + cov.totals()  # OpInfos: per dtype, then over all dtypes
+    sampled = any(s.samples_run is not None for s in summaries)
     headers = (
         "exporter@opset",
         "ops",
         *(STATE_TEXT[s] for s in STATES),
         "covered",
         "weighted by model usage",
+        *(("samples matched",) if sampled else ()),
     )
     rows = [
         (
@@ -52,10 +56,26 @@ def _summary_table(cov: Coverage) -> list[str]:
             *(str(s.counts[k]) for k in STATES),
             _percent(s.covered_share),
             _percent(s.weighted_share),
+            *((samples_text(s),) if sampled else ()),
         )
-        for s in cov.summaries()
+        for s in summaries
     ]
     return _md_table(headers, rows)
+
+
+def samples_text(s: ColumnSummary) -> str:
+    """'1234 of 1400 (88%)': samples that matched eager, of those that ran."""
+    if s.samples_run is None or s.samples_matched is None:
+        return "—"
+    share = s.samples_matched / s.samples_run if s.samples_run else None
+    return f"{s.samples_matched} of {s.samples_run} ({_percent(share)})"
+
+
+def state_text(state: OpState) -> str:
+    """A matrix cell: the state's mark, and for a partly matching OpInfo cell '3/8'."""
+    if state.samples is not None and state.state != OK and state.samples[1]:
+        return f"{STATE_MARK[state.state]} {state.samples[0]}/{state.samples[1]}"
+    return STATE_MARK[state.state]
 
 
 def _is_problem(row: OpRow) -> bool:
@@ -68,7 +88,7 @@ def _matrix_table(cov: Coverage, rows: Sequence[OpRow]) -> list[str]:
         (
             f"`{row.op}`",
             "—" if row.usage is None else str(len(row.usage)),
-            *(STATE_MARK[st] if (st := row.state(c)) else "—" for c in cov.columns),
+            *(state_text(st) if (st := row.states.get(c)) else "—" for c in cov.columns),
         )
         for row in rows
     ]
@@ -100,11 +120,17 @@ def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
     """Summary per exporter and opset, the op x column matrix, then each problem's error."""
     problems = [r for r in cov.rows if _is_problem(r)]
     shown = problems if problems_only else list(cov.rows)
+    sampled = (
+        " (OpInfos: of every sample; 'FAILS 3/8': 3 of 8 samples matched; an '(all dtypes)'"
+        " row counts each OpInfo at each dtype once)"
+        if "OpInfo" in cov.unit
+        else ""
+    )
     lines = [
-        f"Op coverage from {cov.source}: {len(cov.rows)} ATen ops. 'models': how many zoo "
-        "models use the op; 'ok': exports and matches eager; 'wrong': exports, wrong "
-        "numbers; 'FAILS': export, checker or ONNX Runtime fails; '?': not shown, only in "
-        "cells that failed for another reason; '—': not in that column's cells.",
+        f"Op coverage from {cov.source}: {len(cov.rows)} {cov.unit}. 'models': how many zoo "
+        f"models use the op; 'ok': exports and matches eager{sampled}; 'wrong': exports, wrong "
+        "numbers; 'FAILS': export, checker or ONNX Runtime fails; '?': not shown (only in "
+        "cells that failed for another reason, or skipped); '—': not in that column's cells.",
         "",
         *_summary_table(cov),
         "",
@@ -136,15 +162,23 @@ def to_json(cov: Coverage) -> dict[str, Any]:
                 **{k: s.counts[k] for k in STATES},
                 "covered_share": s.covered_share,
                 "weighted_share": s.weighted_share,
+                "samples_matched": s.samples_matched,
+                "samples_run": s.samples_run,
             }
-            for s in cov.summaries()
+            for s in cov.summaries() + cov.totals()
         ],
         "ops": [
             {
                 "op": row.op,
                 "models": None if row.usage is None else list(row.usage),
+                "kind": row.kind,
                 "status": {
-                    c.label: {"state": s.state, "signature": s.signature, "cells": list(s.models)}
+                    c.label: {
+                        "state": s.state,
+                        "signature": s.signature,
+                        "cells": list(s.models),
+                        **({"samples": list(s.samples)} if s.samples is not None else {}),
+                    }
                     for c, s in sorted(row.states.items())
                 },
             }
@@ -155,10 +189,28 @@ def to_json(cov: Coverage) -> dict[str, Any]:
 
 
 def _column_dict(c: Column) -> dict[str, Any]:
-    return {"exporter": c.exporter, "opset": c.opset, "device": c.device, "variant": c.variant}
+    return {
+        "exporter": c.exporter,
+        "opset": c.opset,
+        "device": c.device,
+        "variant": c.variant,
+        **({"dtype": c.dtype} if c.dtype else {}),
+    }
 
 
-CSV_COLUMNS = ("op", "models", "exporter", "opset", "device", "variant", "state", "signature")
+CSV_COLUMNS = (
+    "op",
+    "models",
+    "exporter",
+    "opset",
+    "device",
+    "variant",
+    "state",
+    "signature",
+    "dtype",
+    "samples_matched",
+    "samples_run",
+)
 
 
 def to_csv(cov: Coverage) -> str:
@@ -178,6 +230,9 @@ def to_csv(cov: Coverage) -> str:
                     c.variant,
                     s.state,
                     s.signature or "",
+                    c.dtype,
+                    "" if s.samples is None else s.samples[0],
+                    "" if s.samples is None else s.samples[1],
                 ]
             )
     return out.getvalue()
@@ -186,8 +241,7 @@ def to_csv(cov: Coverage) -> str:
 def coverage_markdown(records: Sequence[Record]) -> str | None:
     """The coverage section for a run's report.md: the summary, the ops with a problem and
     why; None when the run holds no op data. Op cells' usage comes from the built-in inventory."""
-    usage = op_usage() if any(r.family == OPS_FAMILY for r in records) else None
-    cov = build_coverage(records, usage=usage)
+    cov = build_coverage(records, usage=usage_for(records))
     if cov.is_empty:
         return None
     return to_markdown(cov, problems_only=True)

@@ -3,6 +3,7 @@ entry-point group. Loading a file runs only that file; nothing registers itself.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import fnmatch
 import hashlib
@@ -42,7 +43,8 @@ class Zoo:
             raise UsageError(f"unknown model {name!r}; `harness list` shows the zoo") from None
 
     def select(self, patterns: Sequence[str]) -> list[ModelSpec]:
-        """Models matching any of `patterns`: exact names, globs, or `tag:NAME` / `family:NAME`."""
+        """Models matching any of `patterns`: exact names, globs, `tag:NAME`, `family:NAME`,
+        or `KEY:GLOB` over an entry's metadata (`opinfo:nn.functional.*`, `dtype:float32`)."""
         chosen: dict[str, ModelSpec] = {}
         for pattern in patterns:
             hits = [m for m in self.models.values() if _selects(pattern, m)]
@@ -59,6 +61,9 @@ def _selects(pattern: str, spec: ModelSpec) -> bool:
         return pattern[4:] in spec.tags
     if pattern.startswith("family:"):
         return spec.family == pattern[7:]
+    key, colon, value = pattern.partition(":")  # names never hold ':'
+    if colon:
+        return key in spec.metadata and fnmatch.fnmatchcase(str(spec.metadata[key]), value)
     return fnmatch.fnmatchcase(spec.name, pattern)
 
 
@@ -120,8 +125,16 @@ def _specs_of(module: Any, source: str) -> list[ModelSpec]:
         spec = s if isinstance(s, ModelSpec) else _from_exportable_module(s)
         if spec is None:
             raise UsageError(f"zoo file {source}: SPEC entries must be harness.zoo.ModelSpec")
-        converted.append(dataclasses.replace(spec, source=source))
+        converted.append(_with_source(spec, source))
     return converted
+
+
+def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
+    """The spec, noting where it comes from: a shallow copy (its fields were validated when
+    it was made; a zoo of ~2000 OpInfo entries is reloaded for every cell of a worker)."""
+    found = copy.copy(spec)
+    object.__setattr__(found, "source", source)
+    return found
 
 
 def _from_exportable_module(obj: Any) -> ModelSpec | None:

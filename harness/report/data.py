@@ -322,19 +322,23 @@ def opset_effect_data(records: Sequence[Record]) -> OpsetEffectData:
 def run_coverage(records: Sequence[Record]) -> coverage.Coverage:
     """The run's op coverage (harness.coverage.matrix, as `harness coverage` shows it); op
     cells name the zoo models behind each op from the built-in inventory."""
-    has_op_cells = any(r.family == coverage.OPS_FAMILY for r in records)
-    return coverage.build_coverage(records, usage=coverage.op_usage() if has_op_cells else None)
+    return coverage.build_coverage(records, usage=coverage.usage_for(records))
 
 
 @dataclass(frozen=True)
 class CoverageData:
-    """Which ATen ops does each exporter@opset handle? Problem ops first (fails, wrong,
-    unknown), then by name; above MAX_COVERAGE_OPS ops the rest are counted."""
+    """Which ops does each exporter@opset handle? Problem ops first (fails, wrong,
+    unknown), then by name (OpInfos: the ones the zoo uses most first, since ~700 cannot
+    all be drawn); above MAX_COVERAGE_OPS ops the rest are counted."""
 
     ops: tuple[str, ...]
     columns: tuple[str, ...]
     state: tuple[tuple[str | None, ...], ...]  # [op][column]: a coverage state or None
     omitted: int = 0  # ops not drawn
+    what: str = "ATen ops"  # what the rows are
+    # [op][column]: '3/8' where an OpInfo cell matched only some of its samples, else None
+    text: tuple[tuple[str | None, ...], ...] | None = None
+    omitted_ok: int = 0  # of the ops not drawn, those ok in every column
 
     @property
     def is_empty(self) -> bool:
@@ -346,17 +350,36 @@ _PROBLEM_ORDER = {coverage.FAILS: 0, coverage.WRONG: 1, coverage.UNKNOWN: 2, cov
 
 def coverage_data(records: Sequence[Record], *, max_ops: int = MAX_COVERAGE_OPS) -> CoverageData:
     cov = run_coverage(records)
+    opinfo = any(row.kind == coverage.OPINFO_FAMILY for row in cov.rows)
 
-    def worst(row: coverage.OpRow) -> int:
-        return min(_PROBLEM_ORDER[s.state] for s in row.states.values())
+    def order(row: coverage.OpRow) -> tuple[Any, ...]:
+        worst = min(_PROBLEM_ORDER[s.state] for s in row.states.values())
+        if not opinfo:
+            return (worst, row.op)
+        failing = sum(s.state != coverage.OK for s in row.states.values())
+        return (worst, -len(row.usage or ()), -failing, row.op)
 
-    rows = sorted(cov.rows, key=lambda row: (worst(row), row.op))[:max_ops]
+    ranked = sorted(cov.rows, key=order)
+    rows = ranked[:max_ops]
     return CoverageData(
         ops=tuple(row.op for row in rows),
         columns=tuple(c.label for c in cov.columns),
         state=tuple(tuple(row.state(c) for c in cov.columns) for row in rows),
         omitted=len(cov.rows) - len(rows),
+        what=cov.unit,
+        text=tuple(tuple(_sampled(row.states.get(c)) for c in cov.columns) for row in rows)
+        if opinfo
+        else None,
+        omitted_ok=sum(
+            all(s.state == coverage.OK for s in row.states.values()) for row in ranked[max_ops:]
+        ),
     )
+
+
+def _sampled(state: coverage.OpState | None) -> str | None:
+    if state is None or state.samples is None or state.state == coverage.OK or not state.samples[1]:
+        return None
+    return f"{state.samples[0]}/{state.samples[1]}"
 
 
 # == 6. comparison of two runs =================================================================

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.coverage import matrix as coverage
+from harness.coverage.render import samples_text
 from harness.report.data import (
     ComparisonData,
     comparison_data,
@@ -179,7 +180,9 @@ def opsets_section(
         "ORT p50 vs lowest opset (median)",
     )
     ops = coverage_table(records)
-    ops_section = sub("ATen op coverage", ops, coverage_image) if ops is not None else None
+    unit = run_coverage(records).unit if ops is not None else ""
+    title = "ATen op coverage" if unit == "ATen ops" else f"Op coverage ({unit})"
+    ops_section = sub(title, ops, coverage_image) if ops is not None else None
     return sub("Opsets and op coverage", table(headers, rows), image, ops_section)
 
 
@@ -189,6 +192,8 @@ def coverage_table(records: Sequence[Record]) -> Table | None:
     cov = run_coverage(records)
     if cov.is_empty:
         return None
+    summaries = cov.summaries() + cov.totals()  # OpInfos: per dtype, then over all dtypes
+    sampled = any(s.samples_run is not None for s in summaries)  # OpInfo cells
     rows = [
         (
             Text(s.column.label),
@@ -196,11 +201,13 @@ def coverage_table(records: Sequence[Record]) -> Table | None:
             *(Text(str(s.counts[state])) for state in coverage.STATES),
             Text(percent(s.covered_share)),
             Text(percent(s.weighted_share)),
+            *((Text(samples_text(s)),) if sampled else ()),
         )
-        for s in cov.summaries()
+        for s in summaries
     ]
     states = tuple(coverage.STATE_TEXT[state] for state in coverage.STATES)
-    return table(("exporter@opset", "ops", *states, "covered", "weighted by model usage"), rows)
+    headers = ("exporter@opset", "ops", *states, "covered", "weighted by model usage")
+    return table((*headers, *(("samples matched",) if sampled else ())), rows)
 
 
 # == against a baseline run ====================================================================

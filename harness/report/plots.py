@@ -202,12 +202,18 @@ def plot_coverage(data: CoverageData, path: Path) -> Path:
     ax = fig.add_subplot()
     colours = [[COVERAGE_COLOURS[s] if s else NOT_SEEN_COLOUR for s in line] for line in data.state]
     _heat_table(ax, colours, data.ops, data.columns, fontsize=7)
+    for i, line in enumerate(data.text or ()):  # OpInfos: samples matched of those run
+        for j, text in enumerate(line):
+            if text:
+                ax.text(j, i, text, ha="center", va="center", fontsize=6)
     present = {s for line in data.state for s in line if s}
     entries = [(STATE_TEXT[s], fill) for s, fill in COVERAGE_COLOURS.items() if s in present]
     _patch_legend(fig, [*entries, ("not in that column's cells", NOT_SEEN_COLOUR)])
-    title = f"Which ATen ops does each exporter handle?\n{len(data.ops)} ops, problem ops first"
+    title = (
+        f"Which {data.what} does each exporter handle?\n{len(data.ops)} drawn, problem ops first"
+    )
     if data.omitted:
-        title += f"; {data.omitted} more ops not drawn"
+        title += f"; {data.omitted} more not drawn ({data.omitted_ok} ok in every column)"
     ax.set_title(title, fontsize=10)
     return _save(fig, path)
 

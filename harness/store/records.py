@@ -71,6 +71,10 @@ class CellTask:
     # Run in a worker process of its own (not reused): set when a cell that failed in a
     # reused worker is run again to rule out state left by earlier cells.
     fresh_process: bool = False
+    # Whether a failure in a reused worker is run again in a fresh process. Sampled cells
+    # (opinfo) build a new module class per sample and fail by the hundred on purpose:
+    # a fresh process each (imports, op_db, warm-up: ~15 s) would triple a night.
+    isolate_failures: bool = True
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,9 @@ class Measurements:
     # On a numerics mismatch: the first ONNX node over tolerance, or why none is named.
     first_divergence: dict[str, Any] | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
+    # A sampled cell (harness.cell.samples): how many samples exported, matched, gave wrong
+    # numbers, failed or were skipped, and each failing sample's stage and error.
+    samples: dict[str, Any] | None = None
 
 
 _MEASURED = [f.name for f in dataclasses.fields(Measurements)]
@@ -193,6 +200,8 @@ class Record:
     duration_s: float | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     reason: str | None = None
+    samples: dict[str, Any] | None = None  # a sampled cell's per-sample summary
+    metadata: dict[str, Any] | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.

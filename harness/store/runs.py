@@ -47,18 +47,29 @@ class VariantError(ValueError):
     """A variant the run does not hold; the message names the ones it does."""
 
 
-def variant_run(run: Run, variant: str) -> Run:
-    """One variant of a run (`--variant`) as a run of its own: its records relabelled to the
-    base variant and its versions as the base's, so that two variants of one run compare
-    cell by cell like two runs (`harness compare RUN --variants base,new`)."""
-    records = tuple(r.with_changes(variant="base") for r in run.records if r.variant == variant)
+def variant_run(run: Run, variant: str, *, label: str = "base") -> Run:
+    """One variant of a run (`--variant`) as a run of its own, its records, exporter cold
+    starts and versions relabelled to the variant `label`, so that two variants of one run
+    compare cell by cell like two runs (`harness compare RUN --variants base,new` labels
+    both sides `new`)."""
+    records = tuple(r.with_changes(variant=label) for r in run.records if r.variant == variant)
     if not records:
         held = ", ".join(sorted({r.variant for r in run.records})) or "none"
         raise VariantError(
             f"{run.path or run.run_id} has no records of variant {variant!r} (it has: {held})"
         )
     versions = (run.manifest.get("versions") or {}).get(variant) or {}
-    manifest = {**run.manifest, "run_id": f"{run.run_id}@{variant}", "versions": {"base": versions}}
+    cold = [
+        {**e, "variant": label}
+        for e in run.manifest.get("cold_start") or ()
+        if (e.get("variant") or "base") == variant
+    ]
+    manifest = {
+        **run.manifest,
+        "run_id": f"{run.run_id}@{variant}",
+        "versions": {"base": versions, label: versions},
+        "cold_start": cold,
+    }
     return Run(manifest=manifest, records=records, path=run.path)
 
 

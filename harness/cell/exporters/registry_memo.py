@@ -1,0 +1,182 @@
+"""The dynamo exporter's ONNX function registry, built once per process and inputs.
+
+Every `torch.onnx.export(..., dynamo=True)` call builds `ONNXRegistry.from_torchlib(opset)`
+afresh: it re-reads and re-parses the source of each of onnxscript's ~560 torchlib
+functions to infer their signatures (0.5-1.6 s a call on this machine; more than the whole
+rest of a one-op export). The registry depends only on its inputs: the opset, torch's own
+torchlib registry, onnxscript's torchlib registry and which of the ATen ops those name
+exist in this process. So, for the duration of one export call, `from_torchlib` is
+replaced by a memo keyed by exactly those inputs, which returns a copy of the registry it
+built for them (the exporter may add custom translations to the registry it gets; the
+copy keeps the memo clean). A translation registered or replaced later (a test fixture
+replacing an onnxscript function, a library defining an op a torchlib function names)
+changes the key, and the registry is built again.
+
+The exported model is byte for byte what the call exports without the memo
+(tests/cell/test_registry_memo.py; benchmarks/test_opinfo.py over every OpInfo). What
+changes is the time: a memoised call's export time no longer includes rebuilding the
+registry (the exporter cold start, a process's first export, still does). The first
+miss in a process checks that the key reads the same functions the exporter's own
+registry source lists; where it does not (another onnxscript), the memo turns itself off.
+`HARNESS_REGISTRY_MEMO=0` turns it off for a run (the harness passes HARNESS_* variables
+on to its workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+ENV = "HARNESS_REGISTRY_MEMO"
+_OWNER = "torch.onnx._internal.exporter._registration"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+class _State:
+    """This process's memo: registries by key, and whether the key is trusted here."""
+
+    built: dict[tuple[Any, ...], Any] = {}
+    trusted: bool | None = None  # None: not checked yet
+    hits = 0
+    misses = 0
+
+
+@contextlib.contextmanager
+def memoised_registry() -> Iterator[None]:
+    """Within the block, `ONNXRegistry.from_torchlib` answers from the memo (when enabled)."""
+    if not enabled() or _State.trusted is False:
+        yield
+        return
+    try:
+        from torch.onnx._internal.exporter import _registration
+
+        owner = _registration.ONNXRegistry
+        raw = vars(owner)["from_torchlib"]
+        build = raw.__func__
+    except (ImportError, KeyError, AttributeError):  # another torch: the plain call
+        yield
+        return
+    owner.from_torchlib = classmethod(_memoised(build))  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        owner.from_torchlib = raw  # type: ignore[method-assign]
+
+
+def _memoised(build: Callable[..., Any]) -> Callable[..., Any]:
+    def from_torchlib(cls: type, *args: Any, **kwargs: Any) -> Any:
+        opset = _opset(build, args, kwargs)
+        key = registry_key(cls, opset)
+        if key is None:
+            return build(cls, *args, **kwargs)
+        if key not in _State.built:
+            _State.misses += 1
+            registry = build(cls, *args, **kwargs)
+            if not _trust_key():
+                return registry
+            _State.built[key] = registry
+        else:
+            _State.hits += 1
+        return _copy(_State.built[key])
+
+    return from_torchlib
+
+
+def _opset(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    import inspect
+
+    bound = inspect.signature(build).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments.get("opset_version")
+
+
+def registry_key(cls: type, opset: Any) -> tuple[Any, ...] | None:
+    """Everything `from_torchlib` reads: the opset, torch's torchlib entries, onnxscript's
+    torchlib functions (by identity), and the names that did not resolve to an op when
+    the registry was built (a name that resolves later changes the key). None where the
+    registries cannot be read."""
+    try:
+        # Importing the ops registers them, as the exporter's own listing does first.
+        from onnxscript.function_libs.torch_lib import ops, registration
+        from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+
+        del ops
+
+        torch_side = tuple(id(m) for m in _torchlib_registry.get_torchlib_ops())
+        onnxscript_side = tuple(
+            (name, tuple(map(id, f.overloads)), tuple(map(id, f.complex)))
+            for name, f in registration.default_registry.items()
+            if not name.startswith("internal::")
+        )
+    except Exception:
+        return None
+    return (cls, opset, torch_side, onnxscript_side, _unresolved(onnxscript_side))
+
+
+def _unresolved(onnxscript_side: tuple[Any, ...]) -> frozenset[str]:
+    """The qualified names that do not resolve to an op in this process, as `from_torchlib`
+    asks (`_get_overload`). Only names unresolved at first sight are asked again: resolving
+    is what can change, when a library defines an op later."""
+    from torch.onnx._internal.exporter._registration import _get_overload
+
+    names = frozenset(name for name, *_ in onnxscript_side)
+    first = _Unresolved.names.get(names)
+    if first is None:
+        first = _Unresolved.names[names] = frozenset(n for n in names if _get_overload(n) is None)
+    return frozenset(n for n in first if _get_overload(n) is None)
+
+
+class _Unresolved:
+    names: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _trust_key() -> bool:
+    """Once per process: the functions the key reads are those the exporter's registry
+    source (`onnxscript_apis.get_torchlib_ops`) lists, so equal keys mean equal inputs."""
+    if _State.trusted is None:
+        try:
+            from onnxscript.function_libs.torch_lib import registration
+            from torch.onnx._internal._lazy_import import onnxscript_apis
+
+            listed = {
+                (m.qualified_name, id(m.function)) for m in onnxscript_apis.get_torchlib_ops()
+            }
+            read = {
+                (name, id(fn))
+                for name, f in registration.default_registry.items()
+                if not name.startswith("internal::")
+                for fn in (*f.overloads, *f.complex)
+            }
+            _State.trusted = listed == read
+        except Exception:
+            _State.trusted = False
+    return _State.trusted
+
+
+def _copy(registry: Any) -> Any:
+    """A registry equal to `registry` whose containers are its own: the exporter adds
+    custom translations to the registry it is given."""
+    fresh = object.__new__(type(registry))
+    for name, value in vars(registry).items():
+        if isinstance(value, dict):
+            value = {k: list(v) if isinstance(v, list) else v for k, v in value.items()}
+        elif isinstance(value, list):
+            value = list(value)
+        setattr(fresh, name, value)
+    return fresh
+
+
+def stats() -> dict[str, int]:
+    """Hits and misses of this process's memo (for the benchmark and tests)."""
+    return {"hits": _State.hits, "misses": _State.misses, "registries": len(_State.built)}
+
+
+def clear() -> None:
+    """Forget every memoised registry (tests)."""
+    _State.built.clear()
+    _Unresolved.names.clear()

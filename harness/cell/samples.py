@@ -1,0 +1,388 @@
+"""Sampled cells: a zoo entry with `samples` (one OpInfo at one dtype) is many small
+models, one per sample, each with its own shapes and arguments. Each sample is exported by
+the cell's exporter with a real call, checked, loaded and run in ONNX Runtime, and its
+outputs compared with eager's; the cell's record summarises them (`samples`) and takes
+its status, stage and error from its worst sample. A cell is ok when every sample that
+could run matches.
+
+A sample is skipped, with the reason, where eager gives no tensor, where two eager calls
+on the same inputs differ (a random op: nothing to compare with), or where eager itself
+fails on it. Latency is not timed: these cells measure coverage, not speed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness.cell import exporters
+from harness.cell.artifacts import write_failure_artifacts
+from harness.cell.exporters.request import ExportRequest
+from harness.cell.graph import check
+from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
+from harness.cell.ort import OrtRunner
+from harness.cell.shapes import Inputs, flatten_outputs, to_float64
+from harness.cell.stages import StageFailure, stage
+from harness.cell.warmup import measure_cold_start, warm_up_exporter
+from harness.store.records import CellTask, Measurements, OutputCheck, Record, error_signature
+from harness.store.records import root_cause as _root
+from harness.store.status import Stage, Status
+from harness.zoo import ModelSpec, Sample, SampleSet
+
+SEED = 0
+MAX_LISTED = 20  # failing and skipped samples listed one by one in the record
+
+
+class NumericsMismatch(Exception):
+    pass
+
+
+class SkipSample(Exception):
+    """A sample that cannot be judged; the message is the reason."""
+
+
+@dataclass
+class Outcome:
+    """One sample's result: its status (ok, skipped, or a failure at a stage)."""
+
+    sample: Sample
+    status: Status
+    stage: Stage | None = None
+    error: BaseException | None = None
+    reason: str | None = None  # why it was skipped
+    measured: Measurements = field(default_factory=Measurements)
+
+    @property
+    def ran(self) -> bool:
+        return self.status is not Status.SKIPPED
+
+
+def run_sampled(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
+    """Every sample of the cell, then one record summarising them."""
+    assert spec.samples is not None
+    torch.set_num_threads(task.threads)
+    measure_cold_start(task.cell.exporter)
+    warm_up_exporter(task.cell.exporter, task.cell.opset)
+    try:
+        sample_set = spec.samples()
+    except Exception as exc:  # the source cannot build its samples: say so, never drop
+        reason = f"samples cannot be built: {_first_line(exc)}"
+        return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
+    workdir = Path(tempfile.mkdtemp(prefix="harness-samples-"))
+    try:
+        outcomes = [_run_one(task, s, workdir / f"sample_{s.index}", m) for s in sample_set.samples]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return _record(task, sample_set, outcomes, m)
+
+
+def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) -> Outcome:
+    if sample.skip is not None or sample.build is None:
+        return Outcome(sample, Status.SKIPPED, reason=sample.skip or "no model to build")
+    outcome = Outcome(sample, Status.OK)
+    try:
+        _stages(task, sample, workdir, outcome.measured, locate=cell.first_divergence is None)
+    except SkipSample as skip:
+        return Outcome(sample, Status.SKIPPED, reason=str(skip))
+    except StageFailure as failure:
+        outcome.status, outcome.stage = failure.stage.failure_status, failure.stage
+        outcome.error = failure.error
+    except Exception as exc:  # a harness bug on one sample must not lose the others
+        outcome.status, outcome.error = Status.HARNESS_ERROR, exc
+    if outcome.measured.first_divergence is not None:
+        cell.first_divergence = {"sample": sample.index, **outcome.measured.first_divergence}
+    return outcome
+
+
+def _stages(
+    task: CellTask, sample: Sample, workdir: Path, m: Measurements, *, locate: bool
+) -> None:
+    """build -> reference -> export -> check -> ORT session -> run -> numerics."""
+    assert sample.build is not None
+    with stage("build"):
+        torch.manual_seed(SEED)
+        model = sample.build().eval()
+    inputs = Inputs(tuple(sample.inputs), {}, ())
+    outputs, outputs64 = _reference(model, inputs, sample)
+    workdir.mkdir(parents=True)
+    exporter = exporters.get(task.cell.exporter)
+    request = ExportRequest(
+        model=model,
+        inputs=_cloned(inputs),
+        opset=task.cell.opset,
+        path=workdir / "model.onnx",
+        output_names=tuple(f"output_{i}" for i in range(len(outputs))),
+    )
+    try:
+        exported = exporter.export(request)
+    except StageFailure as failure:
+        facts = exporter.on_failure(request, failure)
+        m.aten_ops, m.unsupported_ops = facts.aten_ops, facts.unsupported_ops
+        raise
+    m.export_s, m.export_phases = exported.export_s, exported.phases
+    m.aten_ops = exporter.aten_ops(request, exported)
+    check(request.path, m)
+    runner = OrtRunner(request.path, task.threads, "cpu")
+    with stage("ort_run"):
+        got = [_real_view(np.asarray(a)) for a in runner.run(inputs)]
+    m.numerics = _compare(sample, got, outputs, outputs64, runner.output_names)
+    bad = [c for c in m.numerics if not c.ok]
+    if bad and locate:
+        tolerance = sample.tolerance or DEFAULT_TOLERANCE
+        m.first_divergence = exporter.first_divergence(request, exported, tolerance)
+    if bad:
+        raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(m.numerics))))
+
+
+def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
+    """'1 of 2 outputs differ: values beyond tolerance', without numbers or sample names:
+    the error signature groups one kind of mismatch across samples and ops (the sizes are
+    in the record's numerics)."""
+    kinds = []
+    for c in bad:
+        note = c.note or ""
+        if note.startswith("shape"):
+            kinds.append("shape differs")
+        elif note.startswith("ONNX model has"):
+            kinds.append("number of outputs differs")
+        elif "NaN/inf" in note:
+            kinds.append("NaN/inf where eager has none or another")
+        elif c.max_abs is None and c.mismatches is None:
+            kinds.append("shape or dtype differs")
+        else:
+            kinds.append("values beyond tolerance")
+    return f"{len(bad)} of {outputs} outputs differ: {', '.join(dict.fromkeys(kinds))}"
+
+
+def _reference(
+    model: torch.nn.Module, inputs: Inputs, sample: Sample
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Eager's outputs (complex ones as real views, as the exporter writes them) and, for
+    float inputs, float64's; SkipSample where there is nothing to compare with."""
+    seeded = _SeededOps()
+    try:
+        with seeded:
+            first = _eager(model, inputs, SEED)
+        second = _eager(model, inputs, SEED + 1) if sample.compare_values else first
+    except Exception as exc:
+        raise SkipSample(f"eager fails on this sample: {_first_line(exc)}") from exc
+    if not first:
+        raise SkipSample("the op returns no tensor")
+    if seeded.found and sample.compare_values:
+        # Seeded inside the op (OpInfo's wrapper_set_seed) eager repeats itself; ONNX
+        # Runtime draws its own numbers.
+        raise SkipSample(
+            f"random: calls {', '.join(sorted(seeded.found))} (nondeterministic_seeded)"
+        )
+    if any(t.dtype == torch.bfloat16 for t in first):
+        raise SkipSample("returns bfloat16, which ONNX Runtime's Python API cannot return")
+    if not _same(first, second):
+        raise SkipSample("random: two eager calls with the same inputs differ")
+    outputs = [_as_numpy(t) for t in first]
+    return outputs, _reference64(model, inputs) if sample.compare_values else None
+
+
+class _SeededOps(TorchDispatchMode):
+    """Notes the ATen ops torch tags `nondeterministic_seeded` (random) that a call runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.found.add(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _eager(model: torch.nn.Module, inputs: Inputs, seed: int) -> list[torch.Tensor]:
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return [t.detach().clone() for t in flatten_outputs(_cloned(inputs).call(model))]
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    def comparable(t: torch.Tensor) -> torch.Tensor:
+        t = torch.view_as_real(t) if t.is_complex() else t
+        return torch.nan_to_num(t, nan=0.0) if t.is_floating_point() else t
+
+    return len(a) == len(b) and all(
+        x.shape == y.shape and x.dtype == y.dtype and torch.equal(comparable(x), comparable(y))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | None:
+    """Eager on float64 inputs (eager's own noise floor), where there are float inputs and
+    the op takes them."""
+    if not any(t.is_floating_point() for t in inputs.leaves()):
+        return None
+    try:
+        with torch.no_grad():
+            out = flatten_outputs(to_float64(_cloned(inputs)).call(model))
+        return [_as_numpy(t) for t in out]
+    except Exception:
+        return None
+
+
+def _cloned(inputs: Inputs) -> Inputs:
+    """A copy per use: an op that writes into its inputs must not change the next use's."""
+    return inputs.map_tensors(lambda t: t.clone())
+
+
+# dtypes numpy has no type for: eager's compared in the nearest one it has.
+_WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
+
+
+def _as_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach()
+    return _real_view(t.to(_WIDENED.get(t.dtype, t.dtype)).numpy())
+
+
+def _real_view(a: np.ndarray) -> np.ndarray:
+    """A complex array as [..., 2] reals: how the dynamo exporter writes complex values."""
+    if np.iscomplexobj(a):
+        return np.stack([a.real, a.imag], axis=-1)
+    return a
+
+
+def _compare(
+    sample: Sample,
+    got: list[np.ndarray],
+    want: list[np.ndarray],
+    want64: list[np.ndarray] | None,
+    names: list[str],
+) -> list[OutputCheck]:
+    named = [f"sample{sample.index}.{n}" for n in names]
+    if sample.compare_values:
+        return compare_outputs(got, want, want64, named, sample.tolerance)
+    rtol, atol = sample.tolerance or DEFAULT_TOLERANCE
+    note = "values not compared (uninitialised memory): shape and dtype only"
+    if len(got) != len(want):
+        return [
+            OutputCheck("outputs", None, None, None, rtol, atol, False, note="output count differs")
+        ]
+    return [
+        OutputCheck(
+            n, None, None, None, rtol, atol, g.shape == w.shape and g.dtype == w.dtype, note
+        )
+        for n, g, w in zip(named, got, want, strict=True)
+    ]
+
+
+# -- the cell's record --------------------------------------------------------------------------
+
+
+def _record(
+    task: CellTask, sample_set: SampleSet, outcomes: list[Outcome], m: Measurements
+) -> Record:
+    _merge(outcomes, m)
+    m.samples = summary(sample_set, outcomes)
+    ran = [o for o in outcomes if o.ran]
+    if not ran:
+        reasons = Counter(o.reason or "" for o in outcomes)
+        why = "; ".join(f"{r} ({n})" for r, n in reasons.most_common(3)) or "no samples"
+        record = Record.without_run(
+            task.cell, task.run_id, status=Status.SKIPPED, reason=f"no sample could run: {why}"
+        )
+        return record.with_changes(samples=m.samples)
+    worst = max(ran, key=lambda o: o.status.rank)  # the first of the worst
+    if worst.status is Status.OK:
+        return Record.finished(task.cell, task.run_id, m)
+    if worst.error is not None and worst.stage is not None:
+        m.artifacts.update(write_failure_artifacts(task, StageFailure(worst.stage, worst.error)))
+    return Record.finished(
+        task.cell, task.run_id, m, status=worst.status, stage=worst.stage, error=worst.error
+    )
+
+
+def _merge(outcomes: list[Outcome], m: Measurements) -> None:
+    """The cell's measurements: sums over its samples (export time, phases, nodes, bytes,
+    op counts), the union of unsupported ops, every sample's numerics."""
+    done = [o.measured for o in outcomes if o.ran]
+    m.export_s = _sum(s.export_s for s in done)
+    phases = {p for s in done for p in (s.export_phases or {})}
+    m.export_phases = {
+        p: _sum((s.export_phases or {}).get(p) for s in done) for p in sorted(phases)
+    } or None
+    m.opset_actual = next((s.opset_actual for s in done if s.opset_actual is not None), None)
+    m.onnx_nodes = _sum(s.onnx_nodes for s in done)
+    m.onnx_bytes = _sum(s.onnx_bytes for s in done)
+    m.onnx_ops = _counts(s.onnx_ops for s in done)
+    m.aten_ops = _counts(s.aten_ops for s in done)
+    unsupported = [op for s in done for op in s.unsupported_ops or ()]
+    known = any(s.unsupported_ops is not None for s in done)
+    m.unsupported_ops = sorted(set(unsupported)) if known else None
+    checks = [c for s in done for c in s.numerics or ()]
+    m.numerics = checks or None
+
+
+def _sum(values: Any) -> Any:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _counts(dicts: Any) -> dict[str, int] | None:
+    total: Counter[str] = Counter()
+    seen = False
+    for d in dicts:
+        if d is not None:
+            seen = True
+            total.update(d)
+    return dict(sorted(total.items())) if seen else None
+
+
+def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> dict[str, Any]:
+    """The record's `samples`: counts, then each failing and skipped sample."""
+    ran = [o for o in outcomes if o.ran]
+    failing = [o for o in ran if o.status is not Status.OK]
+    skipped = [o for o in outcomes if not o.ran]
+    exported = [o for o in ran if o.status is Status.OK or _after_export(o.stage)]
+    return {
+        "total": sample_set.total,
+        "run": len(outcomes),
+        "exported": len(exported),
+        "matched": len(ran) - len(failing),
+        "wrong": sum(1 for o in failing if o.status.wrong_numbers),
+        "failed": sum(1 for o in failing if not o.status.wrong_numbers),
+        "skipped": len(skipped),
+        "indices": [o.sample.index for o in outcomes],
+        "failures": [_failure(o) for o in failing[:MAX_LISTED]],
+        "skips": [{"index": o.sample.index, "reason": o.reason} for o in skipped[:MAX_LISTED]],
+    }
+
+
+def _after_export(where: Stage | None) -> bool:
+    return where is not None and not where.is_export and where not in (Stage.BUILD, Stage.REFERENCE)
+
+
+def _failure(o: Outcome) -> dict[str, Any]:
+    signature = None
+    if o.error is not None:
+        root = _root(o.error)
+        signature = error_signature(type(root).__name__, _ANSI.sub("", str(root)) or repr(root))
+    return {
+        "index": o.sample.index,
+        "status": str(o.status),
+        "stage": None if o.stage is None else str(o.stage),
+        "error_signature": signature,
+        "unsupported_ops": o.measured.unsupported_ops or None,
+        "inputs": o.sample.description or None,
+    }
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

@@ -1,0 +1,69 @@
+"""Findings between two records of a sampled cell (an OpInfo at a dtype): each sample that
+matched eager and no longer does (a numerics flip, or a failure), named with its inputs and
+its error signature, and each one that matches again. The cell's own status change and the
+op's coverage change are found elsewhere (status, op coverage); these say which samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.compare.findings import IMPROVEMENT, INFO, WARNING, Finding, finding
+from harness.store.records import Record
+from harness.store.status import Status
+
+OK, SKIPPED = "ok", "skipped"
+
+
+def sample_states(r: Record) -> dict[int, dict[str, Any]] | None:
+    """Sample index -> {status, error_signature, inputs} for every sample the record can
+    vouch for (a sample beyond the record's listing limit is left out); None where the
+    record has no per-sample summary."""
+    s = r.samples
+    if not s or "indices" not in s:
+        return None
+    failures = {f["index"]: f for f in s.get("failures") or ()}
+    skips = {k["index"] for k in s.get("skips") or ()}
+    complete = len(failures) == (s.get("wrong") or 0) + (s.get("failed") or 0)
+    complete = complete and len(skips) == (s.get("skipped") or 0)
+    states: dict[int, dict[str, Any]] = {}
+    for i in s["indices"]:
+        if i in failures:
+            states[i] = failures[i]
+        elif i in skips:
+            states[i] = {"status": SKIPPED}
+        elif complete:
+            states[i] = {"status": OK}
+    return states
+
+
+def sample_findings(b: Record, c: Record) -> list[Finding]:
+    before, after = sample_states(b), sample_states(c)
+    if before is None or after is None:
+        return []
+    found = []
+    for i in sorted(before.keys() & after.keys()):
+        was, now = before[i], after[i]
+        if was["status"] == now["status"] or SKIPPED in (was["status"], now["status"]):
+            continue
+        found.append(_finding(c, i, was, now))
+    return found
+
+
+def _finding(c: Record, index: int, was: dict[str, Any], now: dict[str, Any]) -> Finding:
+    inputs = now.get("inputs") or was.get("inputs")
+    what = f"sample {index}" + (f" ({inputs})" if inputs else "")
+    if was["status"] == OK:
+        flipped = Status.of(now["status"]).wrong_numbers
+        kind = "sample_numerics_flipped" if flipped else "sample_failed"
+        verb = (
+            "no longer matches eager"
+            if flipped
+            else f"now fails ({now['status']} at {now.get('stage')})"
+        )
+        message = f"{what} {verb}: {now.get('error_signature')}"
+        return finding(kind, WARNING, c, message, OK, now["status"])
+    if now["status"] == OK:
+        message = f"{what} matches eager again (was {was['status']}: {was.get('error_signature')})"
+        return finding("sample_fixed", IMPROVEMENT, c, message, was["status"], OK)
+    message = f"{what}: {was['status']} -> {now['status']} ({now.get('error_signature')})"
+    return finding("sample_changed", INFO, c, message, was["status"], now["status"])

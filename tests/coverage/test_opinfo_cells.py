@@ -1,0 +1,129 @@
+"""Sampled cells in this process, with real exports: OpInfo samples as small models, the
+cell's summary and status from its samples, skipped samples with reasons, samples that
+cannot be built, deterministic samples, the OpInfo's own tolerances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.cell import samples
+from harness.cell.worker import run_cell
+from harness.coverage import opinfo_samples
+from harness.coverage.opinfo_specs import BUILTIN_OPINFO_INVENTORY, specs
+from harness.plan.discovery import BUILTIN_ZOO
+from harness.store.records import Cell, CellTask, Measurements, Record
+from harness.zoo import ModelSpec, SampleSet
+
+SOURCE = str(BUILTIN_ZOO / "opinfo" / "opinfo.py")
+
+
+def run(model: str, exporter: str, tmp_path: Path) -> Record:
+    cell = Cell(model, exporter, 18, family="opinfo")
+    return run_cell(CellTask(cell, SOURCE, "t", str(tmp_path)))
+
+
+def test_samples_are_deterministic_spread_and_rebuild_the_call() -> None:
+    first = opinfo_samples.sample_set("nn.functional.conv2d", "", "float32", max_samples=5)
+    again = opinfo_samples.sample_set("nn.functional.conv2d", "", "float32", max_samples=5)
+    assert first.total >= 20 and [s.index for s in first.samples] == [
+        round(k * (first.total - 1) / 4) for k in range(5)
+    ]
+    for a, b in zip(first.samples, again.samples, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a.inputs, b.inputs, strict=True))
+        assert a.description == b.description and a.description.startswith("input float32[")
+    op = opinfo_samples.find_opinfo("nn.functional.conv2d")
+    raw = list(op.sample_inputs("cpu", torch.float32))[first.samples[1].index]
+    module = first.samples[1].build()
+    assert type(module).__name__ == "OpInfo_nn_functional_conv2d"
+    assert type(module) is not type(first.samples[2].build())  # a class per sample
+    torch.testing.assert_close(
+        module(*first.samples[1].inputs), op.op(raw.input, *raw.args, **raw.kwargs)
+    )
+    assert opinfo_samples.spread(3, 10) == [0, 1, 2] and opinfo_samples.spread(100, 0) == list(
+        range(100)
+    )
+
+
+def test_the_opinfos_own_tolerance_is_used_where_it_declares_one() -> None:
+    declared = [
+        (op.full_name, opinfo_samples.tolerance_of(op, torch.float16))
+        for op in opinfo_samples.op_db_index().values()
+        if torch.float16 in op.supported_dtypes("cpu")
+    ]
+    defaults = opinfo_samples.DEFAULT_TOLERANCES[torch.float16]
+    overridden = [name for name, tol in declared if tol != defaults]
+    assert len(overridden) > 10  # OpInfos with toleranceOverride decorators for float16
+    assert opinfo_samples.tolerance_of(opinfo_samples.find_opinfo("abs"), torch.int64) is None
+
+
+def test_a_cell_runs_every_sample_and_is_ok_when_all_match(tmp_path: Path) -> None:
+    record = run("opinfo.add.float32", "torchscript", tmp_path)
+    assert record.status == "ok", record.error_message
+    s = record.samples
+    assert s is not None and s["run"] == min(s["total"], 10) == s["matched"] == s["exported"]
+    assert record.metadata is None  # the driver adds the entry's metadata
+    assert record.numerics and all(c.name.startswith("sample") for c in record.numerics)
+    assert record.ort_latency_ms is None  # sampled cells are not timed
+    assert record.opset_actual == 18 and record.aten_ops
+
+
+def test_a_failing_sample_names_its_stage_error_and_unsupported_op(tmp_path: Path) -> None:
+    record = run("opinfo.fft.fft.float32", "torchscript", tmp_path)
+    assert (record.status, record.stage) == ("export_failed", "translate")
+    assert record.unsupported_ops == ["aten.fft_fft"]
+    s = record.samples
+    assert s["failed"] == s["run"] and s["exported"] == 0
+    first = s["failures"][0]
+    assert first["stage"] == "translate" and "fft_fft" in first["error_signature"]
+    assert first["unsupported_ops"] == ["aten.fft_fft"] and first["inputs"]
+    assert (tmp_path / record.artifacts["error"]).is_file()
+
+
+def test_random_ops_and_ops_without_a_tensor_are_skipped_samples_with_reasons(
+    tmp_path: Path,
+) -> None:
+    random = run("opinfo.bernoulli.float32", "torchscript", tmp_path)
+    assert random.status == "skipped" and "random" in (random.reason or "")
+    assert "aten.bernoulli" in random.reason
+    scalar = run("opinfo.item.float32", "torchscript", tmp_path)
+    assert scalar.status == "skipped" and "returns no tensor" in (scalar.reason or "")
+    assert scalar.samples["skips"][0]["reason"] == "the op returns no tensor"
+
+
+def test_an_opinfo_whose_samples_cannot_be_built_is_a_skipped_cell_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    def broken() -> SampleSet:
+        raise RuntimeError("sample_inputs_func raised: no such kernel")
+
+    spec = ModelSpec(
+        name="opinfo.broken.float32",
+        family="opinfo",
+        build=torch.nn.Identity,
+        example_inputs=lambda: (torch.zeros(1),),
+        samples=broken,
+    )
+    task = CellTask(Cell(spec.name, "torchscript", 18, family="opinfo"), "x", "t", str(tmp_path))
+    record = samples.run_sampled(task, spec, Measurements())
+    assert record.status == "skipped"
+    assert (
+        record.reason
+        == "samples cannot be built: RuntimeError: sample_inputs_func raised: no such kernel"
+    )
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_uninitialised_outputs_compare_shapes_only(exporter: str, tmp_path: Path) -> None:
+    record = run("opinfo.empty_like.float32", exporter, tmp_path)
+    assert record.status == "ok", record.error_message
+    assert all("shape and dtype only" in (c.note or "") for c in record.numerics or ())
+
+
+def test_first_sample_is_the_entrys_plain_model() -> None:
+    spec = next(s for s in specs(BUILTIN_OPINFO_INVENTORY) if s.name == "opinfo.add.int64")
+    model = spec.build()
+    out = model(*spec.example_inputs())
+    assert out.dtype == torch.int64
