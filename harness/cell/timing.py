@@ -8,10 +8,11 @@ VmHWM after the measured region; report peak minus the RSS at reset.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.plan.suites import Protocol
@@ -21,36 +22,61 @@ STABLE_WINDOW = 6
 
 
 def time_calls(fn: Callable[[], object], protocol: Protocol) -> list[float]:
-    """Raw latencies of `fn` in milliseconds, after warm-up."""
-    _warm_up(fn, protocol)
-    samples: list[float] = []
-    start = time.perf_counter()
-    while True:
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1000.0)
-        elapsed = time.perf_counter() - start
-        enough = len(samples) >= protocol.min_iters and elapsed >= protocol.min_time_s
-        capped = len(samples) >= protocol.max_iters or (
-            elapsed >= protocol.max_time_s and len(samples) >= max(1, protocol.min_iters // 4)
-        )
-        if enough or capped:
-            return samples
+    """Raw latencies of `fn` in milliseconds, after warm-up, with the garbage collector
+    paused (a collection inside a timed call is the collector's time, not the model's)."""
+    with gc_paused():
+        _warm_up(fn, protocol)
+        samples: list[float] = []
+        start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1000.0)
+            if enough_samples(len(samples), time.perf_counter() - start, protocol):
+                return samples
+
+
+def enough_samples(n: int, elapsed: float, protocol: Protocol) -> bool:
+    """At least `min_iters` calls and `min_time_s`; or a cap (`max_iters`, or `max_time_s`
+    once a quarter of `min_iters` is in)."""
+    enough = n >= protocol.min_iters and elapsed >= protocol.min_time_s
+    capped = n >= protocol.max_iters or (
+        elapsed >= protocol.max_time_s and n >= max(1, protocol.min_iters // 4)
+    )
+    return enough or capped
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Collect once, then keep the cyclic garbage collector off for the timed region."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _warm_up(fn: Callable[[], object], protocol: Protocol) -> int:
+    """Call `fn` until at least `warmup_min_iters` calls are done and the last
+    STABLE_WINDOW timings agree (or `warmup_max_s` has passed); returns the calls made.
+    The iterations are counted apart from the window: a window capped at STABLE_WINDOW
+    never reached a `warmup_min_iters` of 7 or more, and the loop never ended."""
     window: list[float] = []
+    iters = 0
     start = time.perf_counter()
     while True:
         t0 = time.perf_counter()
         fn()
+        iters += 1
         window = [*window[-(STABLE_WINDOW - 1) :], time.perf_counter() - t0]
-        done_min = len(window) >= protocol.warmup_min_iters
-        if done_min and (
+        if iters >= protocol.warmup_min_iters and (
             is_stable(window, protocol.warmup_tolerance)
             or time.perf_counter() - start >= protocol.warmup_max_s
         ):
-            return len(window)
+            return iters
 
 
 # -- memory ---------------------------------------------------------------------------------
