@@ -121,6 +121,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
         check(request.path, m)
         runner = OrtRunner(request.path, task.threads, device)
         m.ort_session_s = runner.session_s
+        m.ort_runtime = runner.runtime
         _verify(runner, ref, spec, m, lambda: _first_divergence(task, request, exported, spec))
         if task.cell.dynamic:
             _verify_second_shape(runner, model, inputs, spec, m)

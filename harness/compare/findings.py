@@ -32,6 +32,7 @@ FAMILY_OF_KIND = {
     "cell_appeared": "cells",
     "cell_vanished": "cells",
     "night_shift": "run",
+    "run_shift": "run",
 }
 
 

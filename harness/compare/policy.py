@@ -24,7 +24,7 @@ from harness.store.runs import Run
 MIN_HISTORY = 5
 # Earlier nights the history comparison reads.
 HISTORY_LAST = 10
-NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift"})
+NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift", "run_shift"})
 NO_BASELINE_ID = "(no previous nightly)"
 NOISY = "latency, export time and memory"
 

@@ -149,6 +149,11 @@ class Measurements:
     # On a numerics mismatch: the first ONNX node over tolerance, or why none is named.
     first_divergence: dict[str, Any] | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
+    # A canonical hash of the ONNX graph (harness/cell/fingerprint.py) and the runtime it
+    # was timed in (onnxruntime version, providers, session options): equal on both sides,
+    # the two cells ran the same computation, and latency can differ only by noise.
+    graph_fingerprint: str | None = None
+    ort_runtime: dict[str, Any] | None = None
 
 
 _MEASURED = [f.name for f in dataclasses.fields(Measurements)]
@@ -193,6 +198,17 @@ class Record:
     duration_s: float | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
     reason: str | None = None
+    graph_fingerprint: str | None = None
+    ort_runtime: dict[str, Any] | None = None
+
+    def same_graph_as(self, other: Record) -> bool:
+        """Both timed the same graph (equal fingerprints) in the same runtime."""
+        return (
+            self.graph_fingerprint is not None
+            and self.graph_fingerprint == other.graph_fingerprint
+            and self.ort_runtime is not None
+            and self.ort_runtime == other.ort_runtime
+        )
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.
