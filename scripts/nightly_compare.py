@@ -40,6 +40,7 @@ from harness.compare.output.markdown import findings_table, to_markdown
 from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
+from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
@@ -287,7 +288,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"nights on the same machine before latency and memory may block (default {MIN_HISTORY})",
     )
+    p.add_argument(
+        "--graphs",
+        type=Path,
+        metavar="DIR",
+        help="tonight's graph store (nightly_run.py --keep-graphs): after comparing, keep only"
+        " the graphs tonight's runs reference (the next night's baseline)",
+    )
     return p.parse_args(argv)
+
+
+def prune_graphs(store: Path, outcomes: Sequence[Outcome]) -> str:
+    """Keep the graphs tonight's runs reference; say how large the store is."""
+    keep: set[str] = set()
+    for o in outcomes:
+        if o.comparison is not None:
+            keep |= graphs.referenced(o.comparison.candidate.records)
+    removed = graphs.prune(store, keep)
+    entries, size = graphs.store_size(store)
+    return f"graph store {store}: {entries} graphs, {size / 2**20:.1f} MiB ({removed} pruned)"
 
 
 def write_outputs(out: Path, outcomes: Sequence[Outcome], summary: str, issue: str | None) -> None:
@@ -324,6 +343,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     write_outputs(args.out, outcomes, summary, issue_markdown(args.label, outcomes, url=url))
     append_step_summary(summary, env)
     print(summary)
+    if args.graphs is not None and args.graphs.is_dir():
+        print(prune_graphs(args.graphs, outcomes))
     for o in outcomes:
         if o.error:
             print(f"error: {o.pair.name}: {o.error}", file=sys.stderr)

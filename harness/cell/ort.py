@@ -69,6 +69,10 @@ class OrtRunner:
             )
         return {n: by_name[n] for n in self.input_names}
 
+    def feeds(self, inputs: Inputs) -> dict[str, np.ndarray]:
+        """The graph's inputs as numpy arrays, by name (what the graph store keeps)."""
+        return {n: t.detach().cpu().numpy() for n, t in self._by_name(inputs).items()}
+
     def bind(self, inputs: Inputs) -> Callable[[], Any]:
         """A zero-argument call running the model on `inputs`, ready for a timing loop."""
         tensors = self._by_name(inputs)

@@ -23,6 +23,7 @@ from harness.cell import exporters, limits
 from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check
+from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.reference import Reference, build, reference
@@ -127,6 +128,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             _verify_second_shape(runner, model, inputs, spec, m)
         _latency(runner, model, inputs, task.protocol or Protocol(), m)
         keep_onnx(task, request.path, m)
+        keep_graph(task, request.path, runner.feeds(inputs), m)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)

@@ -71,6 +71,8 @@ class CellTask:
     # Run in a worker process of its own (not reused): set when a cell that failed in a
     # reused worker is run again to rule out state left by earlier cells.
     fresh_process: bool = False
+    # Where an ok cell's graph is kept, content-addressed (harness/store/graphs.py); None: not kept.
+    graph_store: str | None = None
 
 
 @dataclass(frozen=True)

@@ -125,3 +125,24 @@ def test_a_cuda_cell_on_a_worker_without_a_cuda_device_is_skipped_with_the_reaso
 ) -> None:
     r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda"))
     assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")
+
+
+def test_an_ok_cells_graph_is_kept_once_by_fingerprint(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from harness.store.graphs import INPUTS, store_size, stored_model
+
+    store = tmp_path / "run" / "graphs"
+    task = replace(
+        _task(tmp_path / "run", FIXTURES / "tiny" / "models.py", "tiny_mlp"), graph_store=str(store)
+    )
+    first, second = run_cell(task), run_cell(task)
+    assert first.artifacts["graph"] == second.artifacts["graph"]
+    assert first.artifacts["graph"].startswith("graphs/")  # relative: inside the run
+    model = stored_model(tmp_path / "run", first)
+    assert model is not None and (model.parent / INPUTS).is_file()
+    assert model.parent.name == first.graph_fingerprint
+    assert store_size(store)[0] == 1
+    from harness.cell.fingerprint import graph_fingerprint
+
+    assert graph_fingerprint(model) == first.graph_fingerprint  # re-saved, same graph
