@@ -161,3 +161,59 @@ def noise_log_threshold(
     if len(changes) < min_changes:
         return None
     return max(math.log1p(floor), k * robust_sigma(changes))
+
+
+# -- paired, interleaved comparisons (harness/cell/paired.py, harness/compare/paired.py) ----
+
+# The share trimmed from each end of the per-pair log-ratios: a machine hiccup during one
+# timed unit makes one pair an outlier, and the trimmed mean leaves it out.
+PAIRED_TRIM = 0.1
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """Where the per-pair log-ratios (candidate / baseline) put the change: `estimate` (their
+    10%-trimmed mean) in [`low`, `high`] (a bootstrap confidence interval) and a three-way
+    verdict against a band of +-log(1 + margin): "slower" or "faster" when the interval
+    lies wholly beyond it, "same" when wholly within it, "unknown" otherwise (time more
+    pairs); `p_value` is the Wilcoxon signed-rank test's that the median is 0."""
+
+    verdict: str
+    estimate: float
+    low: float
+    high: float
+    p_value: float | None
+
+
+def paired_verdict(
+    log_ratios: Sequence[float], *, margin: float, confidence: float, seed: int = 0
+) -> PairedVerdict:
+    if len(log_ratios) < 5:
+        return PairedVerdict("unknown", 0.0, -math.inf, math.inf, None)
+    import numpy as np
+
+    values = np.asarray(log_ratios, dtype=float)
+    estimate = float(scipy_stats.trim_mean(values, PAIRED_TRIM))
+    if np.ptp(values) == 0:
+        low = high = estimate
+    else:
+        ci = scipy_stats.bootstrap(
+            (values,),
+            lambda x, axis: scipy_stats.trim_mean(x, PAIRED_TRIM, axis=axis),
+            confidence_level=confidence,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+    p_value = float(scipy_stats.wilcoxon(values).pvalue) if np.any(values != 0) else 1.0
+    band = math.log1p(margin)
+    if low > band:
+        verdict = "slower"
+    elif high < -band:
+        verdict = "faster"
+    elif -band < low and high < band:
+        verdict = "same"
+    else:
+        verdict = "unknown"
+    return PairedVerdict(verdict, estimate, low, high, p_value)

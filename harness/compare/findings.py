@@ -33,6 +33,9 @@ FAMILY_OF_KIND = {
     "cell_vanished": "cells",
     "night_shift": "run",
     "run_shift": "run",
+    "paired_regressed": "ort_latency",
+    "paired_improved": "ort_latency",
+    "paired_unknown": "ort_latency",
 }
 
 
