@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare import CompareError, Comparison
+from harness.commands.compare import remeasure
+from harness.compare import CompareError, Comparison, check_comparable
 from harness.compare.output import append_step_summary
 from harness.compare.output import write_outputs as write_comparison
 from harness.compare.output.markdown import findings_table, to_markdown
@@ -42,6 +43,7 @@ from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
+from harness.store.paired import CellKey, PairPlan, PairResult
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
 
@@ -125,6 +127,8 @@ class Sources:
     expected: ExpectedFile
     history_db: Path | None = None
     min_history: int = MIN_HISTORY
+    # time each changed cell's two kept graphs together (harness compare's re-measurement)
+    remeasure: bool = True
 
 
 def compare_pair(pair: Pair, sources: Sources) -> Outcome:
@@ -143,6 +147,11 @@ def _compare(pair: Pair, sources: Sources) -> Comparison:
     baseline = read_run(pair.baseline) if pair.baseline else None
     history = _history(candidate, sources.history_db)
     notes = [pair.note] if pair.note else []
+    paired: dict[CellKey, PairResult] = {}
+    if sources.remeasure and baseline is not None and baseline.records:
+        if not check_comparable(baseline, candidate, allow_different_hardware=True):
+            paired, more = remeasure(baseline, candidate, plan=PairPlan())
+            notes += more
     return nightly_comparison(
         candidate,
         baseline,
@@ -150,6 +159,7 @@ def _compare(pair: Pair, sources: Sources) -> Comparison:
         history,
         min_history=sources.min_history,
         notes=notes,
+        paired=paired,
     )
 
 
@@ -289,6 +299,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"nights on the same machine before latency and memory may block (default {MIN_HISTORY})",
     )
     p.add_argument(
+        "--no-remeasure",
+        action="store_true",
+        help="do not time changed graphs again together with the previous night's",
+    )
+    p.add_argument(
         "--graphs",
         type=Path,
         metavar="DIR",
@@ -335,7 +350,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         append_step_summary(message, env)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sources = Sources(expected, args.history_db, args.min_history)
+    sources = Sources(expected, args.history_db, args.min_history, not args.no_remeasure)
     outcomes = [compare_pair(p, sources) for p in pairs]
     url = run_url(env)
     summary = summary_markdown(args.label, outcomes, url=url, baseline_url=args.baseline_url)
