@@ -34,6 +34,7 @@ def runtime_of(providers: list[str], settings: dict[str, Any]) -> dict[str, Any]
 class OrtRunner:
     def __init__(self, path: Path, threads: int, device: str, *, spinning: bool = True) -> None:
         self.settings = session_settings(threads, spinning=spinning)
+        self.path, self.threads = path, threads
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

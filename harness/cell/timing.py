@@ -36,6 +36,29 @@ def time_calls(fn: Callable[[], object], protocol: Protocol) -> list[float]:
                 return samples
 
 
+def time_interleaved(
+    first: Callable[[], object], second: Callable[[], object], protocol: Protocol
+) -> tuple[list[float], list[float]]:
+    """Raw latencies (ms) of two calls timed alternately in one loop (AB, then BA, ...):
+    the machine's drift within the loop hits both alike, so their ratio cancels it. Each
+    is warmed up first; the loop ends when each side has what `time_calls` would take."""
+    with gc_paused():
+        _warm_up(first, protocol)
+        _warm_up(second, protocol)
+        a: list[float] = []
+        b: list[float] = []
+        start = time.perf_counter()
+        while True:
+            order = ((first, a), (second, b)) if len(a) % 2 == 0 else ((second, b), (first, a))
+            for fn, samples in order:
+                t0 = time.perf_counter()
+                fn()
+                samples.append((time.perf_counter() - t0) * 1000.0)
+            # each side had about half the loop's time
+            if enough_samples(len(a), (time.perf_counter() - start) / 2, protocol):
+                return a, b
+
+
 def enough_samples(n: int, elapsed: float, protocol: Protocol) -> bool:
     """At least `min_iters` calls and `min_time_s`; or a cap (`max_iters`, or `max_time_s`
     once a quarter of `min_iters` is in)."""

@@ -29,7 +29,7 @@ from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missi
 from harness.cell.reference import Reference, build, reference
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
-from harness.cell.timing import PeakCuda, PeakRss, time_calls
+from harness.cell.timing import PeakCuda, PeakRss, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.plan.discovery import load_source
 from harness.plan.suites import Protocol
@@ -122,7 +122,6 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
         check(request.path, m)
         runner = OrtRunner(request.path, task.threads, device)
         m.ort_session_s = runner.session_s
-        m.ort_runtime = runner.runtime
         _verify(runner, ref, spec, m, lambda: _first_divergence(task, request, exported, spec))
         if task.cell.dynamic:
             _verify_second_shape(runner, model, inputs, spec, m)
@@ -250,16 +249,23 @@ def _verify_second_shape(
 def _latency(
     runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements
 ) -> None:
-    """ORT first, then the session is dropped before eager is timed, so no idle ORT
-    thread pool shares the cores with eager (DESIGN.md: latency in a clean state)."""
+    """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
+    drift. The session used here has ORT's intra-op spinning off (its own `ort_runtime`):
+    an idle ORT pool spinning while eager runs would share its cores (DESIGN.md: latency in
+    a clean state; seen here: a model timed 3x slower beside a spinning session). The
+    checked session is dropped first."""
     with stage("latency"):
-        call = runner.bind(inputs)
-        m.ort_latency_ms = Latency.from_samples(time_calls(call, protocol))
-        del call, runner.session
+        path, threads, device = runner.path, runner.threads, runner.device
+        del runner.session
         gc.collect()
-        eager = _eager_call(model, inputs)
+        timed = OrtRunner(path, threads, device, spinning=False)
+        m.ort_runtime = timed.runtime
+        call, eager = timed.bind(inputs), _eager_call(model, inputs)
         with torch.inference_mode():
-            m.eager_latency_ms = Latency.from_samples(time_calls(eager, protocol))
+            ort_ms, eager_ms = time_interleaved(call, eager, protocol)
+        m.ort_latency_ms = Latency.from_samples(ort_ms)
+        m.eager_latency_ms = Latency.from_samples(eager_ms)
+        del call, timed
 
 
 def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:

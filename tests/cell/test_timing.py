@@ -51,3 +51,30 @@ def test_gc_paused_keeps_a_disabled_collector_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_interleaved_timing_alternates_and_cancels_drift() -> None:
+    """Two calls of equal cost on a machine that slows down 10x mid-loop: each side sees
+    the slowdown alike, so their ratio stays near 1 (timed one after the other it would not)."""
+    import time
+
+    from harness.cell.timing import time_interleaved
+
+    order: list[str] = []
+    start = time.perf_counter()
+
+    def work(name: str) -> None:
+        order.append(name)
+        slow = 10 if time.perf_counter() - start > 0.05 else 1
+        end = time.perf_counter() + slow * 2e-4
+        while time.perf_counter() < end:
+            pass
+
+    protocol = Protocol(warmup_min_iters=2, warmup_max_s=0.01, min_iters=40, min_time_s=0.05)
+    a, b = time_interleaved(lambda: work("a"), lambda: work("b"), protocol)
+    assert len(a) == len(b) >= 40
+    timed = order[-2 * len(a) :]
+    assert timed[:4] == ["a", "b", "b", "a"]
+    ratio = sum(b) / sum(a)
+    assert 0.8 < ratio < 1.25
+    assert gc.isenabled()
