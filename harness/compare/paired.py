@@ -70,9 +70,12 @@ def paired_finding(r: PairResult, cand: Record, t: Thresholds) -> Finding | None
         f" ({t.paired_confidence:.0%} CI x{low:.3f}..x{high:.3f}),"
         f" Wilcoxon p={r.p_value:.2g}; band +-{t.paired_margin:.0%}, {r.seconds:g} s"
     )
+    # below the absolute floor a change is timer and cache noise whatever its ratio
+    small = abs(_median(r.candidate_ms) - _median(r.baseline_ms)) < t.latency_abs_ms
     if r.verdict == "slower":
         kind = "paired_regressed"
-        severity = BLOCKING if r.estimate >= math.log1p(t.paired_block) else WARNING
+        big = r.estimate >= math.log1p(t.paired_block)
+        severity = INFO if small else BLOCKING if big else WARNING
         message = f"ORT latency worse: x{ratio:.2f}, timed together with the baseline's graph"
     elif r.verdict == "faster":
         kind, severity = "paired_improved", IMPROVEMENT
@@ -125,4 +128,28 @@ def apply_paired(
             skipped.add(f"{METRIC}: graph changed, same speed timed together")
         if f := paired_finding(r, records[key], t):
             kept.append(f)
+    if f := paired_shift(list(paired.values()), t):
+        kept.append(f)
     return kept
+
+
+def paired_shift(results: Sequence[PairResult], t: Thresholds) -> Finding | None:
+    """Most re-measured cells slower (or faster) together: a change that hits everything
+    (a lost fusion in a common pattern, an opset change), reported as one finding too."""
+    done = [r for r in results if r.error is None and r.pairs]
+    if len(done) < t.min_series_for_shift:
+        return None
+    moved = [r for r in done if r.verdict in ("slower", "faster")]
+    middle = sorted(r.estimate for r in done)[len(done) // 2]
+    if len(moved) * 2 <= len(done) or abs(middle) <= math.log1p(t.paired_margin):
+        return None
+    return Finding(
+        "run_shift",
+        WARNING if middle > 0 else IMPROVEMENT,
+        f"ORT latency moved x{math.exp(middle):.2f} across {len(done)} re-measured cells"
+        f" ({len(moved)} of them beyond the band), each timed together with its baseline graph",
+        metric=METRIC,
+        ratio=math.exp(middle),
+        threshold=1 + t.paired_margin,
+        evidence="median of the cells' paired estimates",
+    )

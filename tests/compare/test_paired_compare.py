@@ -114,3 +114,14 @@ def test_only_changed_graphs_kept_on_both_sides_are_re_measured(tmp_path: Path) 
     tasks, missing = pair_tasks(a, b, threads=2)
     assert [t.key[0] for t in tasks] == ["changed"] and missing == 1
     assert tasks[0].threads == 2 and tasks[0].baseline_model.endswith(f"{'2' * 64}/{MODEL}")
+
+
+def test_most_re_measured_cells_slower_is_a_shift_finding() -> None:
+    rng = random.Random(8)
+    base = [_cell(f"c{i}", samples(rng, 1.0, 0.02), f"{i:064d}") for i in range(6)]
+    cand = [_cell(f"c{i}", samples(rng, 1.0, 0.02), f"{i + 50:064d}") for i in range(6)]
+    paired = {r.cell.key: _result(r.cell.key, "slower", 1.1) for r in cand}
+    c = compare_runs(run("A", base), run("B", cand), Options(paired=paired))
+    shifts = [f for f in c.findings if f.kind == "run_shift"]
+    assert len(shifts) == 1 and "6 re-measured cells" in shifts[0].message
+    assert len(c.blocking) == 6
