@@ -7,7 +7,7 @@ bench:
 # Without the 5-run noise and calibration benchmark, the 10 000-cell scale benchmark and
 # the 10-try node-loss benchmark.
 bench-quick:
-	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale and not node_loss" --benchmark-json=benchmarks/results/benchmark.json
+	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale and not node_loss and not paired_calibration" --benchmark-json=benchmarks/results/benchmark.json
 
 test:
 	python -m pytest -q

@@ -68,6 +68,14 @@ of the log-ratios of past medians), judged after the night-wide shift (median lo
 all series) is divided out. ORT latency regressions block; eager latency ones warn; export
 time and memory block only against a history long enough to measure their noise.
 
+Same graph, same speed: a cell whose graph fingerprint and ORT runtime are unchanged is never
+judged on ORT latency (those cells measure the machine's drift, the only part divided out);
+a common shift of the changed cells is its own finding (run_shift). A cell whose graph
+changed and whose two graphs were kept (`harness run --keep-graphs`) is timed again: both
+graphs in one Ray task, interleaved ABBA blocks, a three-way verdict on the per-pair
+log-ratios' confidence interval (more pairs on "unknown"); it replaces the separate-run
+verdict (--no-remeasure to skip).
+
 Expected statuses: a CSV kept in the repository (default {DEFAULT_EXPECTED} when it exists;
 columns {",".join(expected_file.COLUMNS)};
 `*` globs in the cell columns; the most specific row wins; expired rows are ignored; a cell
