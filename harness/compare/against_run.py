@@ -117,7 +117,9 @@ def noisy_findings_against_run(
         for _ in unchanged:
             skipped.add(f"{metric.name}: {SAME_GRAPH}")
         drift = drift_of(_log_ratios(unchanged), _log_ratios(changed), t)
-        if f := shift_finding(metric, drift, t, where="between the two runs"):
+        several = all(len(sb) > 1 and len(sc) > 1 for _, _, (sb, sc) in changed)
+        where = "between the two runs"
+        if f := shift_finding(metric, drift, t, where=where, alarm=several):
             found.append(f)
         cell_drift = RunDrift(drift.machine, drift.noise, drift.cells)
         for _, c, (sb, sc) in changed:

@@ -64,8 +64,12 @@ def drift_of(unchanged: Sequence[float], changed: Sequence[float], t: Thresholds
     return Drift(middle, stats.robust_sigma(changed), len(changed), middle, len(changed))
 
 
-def shift_finding(metric: Metric, drift: Drift, t: Thresholds, *, where: str) -> Finding | None:
-    """A finding for a common shift of the changed cells beyond the metric's floor."""
+def shift_finding(
+    metric: Metric, drift: Drift, t: Thresholds, *, where: str, alarm: bool = True
+) -> Finding | None:
+    """A finding for a common shift of the changed cells beyond the metric's floor: a
+    warning where `alarm` and the metric blocks, else info (as its cells' own findings are:
+    against one run, export time and memory have one sample per cell)."""
     if drift.changed < t.min_series_for_shift or abs(drift.shift) <= math.log1p(metric.floor(t)):
         return None
     ratio = math.exp(drift.shift)
@@ -79,7 +83,7 @@ def shift_finding(metric: Metric, drift: Drift, t: Thresholds, *, where: str) ->
     message = f"{metric.label} moved x{ratio:.2f} across {drift.changed} cells {where}: {reference}"
     return Finding(
         "run_shift",
-        WARNING if metric.blocks else INFO,
+        WARNING if metric.blocks and alarm else INFO,
         message,
         metric=metric.name,
         ratio=ratio,

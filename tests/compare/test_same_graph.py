@@ -97,3 +97,13 @@ def test_machine_drift_of_unchanged_cells_is_not_a_finding() -> None:
     cand = [_cell(f"c{i}", samples(rng, 1.5, 0.02), f"{i:064d}") for i in range(10)]
     c = compare_runs(run("A", base), run("B", cand))
     assert not [f for f in c.findings if f.metric == "ort_latency"]
+
+
+def test_a_shift_of_one_sample_metrics_against_one_run_is_info() -> None:
+    """Export time has one sample per cell: against one run its shift is reported as info,
+    like its cells' own findings (a loaded machine moves it between two runs of one build)."""
+    base = [record(f"c{i}", export_s=1.0 + i / 100) for i in range(8)]
+    cand = [record(f"c{i}", export_s=1.5 + i / 100) for i in range(8)]
+    c = compare_runs(run("A", base), run("B", cand))
+    (shift,) = [f for f in c.findings if f.kind == "run_shift"]
+    assert shift.metric == "export_time" and shift.severity == "info"
