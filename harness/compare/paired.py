@@ -3,8 +3,9 @@ together (harness/cell/paired.py), not on numbers the two runs took at different
 which cells to re-measure, and the findings their paired verdicts make.
 
 Slower (the confidence interval of the per-pair log-ratio wholly above +margin) blocks
-when the estimate is at least `paired_block`, and warns below it; faster is an
-improvement; same is no finding; unknown after the bound of pairs is info."""
+when the estimate is at least `paired_block` (and the change at least `latency_abs_ms`),
+and warns below it; faster is an improvement; same is no finding; unknown after the bound
+of pairs warns where its estimate is beyond +margin, else is info."""
 
 from __future__ import annotations
 
@@ -68,20 +69,22 @@ def paired_finding(r: PairResult, cand: Record, t: Thresholds) -> Finding | None
     evidence = (
         f"{r.pairs} interleaved ABBA pairs in one process: x{ratio:.3f}"
         f" ({t.paired_confidence:.0%} CI x{low:.3f}..x{high:.3f}),"
-        f" Wilcoxon p={r.p_value:.2g}; band +-{t.paired_margin:.0%}, {r.seconds:g} s"
+        f" Wilcoxon p={'-' if r.p_value is None else f'{r.p_value:.2g}'};"
+        f" band +-{t.paired_margin:.0%}, {r.seconds:g} s"
     )
     # below the absolute floor a change is timer and cache noise whatever its ratio
     small = abs(_median(r.candidate_ms) - _median(r.baseline_ms)) < t.latency_abs_ms
     if r.verdict == "slower":
         kind = "paired_regressed"
         big = r.estimate >= math.log1p(t.paired_block)
-        severity = INFO if small else BLOCKING if big else WARNING
+        severity = BLOCKING if big and not small else WARNING
         message = f"ORT latency worse: x{ratio:.2f}, timed together with the baseline's graph"
     elif r.verdict == "faster":
         kind, severity = "paired_improved", IMPROVEMENT
         message = f"ORT latency better: x{ratio:.2f}, timed together with the baseline's graph"
-    else:
-        kind, severity = "paired_unknown", INFO
+    else:  # unknown after the bound: a warning where it leans beyond the band
+        leans = r.estimate > math.log1p(t.paired_margin)
+        kind, severity = "paired_unknown", WARNING if leans else INFO
         message = f"ORT latency: graph changed, no verdict after {r.pairs} pairs (x{ratio:.2f})"
     return Finding(
         kind,

@@ -70,7 +70,12 @@ def test_a_paired_verdict_replaces_the_separate_runs_one() -> None:
 def test_small_slowdowns_warn_faster_improves_unknown_informs() -> None:
     base, cand = _pair(1.0)
     key = cand.records[0].cell.key
-    expected = {("slower", 1.04): WARNING, ("faster", 0.8): IMPROVEMENT, ("unknown", 1.02): INFO}
+    expected = {
+        ("slower", 1.04): WARNING,
+        ("faster", 0.8): IMPROVEMENT,
+        ("unknown", 1.02): INFO,
+        ("unknown", 1.04): WARNING,
+    }
     for (verdict, ratio), severity in expected.items():
         c = compare_runs(base, cand, Options(paired={key: _result(key, verdict, ratio)}))
         assert [f.severity for f in c.findings if f.metric == "ort_latency"] == [severity]
@@ -125,3 +130,21 @@ def test_most_re_measured_cells_slower_is_a_shift_finding() -> None:
     shifts = [f for f in c.findings if f.kind == "run_shift"]
     assert len(shifts) == 1 and "6 re-measured cells" in shifts[0].message
     assert len(c.blocking) == 6
+
+
+def test_a_real_change_under_the_absolute_floor_warns_and_never_blocks() -> None:
+    base, cand = _pair(1.0)
+    key = cand.records[0].cell.key
+    tiny = _result(key, "slower", 1.5)
+    tiny = PairResult(
+        key,
+        tiny.log_ratios,
+        (0.01,) * 80,
+        (0.015,) * 80,
+        "slower",
+        tiny.estimate,
+        tiny.low,
+        tiny.high,
+    )
+    c = compare_runs(base, cand, Options(paired={key: tiny}))
+    assert [f.severity for f in c.findings if f.metric == "ort_latency"] == [WARNING]
