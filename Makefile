@@ -5,9 +5,10 @@ bench:
 	python -m pytest benchmarks -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark.json
 
 # Without the 5-run noise and calibration benchmark, the 10 000-cell scale benchmark, the
-# 10-try node-loss benchmark, the transformers sweep and the OpInfo suite's full matrix.
+# 10-try node-loss benchmark, the transformers sweep, the OpInfo suite's full matrix and the
+# paired calibration.
 bench-quick:
-	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale and not node_loss and not opinfo and not transformers_sweep" --benchmark-json=benchmarks/results/benchmark.json
+	python -m pytest benchmarks -q -p no:cacheprovider -k "not noise and not scale and not node_loss and not opinfo and not transformers_sweep and not paired_calibration" --benchmark-json=benchmarks/results/benchmark.json
 
 # The OpInfo suite at nightly size (benchmarks/test_opinfo.py).
 bench-opinfo:

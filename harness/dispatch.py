@@ -38,12 +38,15 @@ from harness.scheduling import (
     StartBoard,
     Suspect,
     Verdict,
+    auth_hint,
+    first_line,
     judge,
     kind,
     needs_clean_rerun,
     no_run,
     node_in_message,
 )
+from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -72,7 +75,7 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
             ray.init(address=address, **kwargs)
         except (ConnectionError, ray_errors.RayError, ValueError) as exc:
             raise UsageError(
-                f"--address {address}: cannot join the Ray cluster ({_first_line(exc)}){_auth_hint()}"
+                f"--address {address}: cannot join the Ray cluster ({first_line(exc)}){auth_hint()}"
             ) from None
     else:
         # "local": a new instance even where `ray start` left a cluster running on this
@@ -86,31 +89,8 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
     return cluster_info(address or "local")
 
 
-def _auth_hint() -> str:
-    if os.environ.get("RAY_AUTH_MODE"):
-        return ""
-    return (
-        "; if it runs and was started with `ray start` (Ray >= 2.59), it wants token"
-        " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
-        " or ~/.ray/auth_token"
-    )
-
-
 def cluster_info(address: str) -> ClusterInfo:
-    nodes = [
-        {
-            "node_id": n["NodeID"],
-            "host": n.get("NodeManagerHostname"),
-            "address": n.get("NodeManagerAddress"),
-            "alive": n.get("Alive"),
-            "resources": {
-                k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")
-            },
-        }
-        for n in ray.nodes()
-    ]
-    resources = {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}
-    return ClusterInfo(address, nodes, resources)
+    return ClusterInfo.of_ray(address, ray.nodes(), ray.cluster_resources())
 
 
 def stop() -> None:
@@ -201,7 +181,7 @@ def variant_versions(variants: dict[str, tuple[str, ...]]) -> dict[str, dict[str
         try:
             found[name] = ray.get(ref)
         except ray_errors.RayError as exc:
-            found[name] = {"error": _first_line(exc)}
+            found[name] = {"error": first_line(exc)}
     return found
 
 
@@ -485,16 +465,35 @@ def _failure_record(flight: InFlight, exc: ray_errors.RayError, last_words: str 
         exc,
         ray_errors.WorkerCrashedError | ray_errors.LocalRayletDiedError | ray_errors.NodeDiedError,
     ):
-        reason = f"worker process died while running the cell: {last_words or _first_line(exc)}"
+        reason = f"worker process died while running the cell: {last_words or first_line(exc)}"
         return no_run(task, Status.CRASHED, reason, flight)
     if isinstance(exc, ray_errors.OutOfMemoryError):
-        reason = f"killed by Ray's memory monitor: {_first_line(exc)}"
+        reason = f"killed by Ray's memory monitor: {first_line(exc)}"
         return no_run(task, Status.OOM, reason, flight)
     if isinstance(exc, ray_errors.RayTaskError):
-        return no_run(task, Status.HARNESS_ERROR, f"task raised: {_first_line(exc)}", flight)
-    return no_run(task, Status.CRASHED, f"{type(exc).__name__}: {_first_line(exc)}", flight)
+        return no_run(task, Status.HARNESS_ERROR, f"task raised: {first_line(exc)}", flight)
+    return no_run(task, Status.CRASHED, f"{type(exc).__name__}: {first_line(exc)}", flight)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+# -- paired re-measurement (harness compare) --------------------------------------------------
+
+
+@ray.remote(max_retries=0)
+def _time_pair_remote(task: PairTask) -> PairResult:
+    from harness.cell.paired import time_pair
+
+    return time_pair(task)
+
+
+def time_pairs(tasks: Iterable[PairTask], on_result: Callable[[PairResult], None]) -> None:
+    """Time each cell's two graphs together in one Ray task on its reserved cores
+    (`num_cpus` = the task's threads, so two never share cores), results in completion
+    order; a task that dies is a result with its error."""
+    refs = {_time_pair_remote.options(num_cpus=t.threads).remote(t): t for t in tasks}
+    while refs:
+        (ready,), _ = ray.wait(list(refs), num_returns=1)
+        task = refs.pop(ready)
+        try:
+            on_result(ray.get(ready))
+        except ray_errors.RayError as exc:
+            on_result(PairResult(task.key, error=f"{type(exc).__name__}: {first_line(exc)}"))

@@ -6,6 +6,7 @@ reports, and the tests feed it hand-made states.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import deque
@@ -40,6 +41,26 @@ class ClusterInfo:
     address: str
     nodes: list[dict[str, Any]]
     resources: dict[str, float]
+
+    @classmethod
+    def of_ray(
+        cls, address: str, nodes: list[dict[str, Any]], resources: Mapping[str, float]
+    ) -> ClusterInfo:
+        """From `ray.nodes()` and `ray.cluster_resources()` (node-id resources left out)."""
+        described = [
+            {
+                "node_id": n["NodeID"],
+                "host": n.get("NodeManagerHostname"),
+                "address": n.get("NodeManagerAddress"),
+                "alive": n.get("Alive"),
+                "resources": {
+                    k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")
+                },
+            }
+            for n in nodes
+        ]
+        total = {k: v for k, v in resources.items() if not k.startswith("node:")}
+        return cls(address, described, total)
 
     @property
     def has_gpus(self) -> bool:
@@ -307,3 +328,18 @@ class DispatchStats:
             if self.settle_waits_s
             else None,
         }
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def auth_hint() -> str:
+    if os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return (
+        "; if it runs and was started with `ray start` (Ray >= 2.59), it wants token"
+        " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
+        " or ~/.ray/auth_token"
+    )

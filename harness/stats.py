@@ -1,10 +1,13 @@
-"""Pure statistics over raw samples: no numpy, no torch, tested with hand-computed numbers."""
+"""Pure statistics over raw samples (no torch), tested with hand-computed numbers; the tests
+of significance and the confidence intervals are scipy's."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from scipy import stats as scipy_stats
 
 
 @dataclass(frozen=True)
@@ -116,50 +119,18 @@ class RankTest:
         return self.u / (self.n1 * self.n2)
 
 
-def average_ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks of `values` in their own order; tied values share their mean rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for i in order[start : end + 1]:
-            ranks[i] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
-def normal_sf(z: float) -> float:
-    """P(Z > z) for a standard normal Z."""
-    return 0.5 * math.erfc(z / math.sqrt(2))
-
-
-def _tie_term(values: Sequence[float]) -> float:
-    counts: dict[float, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return float(sum(t**3 - t for t in counts.values()))
-
-
 def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> RankTest:
-    """Two-sided Mann-Whitney U with the normal approximation, tie and continuity correction.
-
-    The same numbers as `scipy.stats.mannwhitneyu(a, b, method="asymptotic")`.
-    """
+    """Two-sided Mann-Whitney U with the normal approximation, tie and continuity correction:
+    `scipy.stats.mannwhitneyu(a, b, method="asymptotic")`, with the z it implies."""
     n1, n2 = len(a), len(b)
     if n1 == 0 or n2 == 0:
         raise ValueError("the rank test needs samples on both sides")
-    pooled = [*a, *b]
-    n = n1 + n2
-    u1 = sum(average_ranks(pooled)[:n1]) - n1 * (n1 + 1) / 2
-    u = max(u1, n1 * n2 - u1)
-    sigma_sq = n1 * n2 / 12 * ((n + 1) - _tie_term(pooled) / (n * (n - 1))) if n > 1 else 0.0
-    if sigma_sq <= 0:  # every value tied: no evidence either way
-        return RankTest(u=u1, z=0.0, p_value=1.0, n1=n1, n2=n2)
-    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(sigma_sq)
-    return RankTest(u=u1, z=z, p_value=min(1.0, 2 * normal_sf(z)), n1=n1, n2=n2)
+    if len({*a, *b}) == 1:  # every value tied: no evidence either way
+        return RankTest(u=n1 * n2 / 2, z=0.0, p_value=1.0, n1=n1, n2=n2)
+    result = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")
+    p_value = float(min(1.0, result.pvalue))
+    z = float(scipy_stats.norm.isf(p_value / 2)) if p_value < 1 else 0.0
+    return RankTest(u=float(result.statistic), z=z, p_value=p_value, n1=n1, n2=n2)
 
 
 def mad(values: Sequence[float]) -> float:
@@ -190,3 +161,59 @@ def noise_log_threshold(
     if len(changes) < min_changes:
         return None
     return max(math.log1p(floor), k * robust_sigma(changes))
+
+
+# -- paired, interleaved comparisons (harness/cell/paired.py, harness/compare/paired.py) ----
+
+# The share trimmed from each end of the per-pair log-ratios: a machine hiccup during one
+# timed unit makes one pair an outlier, and the trimmed mean leaves it out.
+PAIRED_TRIM = 0.1
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """Where the per-pair log-ratios (candidate / baseline) put the change: `estimate` (their
+    10%-trimmed mean) in [`low`, `high`] (a bootstrap confidence interval) and a three-way
+    verdict against a band of +-log(1 + margin): "slower" or "faster" when the interval
+    lies wholly beyond it, "same" when wholly within it, "unknown" otherwise (time more
+    pairs); `p_value` is the Wilcoxon signed-rank test's that the median is 0."""
+
+    verdict: str
+    estimate: float
+    low: float
+    high: float
+    p_value: float | None
+
+
+def paired_verdict(
+    log_ratios: Sequence[float], *, margin: float, confidence: float, seed: int = 0
+) -> PairedVerdict:
+    if len(log_ratios) < 5:
+        return PairedVerdict("unknown", 0.0, -math.inf, math.inf, None)
+    import numpy as np
+
+    values = np.asarray(log_ratios, dtype=float)
+    estimate = float(scipy_stats.trim_mean(values, PAIRED_TRIM))
+    if np.ptp(values) == 0:
+        low = high = estimate
+    else:
+        ci = scipy_stats.bootstrap(
+            (values,),
+            lambda x, axis: scipy_stats.trim_mean(x, PAIRED_TRIM, axis=axis),
+            confidence_level=confidence,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+    p_value = float(scipy_stats.wilcoxon(values).pvalue) if np.any(values != 0) else 1.0
+    band = math.log1p(margin)
+    if low > band:
+        verdict = "slower"
+    elif high < -band:
+        verdict = "faster"
+    elif -band < low and high < band:
+        verdict = "same"
+    else:
+        verdict = "unknown"
+    return PairedVerdict(verdict, estimate, low, high, p_value)

@@ -33,14 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.compare import CompareError, Comparison
+from harness.commands.compare import remeasure
+from harness.compare import CompareError, Comparison, check_comparable
 from harness.compare.output import append_step_summary
 from harness.compare.output import write_outputs as write_comparison
 from harness.compare.output.markdown import findings_table, to_markdown
 from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
+from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
+from harness.store.paired import CellKey, PairPlan, PairResult
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
 
@@ -124,6 +127,8 @@ class Sources:
     expected: ExpectedFile
     history_db: Path | None = None
     min_history: int = MIN_HISTORY
+    # time each changed cell's two kept graphs together (harness compare's re-measurement)
+    remeasure: bool = True
 
 
 def compare_pair(pair: Pair, sources: Sources) -> Outcome:
@@ -142,6 +147,11 @@ def _compare(pair: Pair, sources: Sources) -> Comparison:
     baseline = read_run(pair.baseline) if pair.baseline else None
     history = _history(candidate, sources.history_db)
     notes = [pair.note] if pair.note else []
+    paired: dict[CellKey, PairResult] = {}
+    if sources.remeasure and baseline is not None and baseline.records:
+        if not check_comparable(baseline, candidate, allow_different_hardware=True):
+            paired, more = remeasure(baseline, candidate, plan=PairPlan())
+            notes += more
     return nightly_comparison(
         candidate,
         baseline,
@@ -149,6 +159,7 @@ def _compare(pair: Pair, sources: Sources) -> Comparison:
         history,
         min_history=sources.min_history,
         notes=notes,
+        paired=paired,
     )
 
 
@@ -287,7 +298,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"nights on the same machine before latency and memory may block (default {MIN_HISTORY})",
     )
+    p.add_argument(
+        "--no-remeasure",
+        action="store_true",
+        help="do not time changed graphs again together with the previous night's",
+    )
+    p.add_argument(
+        "--graphs",
+        type=Path,
+        metavar="DIR",
+        help="tonight's graph store (nightly_run.py --keep-graphs): after comparing, keep only"
+        " the graphs tonight's runs reference (the next night's baseline)",
+    )
     return p.parse_args(argv)
+
+
+def prune_graphs(store: Path, outcomes: Sequence[Outcome]) -> str:
+    """Keep the graphs tonight's runs reference; say how large the store is."""
+    keep: set[str] = set()
+    for o in outcomes:
+        if o.comparison is not None:
+            keep |= graphs.referenced(o.comparison.candidate.records)
+    removed = graphs.prune(store, keep)
+    entries, size = graphs.store_size(store)
+    return f"graph store {store}: {entries} graphs, {size / 2**20:.1f} MiB ({removed} pruned)"
 
 
 def write_outputs(out: Path, outcomes: Sequence[Outcome], summary: str, issue: str | None) -> None:
@@ -316,7 +350,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         append_step_summary(message, env)
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sources = Sources(expected, args.history_db, args.min_history)
+    sources = Sources(expected, args.history_db, args.min_history, not args.no_remeasure)
     outcomes = [compare_pair(p, sources) for p in pairs]
     url = run_url(env)
     summary = summary_markdown(args.label, outcomes, url=url, baseline_url=args.baseline_url)
@@ -324,6 +358,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     write_outputs(args.out, outcomes, summary, issue_markdown(args.label, outcomes, url=url))
     append_step_summary(summary, env)
     print(summary)
+    if args.graphs is not None and args.graphs.is_dir():
+        print(prune_graphs(args.graphs, outcomes))
     for o in outcomes:
         if o.error:
             print(f"error: {o.pair.name}: {o.error}", file=sys.stderr)

@@ -6,7 +6,13 @@ the first failing one. Each OUT/S is created first, so a suite that wrote nothin
 leaves an empty directory that `nightly_compare.py` reports as an error instead of missing
 it silently.
 
-    python scripts/nightly_run.py --suites smoke,vision --devices cpu --out nightly/runs
+    python scripts/nightly_run.py --suites smoke,vision --devices cpu --out nightly/runs \
+        --keep-graphs nightly/graphs --previous-graphs previous/graphs
+
+--keep-graphs keeps each ok cell's graph in a store shared by the suites (content-addressed
+by graph fingerprint), so that the next night can time its changed graphs against these;
+--previous-graphs first links the previous night's store into it, so that only the graphs
+that changed are written (nightly_compare.py --graphs prunes what tonight no longer uses).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from harness.store import graphs
 
 
 def split_list(text: str) -> list[str]:
@@ -36,9 +44,13 @@ def harness_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "harness.cli"]
 
 
-def suite_command(suite: str, out: Path, *, opsets: str, devices: str) -> list[str]:
+def suite_command(
+    suite: str, out: Path, *, opsets: str, devices: str, keep_graphs: Path | None = None
+) -> list[str]:
     """The `harness run` command line of one suite; empty opsets/devices keep the suite's."""
     command = [*harness_command(), "run", "--suite", suite, "--out", str(out)]
+    if keep_graphs is not None:
+        command += ["--keep-graphs", str(keep_graphs)]
     if opsets:
         command += ["--opsets", ",".join(split_list(opsets))]
     if devices:
@@ -54,6 +66,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--opsets", default="", help="e.g. 18,20 (default: each suite's)")
     p.add_argument("--devices", default="", help="e.g. cpu or cuda (default: each suite's)")
     p.add_argument("--out", type=Path, required=True, help="folder of the run directories")
+    p.add_argument(
+        "--keep-graphs", type=Path, metavar="DIR", help="the graph store the suites share"
+    )
+    p.add_argument(
+        "--previous-graphs",
+        type=Path,
+        metavar="DIR",
+        help="the previous night's graph store, linked into --keep-graphs first",
+    )
     return p.parse_args(argv)
 
 
@@ -67,11 +88,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(set(names)) != len(names):
         print(f"error: --suites {args.suites!r} gives two runs the same directory", file=sys.stderr)
         return 2
+    if args.keep_graphs and args.previous_graphs and args.previous_graphs.is_dir():
+        added = graphs.seed(args.keep_graphs, args.previous_graphs)
+        print(f"graph store: {added} graphs from {args.previous_graphs}", flush=True)
     first_failure = 0
     for suite, name in zip(suites, names, strict=True):
         out = args.out / name
         out.mkdir(parents=True, exist_ok=True)
-        command = suite_command(suite, out, opsets=args.opsets, devices=args.devices)
+        command = suite_command(
+            suite, out, opsets=args.opsets, devices=args.devices, keep_graphs=args.keep_graphs
+        )
         print(f"::group::harness run --suite {suite}", flush=True)
         code = subprocess.run(command, check=False).returncode
         print("::endgroup::", flush=True)

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from harness.store.runs import read_run
 from tests.conftest import FIXTURES, run_cli
 
 pytestmark = pytest.mark.e2e
 
 
-def _run(out: Path, **env: str) -> Path:
+def _run(out: Path, *more: str, **env: str) -> Path:
     result = run_cli(
         "run",
+        *more,
         "--zoo",
         str(FIXTURES / "inject"),
         "--exporters",
@@ -38,11 +40,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "a": _run(root / "a"),
         "a2": _run(root / "a2"),
         "b": _run(root / "b", HARNESS_INJECT_SLOWDOWN="1", HARNESS_INJECT_UNSUPPORTED="1"),
+        # graphs kept in a store the two runs share: an unchanged graph is stored once
+        "ka": _run(root / "ka", "--keep-graphs", str(root / "graphs")),
+        "kb": _run(root / "kb", "--keep-graphs", str(root / "graphs"), HARNESS_INJECT_SLOWDOWN="1"),
     }
 
 
-def _compare(baseline: Path, candidate: Path, out: Path) -> tuple[int, dict]:
-    result = run_cli("compare", str(baseline), str(candidate), "--no-expected", "--out", str(out))
+def _compare(baseline: Path, candidate: Path, out: Path, *more: str) -> tuple[int, dict]:
+    result = run_cli(
+        "compare", str(baseline), str(candidate), "--no-expected", "--out", str(out), *more
+    )
     return result.returncode, json.loads((out / "compare.json").read_text())
 
 
@@ -65,3 +72,38 @@ def test_a_a_comparison_flags_nothing(runs: dict[str, Path], tmp_path: Path) -> 
     code, report = _compare(runs["a"], runs["a2"], tmp_path)
     assert code == 0
     assert [f for f in report["findings"] if f["severity"] in ("blocking", "warning")] == []
+
+
+def test_a_changed_graph_is_re_measured_in_pairs_and_blocks(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """inj_slow's graph does 3x the work: its two kept graphs are timed together in a Ray
+    task and that verdict blocks; the other cells have the same graph and never alert."""
+    code, report = _compare(runs["ka"], runs["kb"], tmp_path)
+    assert code == 1
+    ort = [f for f in report["findings"] if f["family"] == "ort_latency"]
+    assert [(f["model"], f["kind"], f["severity"]) for f in ort] == [
+        ("inj_slow", "paired_regressed", "blocking")
+    ]
+    assert "interleaved" in ort[0]["evidence"] and ort[0]["ratio"] > 1.5
+    assert any("1 changed cells re-measured in interleaved pairs" in n for n in report["notes"])
+    same = report["counts"]["not_compared"]
+    assert same["ort_latency: same graph and runtime (noise only, never an alert)"] == 6
+    stored = {p.parent.name for p in (runs["ka"].parent / "graphs").glob("*/*/model.onnx")}
+    kept = {r.graph_fingerprint for k in ("ka", "kb") for r in read_run(runs[k]).records}
+    assert stored == kept - {None}  # one entry per graph, shared by the two runs
+    assert len(kept - {r.graph_fingerprint for r in read_run(runs["ka"]).records}) == 1
+
+
+def test_no_remeasure_judges_the_separate_runs(runs: dict[str, Path], tmp_path: Path) -> None:
+    code, report = _compare(runs["ka"], runs["kb"], tmp_path, "--no-remeasure")
+    kinds = {f["kind"] for f in report["findings"]}
+    assert not kinds & {"paired_regressed", "paired_improved", "paired_unknown"}
+    assert not any("re-measured" in n for n in report["notes"])
+
+
+def test_graph_identical_runs_never_alert_on_latency(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A/A: run a (no graphs kept) against run ka: every fingerprint is the same."""
+    code, report = _compare(runs["a"], runs["ka"], tmp_path)
+    assert code == 0
+    assert [f for f in report["findings"] if f["family"] == "ort_latency"] == []

@@ -1,5 +1,5 @@
 """The check stage: onnx.checker on the saved model, then the facts of its graph (the
-opset it really has, node count, op histogram, bytes on disk)."""
+opset it really has, node count, op histogram, bytes on disk, the graph fingerprint)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import onnx
 
+from harness.cell.fingerprint import graph_fingerprint
 from harness.cell.stages import stage
 from harness.store.records import Measurements
 
@@ -23,4 +24,5 @@ def check(path: Path, m: Measurements) -> None:
     for node in model.graph.node:
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
     m.onnx_ops = dict(sorted(ops.items()))
+    m.graph_fingerprint = graph_fingerprint(path)
     m.onnx_bytes = sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file())

@@ -15,12 +15,34 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
 
+def session_settings(threads: int, *, spinning: bool = True) -> dict[str, Any]:
+    """The session options a cell is timed with, as recorded beside the graph fingerprint
+    (`ort_runtime`): part of "the same runtime"."""
+    return {
+        "intra_op_num_threads": threads,
+        "inter_op_num_threads": 1,
+        "execution_mode": "sequential",
+        "graph_optimization_level": "all",
+        "session.intra_op.allow_spinning": "1" if spinning else "0",
+    }
+
+
+def runtime_of(providers: list[str], settings: dict[str, Any]) -> dict[str, Any]:
+    return {"onnxruntime": ort.__version__, "providers": providers, "session_options": settings}
+
+
 class OrtRunner:
-    def __init__(self, path: Path, threads: int, device: str) -> None:
+    def __init__(self, path: Path, threads: int, device: str, *, spinning: bool = True) -> None:
+        self.settings = session_settings(threads, spinning=spinning)
+        self.path, self.threads = path, threads
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", self.settings["session.intra_op.allow_spinning"]
+        )
         options.log_severity_level = 3
         providers = (
             ["CUDAExecutionProvider", "CPUExecutionProvider"]
@@ -35,6 +57,7 @@ class OrtRunner:
         self.device = device
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.runtime = runtime_of(self.session.get_providers(), self.settings)
 
     def _by_name(self, inputs: Inputs) -> dict[str, torch.Tensor]:
         """The exporters name graph inputs input_0..N in flattening order and may drop
@@ -46,6 +69,10 @@ class OrtRunner:
                 "ort_run", KeyError(f"ONNX model asks for inputs {missing} the model does not have")
             )
         return {n: by_name[n] for n in self.input_names}
+
+    def feeds(self, inputs: Inputs) -> dict[str, np.ndarray]:
+        """The graph's inputs as numpy arrays, by name (what the graph store keeps)."""
+        return {n: t.detach().cpu().numpy() for n, t in self._by_name(inputs).items()}
 
     def bind(self, inputs: Inputs) -> Callable[[], Any]:
         """A zero-argument call running the model on `inputs`, ready for a timing loop."""

@@ -23,13 +23,14 @@ from harness.cell import exporters, limits
 from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check
+from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.reference import Reference, build, reference
 from harness.cell.samples import run_sampled
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
-from harness.cell.timing import PeakCuda, PeakRss, time_calls
+from harness.cell.timing import PeakCuda, PeakRss, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.plan.discovery import load_source
 from harness.plan.suites import Protocol
@@ -128,6 +129,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             _verify_second_shape(runner, model, inputs, spec, m)
         _latency(runner, model, inputs, task.protocol or Protocol(), m)
         keep_onnx(task, request.path, m)
+        keep_graph(task, request.path, runner.feeds(inputs), m)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)
@@ -249,16 +251,23 @@ def _verify_second_shape(
 def _latency(
     runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements
 ) -> None:
-    """ORT first, then the session is dropped before eager is timed, so no idle ORT
-    thread pool shares the cores with eager (DESIGN.md: latency in a clean state)."""
+    """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
+    drift. The session used here has ORT's intra-op spinning off (its own `ort_runtime`):
+    an idle ORT pool spinning while eager runs would share its cores (DESIGN.md: latency in
+    a clean state; seen here: a model timed 3x slower beside a spinning session). The
+    checked session is dropped first."""
     with stage("latency"):
-        call = runner.bind(inputs)
-        m.ort_latency_ms = Latency.from_samples(time_calls(call, protocol))
-        del call, runner.session
+        path, threads, device = runner.path, runner.threads, runner.device
+        del runner.session
         gc.collect()
-        eager = _eager_call(model, inputs)
+        timed = OrtRunner(path, threads, device, spinning=False)
+        m.ort_runtime = timed.runtime
+        call, eager = timed.bind(inputs), _eager_call(model, inputs)
         with torch.inference_mode():
-            m.eager_latency_ms = Latency.from_samples(time_calls(eager, protocol))
+            ort_ms, eager_ms = time_interleaved(call, eager, protocol)
+        m.ort_latency_ms = Latency.from_samples(ort_ms)
+        m.eager_latency_ms = Latency.from_samples(eager_ms)
+        del call, timed
 
 
 def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import textwrap
+import time
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -23,10 +24,12 @@ from harness.compare import (
 from harness.compare.output import append_step_summary, write_outputs
 from harness.compare.output.json_report import to_json
 from harness.compare.output.markdown import to_markdown
+from harness.compare.paired import pair_tasks
 from harness.errors import UsageError
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
+from harness.store.paired import CellKey, PairPlan, PairResult
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, VariantError, read_run, variant_run
 from harness.store.status import Status
@@ -64,6 +67,14 @@ per run, so there the floor alone decides and a regression is a warning. Against
 of the log-ratios of past medians), judged after the night-wide shift (median log-ratio of
 all series) is divided out. ORT latency regressions block; eager latency ones warn; export
 time and memory block only against a history long enough to measure their noise.
+
+Same graph, same speed: a cell whose graph fingerprint and ORT runtime are unchanged is never
+judged on ORT latency (those cells measure the machine's drift, the only part divided out);
+a common shift of the changed cells is its own finding (run_shift). A cell whose graph
+changed and whose two graphs were kept (`harness run --keep-graphs`) is timed again: both
+graphs in one Ray task, interleaved ABBA blocks, a three-way verdict on the per-pair
+log-ratios' confidence interval (more pairs on "unknown"); it replaces the separate-run
+verdict (--no-remeasure to skip).
 
 Expected statuses: a CSV kept in the repository (default {DEFAULT_EXPECTED} when it exists;
 columns {",".join(expected_file.COLUMNS)};
@@ -150,6 +161,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--allow-different-hardware",
         action="store_true",
         help="compare runs from different hardware/settings: statuses only",
+    )
+    p.add_argument(
+        "--no-remeasure",
+        action="store_true",
+        help="do not time the changed graphs again together (by default, every cell whose graph"
+        " changed and whose two graphs were kept, `harness run --keep-graphs`, is re-measured"
+        " in pairs as a Ray task, and that verdict decides its ORT latency)",
+    )
+    p.add_argument(
+        "--max-pairs",
+        type=int,
+        default=PairPlan().max_pairs,
+        metavar="N",
+        help=f"interleaved pairs per changed cell at most (default {PairPlan().max_pairs})",
+    )
+    p.add_argument(
+        "--address",
+        metavar="auto|HOST:PORT",
+        help="re-measure on an existing Ray cluster (default: a local instance)",
     )
     p.add_argument("--latency-floor", type=float, default=_T.latency_floor, metavar="FRACTION")
     p.add_argument(
@@ -248,14 +278,51 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
     differences = check_comparable(
         baseline, candidate, allow_different_hardware=args.allow_different_hardware
     )
-    return compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
+    notes: list[str] = []
+    if not differences and not args.no_remeasure:
+        paired, notes = remeasure(
+            baseline, candidate, plan=PairPlan(max_pairs=args.max_pairs), address=args.address
+        )
+        options = replace(options, paired=paired)
+    comparison = compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
+    return replace(comparison, notes=(*comparison.notes, *notes))
+
+
+def remeasure(
+    baseline: Run, candidate: Run, *, plan: PairPlan, address: str | None = None
+) -> tuple[dict[CellKey, PairResult], list[str]]:
+    """Time each changed cell's two kept graphs together (one Ray task per cell, on the
+    candidate's threads); the results, and a note saying what was done."""
+    threads = int((candidate.manifest.get("settings") or {}).get("threads") or 1)
+    tasks, missing = pair_tasks(baseline, candidate, threads=threads, plan=plan)
+    lacking = f"; {missing} changed cells without both graphs kept" if missing else ""
+    if not tasks:
+        return {}, [f"no changed graph re-measured in pairs{lacking}"] if missing else []
+    from harness import dispatch
+
+    print(f"re-measuring {len(tasks)} changed cells in interleaved pairs", file=sys.stderr)
+    results: dict[CellKey, PairResult] = {}
+    start = time.perf_counter()
+    dispatch.start(address)
+    try:
+        dispatch.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
+    finally:
+        dispatch.stop()
+    per_cell = sum(r.seconds for r in results.values()) / len(results)
+    note = (
+        f"{len(tasks)} changed cells re-measured in interleaved pairs ({per_cell:.1f} s per cell,"
+        f" {time.perf_counter() - start:.0f} s in all){lacking}"
+    )
+    return results, [note]
 
 
 def _variants(spec: str, run: Run) -> tuple[Run, Run]:
     """`--variants A,B`: variant A's cells against variant B's, both labelled B."""
     names = [n.strip() for n in spec.split(",")]
     if len(names) != 2 or not all(names) or names[0] == names[1]:
-        raise UsageError(f"--variants takes BASELINE,CANDIDATE (two different variant names), not {spec!r}")
+        raise UsageError(
+            f"--variants takes BASELINE,CANDIDATE (two different variant names), not {spec!r}"
+        )
     base, candidate = names
     try:
         return variant_run(run, base, label=candidate), variant_run(run, candidate, label=candidate)

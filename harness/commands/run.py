@@ -19,6 +19,7 @@ from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.scheduling import ClusterInfo
 from harness.store import rundir
+from harness.store.graphs import RUN_STORE
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -117,6 +118,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--keep-onnx", action="store_true", help="keep each exported .onnx under artifacts/"
     )
     p.add_argument(
+        "--keep-graphs",
+        nargs="?",
+        const="run",
+        metavar="DIR",
+        help="keep each ok cell's graph and inputs, by fingerprint, under the run's graphs/ or a"
+        " folder DIR shared by runs (an unchanged graph is stored once), so that `harness"
+        " compare` can time baseline and candidate graphs together",
+    )
+    p.add_argument(
         "--address",
         metavar="auto|HOST:PORT|ray://HOST:PORT",
         help="join an existing Ray cluster instead of starting a local instance",
@@ -157,6 +167,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         timeout_s=args.timeout,
         threads=args.threads,
         keep_onnx=args.keep_onnx,
+        keep_graphs=args.keep_graphs,
         address=args.address,
         max_memory_gb=args.max_memory_gb,
         variants=tuple(args.variant),
@@ -308,6 +319,7 @@ def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: An
             "threads": plan.options.threads,
             "timeout_s": plan.options.timeout_s,
             "keep_onnx": plan.options.keep_onnx,
+            "graph_store": _graph_store(plan),
             "protocol": vars(plan.protocol),
             "max_memory_gb": memory,
         },
@@ -385,4 +397,13 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
             protocol=plan.protocol,
             max_memory_gb=max_memory,
             isolate_failures=plan.specs[cell.model].samples is None,
+            graph_store=_graph_store(plan),
         )
+
+
+def _graph_store(plan: RunPlan) -> str | None:
+    """The folder of the content-addressed graph store, absolute (workers write to it)."""
+    where = plan.options.keep_graphs
+    if where is None:
+        return None
+    return str((plan.run_dir / RUN_STORE if where == "run" else Path(where)).resolve())

@@ -19,6 +19,7 @@ from harness.compare.metrics import (
     metric_finding,
     rank_test,
 )
+from harness.compare.same_graph import SAME_GRAPH, drift_of, shift_finding, split_by_graph
 from harness.compare.thresholds import Thresholds
 from harness.store.records import Record
 from harness.store.runs import CellKey, Run
@@ -32,6 +33,8 @@ class Series:
     medians: tuple[float, ...]
     latest_samples: tuple[float, ...]
     candidate: tuple[float, ...]
+    # the candidate timed the same graph in the same runtime as the latest history run
+    same_graph: bool = False
 
     @property
     def reference(self) -> float:
@@ -63,7 +66,9 @@ def build_series(
     if stats.median(sc) <= 0:
         skipped.add(f"{metric.name}: not positive")
         return None
-    return Series(c, tuple(stats.median(s) for s, _ in usable), usable[-1][0], sc)
+    latest = usable[-1][1]
+    medians = tuple(stats.median(s) for s, _ in usable)
+    return Series(c, medians, usable[-1][0], sc, same_graph=c.same_graph_as(latest))
 
 
 def night_shift(series: Sequence[Series], t: Thresholds) -> float:
@@ -126,14 +131,26 @@ def _night_shift_finding(metric: Metric, shift: float, n: int, t: Thresholds) ->
 def noisy_findings_against_history(
     history: Sequence[Run], cand: Sequence[Record], t: Thresholds, skipped: NotCompared
 ) -> list[Finding]:
+    """Each series judged by its own noise. ORT latency of a cell whose graph and runtime
+    are those of the latest history run never alerts; those cells give the night's machine
+    drift, and a common shift of the changed ones is a finding of its own."""
     tables = [h.by_cell() for h in history]
     found: list[Finding] = []
     for metric in METRICS:
         series = [s for c in cand if (s := build_series(metric, tables, c, skipped))]
-        shift = night_shift(series, t)
-        if abs(shift) > math.log1p(metric.floor(t)):
-            found.append(_night_shift_finding(metric, shift, len(series), t))
-        for s in series:
+        unchanged, changed = split_by_graph(metric, series, [s.same_graph for s in series])
+        for _ in unchanged:
+            skipped.add(f"{metric.name}: {SAME_GRAPH}")
+        if not unchanged:  # the night-wide shift of all series, as before
+            shift = night_shift(changed, t)
+            if abs(shift) > math.log1p(metric.floor(t)):
+                found.append(_night_shift_finding(metric, shift, len(changed), t))
+        else:
+            drift = drift_of([s.log_ratio for s in unchanged], [s.log_ratio for s in changed], t)
+            shift = drift.machine
+            if f := shift_finding(metric, drift, t, where="tonight against the history"):
+                found.append(f)
+        for s in changed:
             v = judge_against_history(metric, s, shift, t)
             if f := metric_finding(metric, v, s.record, s.reference, s.candidate_median):
                 found.append(f)

@@ -19,8 +19,11 @@ from harness.compare.metrics import (
     metric_finding,
     rank_test,
 )
+from harness.compare.same_graph import SAME_GRAPH, drift_of, shift_finding, split_by_graph
 from harness.compare.thresholds import Thresholds
 from harness.store.records import Record
+
+Samples = tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -102,16 +105,31 @@ def paired_samples(
 def noisy_findings_against_run(
     pairs: Sequence[tuple[Record, Record]], t: Thresholds, skipped: NotCompared
 ) -> list[Finding]:
-    found = []
+    """Each metric's findings: a cell whose graph and runtime did not change never alerts on
+    ORT latency (its cells measure the machine's drift instead); a common shift of the
+    changed cells is a finding of its own."""
+    found: list[Finding] = []
     for metric in METRICS:
-        paired = [(c, p) for b, c in pairs if (p := paired_samples(metric, b, c, skipped))]
-        drift = run_drift(
-            [math.log(stats.median(sc) / stats.median(sb)) for _, (sb, sc) in paired], t
+        paired = [(b, c, p) for b, c in pairs if (p := paired_samples(metric, b, c, skipped))]
+        unchanged, changed = split_by_graph(
+            metric, paired, [b.same_graph_as(c) for b, c, _ in paired]
         )
-        for c, (sb, sc) in paired:
-            if f := cell_finding_against_run(metric, c, sb, sc, t, drift):
+        for _ in unchanged:
+            skipped.add(f"{metric.name}: {SAME_GRAPH}")
+        drift = drift_of(_log_ratios(unchanged), _log_ratios(changed), t)
+        several = all(len(sb) > 1 and len(sc) > 1 for _, _, (sb, sc) in changed)
+        where = "between the two runs"
+        if f := shift_finding(metric, drift, t, where=where, alarm=several):
+            found.append(f)
+        cell_drift = RunDrift(drift.machine, drift.noise, drift.cells)
+        for _, c, (sb, sc) in changed:
+            if f := cell_finding_against_run(metric, c, sb, sc, t, cell_drift):
                 found.append(f)
     return found
+
+
+def _log_ratios(paired: Sequence[tuple[Record, Record, tuple[Samples, Samples]]]) -> list[float]:
+    return [math.log(stats.median(sc) / stats.median(sb)) for _, _, (sb, sc) in paired]
 
 
 def cell_finding_against_run(

@@ -4,7 +4,7 @@ the expected-status ratchet over them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
@@ -15,9 +15,11 @@ from harness.compare.cold_start import cold_start_findings
 from harness.compare.deterministic import deterministic_findings
 from harness.compare.findings import BLOCKING, CompareError, Finding, sorted_findings
 from harness.compare.metrics import NotCompared
+from harness.compare.paired import apply_paired
 from harness.compare.ratchet import defer_to_ratchet, ratchet_findings, update_command
 from harness.compare.thresholds import Thresholds
 from harness.plan.expected_file import ExpectedFile
+from harness.store.paired import CellKey, PairResult
 from harness.store.records import Cell
 from harness.store.runs import Run, comparability_differences
 
@@ -64,6 +66,9 @@ class Options:
     expected: ExpectedFile | None = None
     compare_noisy: bool = True
     today: date = field(default_factory=date.today)
+    # Cells whose changed graphs were timed again together (harness compare re-measures
+    # them through dispatch): their ORT latency verdicts replace the separate-run ones.
+    paired: Mapping[CellKey, PairResult] = field(default_factory=dict)
 
 
 def compare_runs(base: Run, cand: Run, options: Options | None = None) -> Comparison:
@@ -77,6 +82,7 @@ def compare_runs(base: Run, cand: Run, options: Options | None = None) -> Compar
         pairs = [(b[k], c[k]) for k in sorted(b.keys() & c.keys())]
         found += noisy_findings_against_run(pairs, t, skipped)
         found += cold_start_findings([base], cand, t)
+        found = apply_paired(found, options.paired, cand, t, skipped)
     else:
         notes.append(
             "runs differ in hardware or settings: latency, export time and memory not compared"
@@ -96,6 +102,7 @@ def compare_history(
     found = deterministic_findings(history[-1], cand, t)
     found += noisy_findings_against_history(history, list(cand.by_cell().values()), t, skipped)
     found += cold_start_findings(history, cand, t)
+    found = apply_paired(found, options.paired, cand, t, skipped)
     notes = [
         f"history: {len(history)} comparable runs, {history[0].run_id} .. {history[-1].run_id}; statuses compared with the latest"
     ]

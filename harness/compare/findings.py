@@ -36,6 +36,10 @@ FAMILY_OF_KIND = {
     "cell_appeared": "cells",
     "cell_vanished": "cells",
     "night_shift": "run",
+    "run_shift": "run",
+    "paired_regressed": "ort_latency",
+    "paired_improved": "ort_latency",
+    "paired_unknown": "ort_latency",
 }
 
 

@@ -5,7 +5,7 @@ only as warnings until then."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from harness.compare.comparison import (
@@ -17,6 +17,7 @@ from harness.compare.comparison import (
 )
 from harness.compare.findings import BLOCKING, WARNING, Finding
 from harness.plan.expected_file import ExpectedFile
+from harness.store.paired import CellKey, PairResult
 from harness.store.runs import Run
 
 # Nights on the same machine before latency, export time and memory may block: the history
@@ -24,7 +25,7 @@ from harness.store.runs import Run
 MIN_HISTORY = 5
 # Earlier nights the history comparison reads.
 HISTORY_LAST = 10
-NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift"})
+NOISY_KINDS = frozenset({"metric_regressed", "metric_improved", "night_shift", "run_shift"})
 NO_BASELINE_ID = "(no previous nightly)"
 NOISY = "latency, export time and memory"
 
@@ -45,18 +46,23 @@ def nightly_comparison(
     *,
     min_history: int = MIN_HISTORY,
     notes: Sequence[str] = (),
+    paired: Mapping[CellKey, PairResult] | None = None,
 ) -> Comparison:
     """One nightly run judged: deterministic findings against the previous night's run
     (`baseline`, None on the first night) and the expected statuses; noisy ones against the
     history when it holds `min_history` nights, else only warnings against the previous night."""
-    by_run, comparable = against_previous(candidate, baseline, expected, notes)
+    by_run, comparable = against_previous(candidate, baseline, expected, notes, paired or {})
     runs, why_not = usable_history(history, min_history)
-    by_history = compare_history(runs, candidate) if runs else None
+    by_history = compare_history(runs, candidate, Options(paired=paired or {})) if runs else None
     return merged(by_run, by_history, comparable=comparable, why_not=why_not)
 
 
 def against_previous(
-    candidate: Run, baseline: Run | None, expected: ExpectedFile, notes: Sequence[str] = ()
+    candidate: Run,
+    baseline: Run | None,
+    expected: ExpectedFile,
+    notes: Sequence[str] = (),
+    paired: Mapping[CellKey, PairResult] | None = None,
 ) -> tuple[Comparison, bool]:
     """The comparison with the previous night's run (or with itself when there is none: no
     findings then but the expected-status ratchet), and whether its noisy metrics count."""
@@ -72,7 +78,7 @@ def against_previous(
     differences = check_comparable(baseline, candidate, allow_different_hardware=True)
     if differences:
         notes.append("different machine from the previous nightly: " + "; ".join(differences))
-    options = Options(expected=expected, compare_noisy=not differences)
+    options = Options(expected=expected, compare_noisy=not differences, paired=paired or {})
     comparison = compare_runs(baseline, candidate, options)
     return replace(comparison, notes=tuple(notes)), not differences
 

@@ -29,3 +29,9 @@ class Thresholds:
     min_history_changes: int = 3
     # series a metric needs before the night-wide shift is estimated (and divided out)
     min_series_for_shift: int = 5
+    # Paired, interleaved re-measurement of a changed graph (harness/compare/paired.py):
+    # "slower" when the confidence interval of the per-pair log-ratio lies wholly above
+    # +margin; it blocks from an estimated +`paired_block` on, and warns below.
+    paired_margin: float = 0.03
+    paired_block: float = 0.05
+    paired_confidence: float = 0.99

@@ -43,6 +43,8 @@ class RunOptions:
     timeout_s: float = 600.0
     threads: int = 1
     keep_onnx: bool = False
+    # "run" (the run's graphs/ folder) or a folder shared by runs; None: graphs not kept
+    keep_graphs: str | None = None
     address: str | None = None
     max_memory_gb: float | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"

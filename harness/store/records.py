@@ -75,6 +75,8 @@ class CellTask:
     # (opinfo) build a new module class per sample and fail by the hundred on purpose:
     # a fresh process each (imports, op_db, warm-up: ~15 s) would triple a night.
     isolate_failures: bool = True
+    # Where an ok cell's graph is kept, content-addressed (harness/store/graphs.py); None: not kept.
+    graph_store: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,11 @@ class Measurements:
     # A sampled cell (harness.cell.samples): how many samples exported, matched, gave wrong
     # numbers, failed or were skipped, and each failing sample's stage and error.
     samples: dict[str, Any] | None = None
+    # A canonical hash of the ONNX graph (harness/cell/fingerprint.py) and the runtime it
+    # was timed in (onnxruntime version, providers, session options): equal on both sides,
+    # the two cells ran the same computation, and latency can differ only by noise.
+    graph_fingerprint: str | None = None
+    ort_runtime: dict[str, Any] | None = None
 
 
 _MEASURED = [f.name for f in dataclasses.fields(Measurements)]
@@ -202,6 +209,17 @@ class Record:
     reason: str | None = None
     samples: dict[str, Any] | None = None  # a sampled cell's per-sample summary
     metadata: dict[str, Any] | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
+    graph_fingerprint: str | None = None
+    ort_runtime: dict[str, Any] | None = None
+
+    def same_graph_as(self, other: Record) -> bool:
+        """Both timed the same graph (equal fingerprints) in the same runtime."""
+        return (
+            self.graph_fingerprint is not None
+            and self.graph_fingerprint == other.graph_fingerprint
+            and self.ort_runtime is not None
+            and self.ort_runtime == other.ort_runtime
+        )
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.

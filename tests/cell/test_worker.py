@@ -40,6 +40,16 @@ def test_ok_cell_measures_everything(tmp_path: Path) -> None:
     assert r.aten_ops == {"aten.linear": 2, "aten.sigmoid": 1}
     assert [c.name for c in r.numerics or []] == ["output_0", "output_0@second_shape"]
     assert r.ort_latency_ms and r.ort_latency_ms.n >= 5 and r.speedup and r.duration_s
+    assert r.graph_fingerprint and len(r.graph_fingerprint) == 64
+    assert r.ort_runtime and r.ort_runtime["providers"] == ["CPUExecutionProvider"]
+    assert r.ort_runtime["session_options"]["intra_op_num_threads"] == 1
+
+
+def test_the_same_cell_exported_twice_has_the_same_fingerprint(tmp_path: Path) -> None:
+    task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp")
+    first, second = run_cell(task), run_cell(task)
+    assert first.graph_fingerprint == second.graph_fingerprint is not None
+    assert first.same_graph_as(second)
 
 
 def test_export_memory_budget_fails_the_cell(tmp_path: Path) -> None:
@@ -115,3 +125,24 @@ def test_a_cuda_cell_on_a_worker_without_a_cuda_device_is_skipped_with_the_reaso
 ) -> None:
     r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda"))
     assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")
+
+
+def test_an_ok_cells_graph_is_kept_once_by_fingerprint(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from harness.store.graphs import INPUTS, store_size, stored_model
+
+    store = tmp_path / "run" / "graphs"
+    task = replace(
+        _task(tmp_path / "run", FIXTURES / "tiny" / "models.py", "tiny_mlp"), graph_store=str(store)
+    )
+    first, second = run_cell(task), run_cell(task)
+    assert first.artifacts["graph"] == second.artifacts["graph"]
+    assert first.artifacts["graph"].startswith("graphs/")  # relative: inside the run
+    model = stored_model(tmp_path / "run", first)
+    assert model is not None and (model.parent / INPUTS).is_file()
+    assert model.parent.name == first.graph_fingerprint
+    assert store_size(store)[0] == 1
+    from harness.cell.fingerprint import graph_fingerprint
+
+    assert graph_fingerprint(model) == first.graph_fingerprint  # re-saved, same graph

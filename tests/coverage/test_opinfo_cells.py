@@ -127,3 +127,11 @@ def test_first_sample_is_the_entrys_plain_model() -> None:
     model = spec.build()
     out = model(*spec.example_inputs())
     assert out.dtype == torch.int64
+
+
+def test_a_sparse_opinfo_is_judged_on_its_export_not_a_harness_error(tmp_path: Path) -> None:
+    """`to_sparse` returns a sparse tensor: eager's outputs are compared densified, so the
+    cell ends on what the exporter does with the op (neither exporter translates it)."""
+    record = run("opinfo.to_sparse.float32", "dynamo", tmp_path)
+    assert (str(record.status), str(record.stage)) == ("export_failed", "translate")
+    assert "_to_sparse" in (record.error_signature or "")

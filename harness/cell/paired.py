@@ -1,0 +1,135 @@
+"""Paired, interleaved re-measurement of one cell's baseline and candidate graphs.
+
+Both ONNX models are loaded in one process, on the cores the task reserved, with ORT's
+intra-op spinning off (an idle session's spinning pool would take the cores from the other
+one), and timed alternately in blocks of ABBA or BAAB (randomised), so that the machine's
+drift (seen here: 12% within seconds) hits both sides of each pair alike. Each block gives
+one log-ratio, log((B1 + B2) / (A1 + A2)); the verdict comes from their confidence
+interval, and "unknown" times more blocks, up to the plan's bound. Needs no torch: the
+graph store keeps each graph's inputs."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import stats
+from harness.cell.ort import OrtRunner
+from harness.cell.timing import gc_paused
+from harness.store.graphs import INPUTS
+from harness.store.paired import PairPlan, PairResult, PairTask
+
+
+def time_pair(task: PairTask) -> PairResult:
+    """Time the task's two graphs together; every failure is a result with its error."""
+    start = time.perf_counter()
+    try:
+        result = _time_pair(task)
+    except Exception as exc:  # a graph that no longer loads is a result, not a crash
+        result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+    return _with_seconds(result, time.perf_counter() - start)
+
+
+def _with_seconds(result: PairResult, seconds: float) -> PairResult:
+    from dataclasses import replace
+
+    return replace(result, seconds=round(seconds, 3))
+
+
+def _session_call(model: str, threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
+    runner = OrtRunner(Path(model), threads, "cpu", spinning=False)
+    with np.load(Path(model).parent / INPUTS) as stored:
+        feeds = {name: stored[name] for name in runner.input_names}
+    return (lambda: runner.session.run(None, feeds)), runner.runtime
+
+
+def _time_pair(task: PairTask) -> PairResult:
+    plan = task.plan
+    call_a, runtime = _session_call(task.baseline_model, task.threads)
+    call_b, _ = _session_call(task.candidate_model, task.threads)
+    with gc_paused():
+        repeat = _calls_per_unit(call_a, call_b, plan)
+        unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
+        return _blocks(task, unit_a, unit_b, runtime)
+
+
+def _calls_per_unit(call_a: Callable[[], Any], call_b: Callable[[], Any], plan: PairPlan) -> int:
+    """Warm both up for `warmup_s`, alternating; then the calls a unit needs to last
+    `unit_ms` (a 20 us model timed one call at a time is mostly timer and cache noise)."""
+    times: list[float] = []
+    end = time.perf_counter() + plan.warmup_s
+    while time.perf_counter() < end or len(times) < 8:
+        for call in (call_a, call_b):
+            t0 = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - t0) * 1000)
+    per_call = max(1e-6, stats.median(times[len(times) // 2 :]))
+    return max(1, math.ceil(plan.unit_ms / per_call))
+
+
+def _unit(call: Callable[[], Any], repeat: int) -> Callable[[], float]:
+    def timed() -> float:
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            call()
+        return (time.perf_counter() - t0) * 1000 / repeat
+
+    return timed
+
+
+def _blocks(
+    task: PairTask,
+    unit_a: Callable[[], float],
+    unit_b: Callable[[], float],
+    runtime: dict[str, Any],
+) -> PairResult:
+    plan = task.plan
+    rng = random.Random(plan.seed)
+    ratios: list[float] = []
+    times_a: list[float] = []
+    times_b: list[float] = []
+    end = time.perf_counter() + plan.max_s
+    verdict = stats.paired_verdict([], margin=plan.margin, confidence=plan.confidence)
+    while len(ratios) < plan.max_pairs and time.perf_counter() < end:
+        for _ in range(plan.round):
+            if time.perf_counter() >= end and len(ratios) >= plan.min_pairs:
+                break
+            a, b = _block(unit_a, unit_b, abba=rng.random() < 0.5)
+            times_a += a
+            times_b += b
+            ratios.append(math.log(sum(b) / sum(a)))
+        if len(ratios) >= plan.min_pairs:
+            verdict = stats.paired_verdict(
+                ratios, margin=plan.margin, confidence=plan.confidence, seed=plan.seed
+            )
+            if verdict.verdict != "unknown":
+                break
+    return PairResult(
+        task.key,
+        log_ratios=tuple(ratios),
+        baseline_ms=tuple(times_a),
+        candidate_ms=tuple(times_b),
+        verdict=verdict.verdict,
+        estimate=verdict.estimate,
+        low=verdict.low,
+        high=verdict.high,
+        p_value=verdict.p_value,
+        runtime=runtime,
+    )
+
+
+def _block(
+    unit_a: Callable[[], float], unit_b: Callable[[], float], *, abba: bool
+) -> tuple[list[float], list[float]]:
+    """One ABBA (or BAAB) block: each side twice, symmetric in time."""
+    if abba:
+        a1, b1, b2, a2 = unit_a(), unit_b(), unit_b(), unit_a()
+    else:
+        b1, a1, a2, b2 = unit_b(), unit_a(), unit_a(), unit_b()
+    return [a1, a2], [b1, b2]

@@ -1,0 +1,73 @@
+"""Paired, interleaved re-measurement with real onnxruntime on tiny graphs: a copy of a
+graph is "same", a graph with real extra work is "slower", a missing graph is an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from harness.cell.fingerprint import graph_fingerprint
+from harness.cell.paired import time_pair
+from harness.store.graphs import INPUTS, MODEL, entry_dir
+from harness.store.paired import PairPlan, PairTask
+
+KEY = ("m", "dynamo", 18, "cpu", False, "base")
+QUICK = PairPlan(min_pairs=20, round=20, max_pairs=200, max_s=4.0, warmup_s=0.1, unit_ms=1.0)
+
+
+def matmul_chain(store: Path, layers: int, *, identity: bool = False) -> str:
+    """x @ W repeated `layers` times (each layer is real work); `identity` adds a free op."""
+    rng = np.random.default_rng(0)
+    nodes, inits, last = [], [], "x"
+    for i in range(layers):
+        inits.append(
+            numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32) / 8, f"w{i}")
+        )
+        nodes.append(helper.make_node("MatMul", [last, f"w{i}"], [f"h{i}"]))
+        last = f"h{i}"
+    if identity:
+        nodes.append(helper.make_node("Identity", [last], ["out"]))
+        last = "out"
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32, 64])],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [32, 64])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    tmp = store / "tmp.onnx"
+    store.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(tmp))
+    entry = entry_dir(store, graph_fingerprint(tmp))
+    entry.mkdir(parents=True, exist_ok=True)
+    tmp.rename(entry / MODEL)
+    np.savez(entry / INPUTS, x=rng.standard_normal((32, 64)).astype(np.float32))
+    return str(entry / MODEL)
+
+
+def test_a_graph_against_a_free_change_of_itself_is_not_slower(tmp_path: Path) -> None:
+    a = matmul_chain(tmp_path, 8)
+    b = matmul_chain(tmp_path, 8, identity=True)
+    r = time_pair(PairTask(KEY, "m", a, b, plan=QUICK))
+    assert r.error is None and r.pairs >= 20
+    assert r.verdict in ("same", "unknown"), r
+    assert abs(r.estimate) < 0.05
+    assert r.runtime and r.runtime["session_options"]["session.intra_op.allow_spinning"] == "0"
+
+
+def test_a_graph_with_a_quarter_more_work_is_slower(tmp_path: Path) -> None:
+    a = matmul_chain(tmp_path, 8)
+    b = matmul_chain(tmp_path, 10)
+    r = time_pair(PairTask(KEY, "m", a, b, plan=QUICK))
+    assert r.verdict == "slower", r
+    assert 0.1 < r.estimate < 0.35 and r.low > 0
+
+
+def test_a_missing_graph_is_an_error_result(tmp_path: Path) -> None:
+    a = matmul_chain(tmp_path, 2)
+    r = time_pair(PairTask(KEY, "m", a, str(tmp_path / "gone" / MODEL), plan=QUICK))
+    assert r.error and r.pairs == 0 and r.verdict == "unknown"

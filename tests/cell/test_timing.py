@@ -1,0 +1,82 @@
+"""The latency loop: warm-up ends for any `warmup_min_iters`, the collector is off while
+timing, and the sample count follows the protocol."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from harness.cell.timing import STABLE_WINDOW, _warm_up, gc_paused, time_calls
+from harness.plan.suites import Protocol
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("min_iters", [1, 3, STABLE_WINDOW, STABLE_WINDOW + 1, 7, 50])
+def test_warm_up_ends_for_any_minimum(min_iters: int) -> None:
+    """The window holds STABLE_WINDOW timings; the minimum is counted apart from it (a
+    minimum of 7 or more used to loop forever)."""
+    protocol = Protocol(warmup_min_iters=min_iters, warmup_max_s=1.0, warmup_tolerance=10.0)
+    calls = []
+    assert _warm_up(lambda: calls.append(1), protocol) == len(calls)
+    assert len(calls) == max(min_iters, 4)  # a stable verdict needs 4 timings
+
+
+@pytest.mark.timeout(10)
+def test_warm_up_stops_at_its_time_cap_once_the_minimum_is_done() -> None:
+    protocol = Protocol(warmup_min_iters=8, warmup_max_s=0.0, warmup_tolerance=0.0)
+    times = iter([1.0, 5.0] * 100)
+    calls = []
+
+    def unsteady() -> None:  # never stable at tolerance 0
+        calls.append(next(times))
+
+    assert _warm_up(unsteady, protocol) == 8
+
+
+def test_the_collector_is_off_inside_timed_loops_and_restored_after() -> None:
+    seen = []
+    assert gc.isenabled()
+    samples = time_calls(lambda: seen.append(gc.isenabled()), Protocol(min_iters=5, min_time_s=0))
+    assert len(samples) == 5
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_gc_paused_keeps_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_interleaved_timing_alternates_and_cancels_drift() -> None:
+    """Two calls of equal cost on a machine that slows down steadily (5x over the loop): each side sees
+    the slowdown alike, so their ratio stays near 1 (timed one after the other it would not);
+    the blocks alternate."""
+    import statistics
+    import time
+
+    from harness.cell.timing import time_interleaved
+
+    order: list[str] = []
+    start = time.perf_counter()
+
+    def work(name: str) -> None:
+        order.append(name)
+        slow = 1 + 4 * min(1.0, (time.perf_counter() - start) / 0.6)
+        end = time.perf_counter() + slow * 2e-4
+        while time.perf_counter() < end:
+            pass
+
+    protocol = Protocol(warmup_min_iters=2, warmup_max_s=0.01, min_iters=40, min_time_s=0.3)
+    a, b = time_interleaved(lambda: work("a"), lambda: work("b"), protocol)
+    assert len(a) >= 40 and len(b) >= 40
+    switches = sum(x != y for x, y in zip(order, order[1:], strict=False))
+    assert switches >= 4  # blocks alternate: a.., b.., b.., a.., ...
+    ratio = statistics.median(b) / statistics.median(a)
+    assert 0.8 < ratio < 1.25
+    assert gc.isenabled()
