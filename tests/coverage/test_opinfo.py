@@ -256,18 +256,20 @@ def test_comparison_names_exactly_the_op_dtype_exporter_and_opset_that_changed()
     assert not [f for f in result.findings if f.kind == "numerics_flipped"]
 
 
-def test_two_variants_of_one_run_compare_cell_by_cell() -> None:
+def variant_records(*, lost_at: int, op: str) -> tuple[list[Record], list[Record]]:
+    """An opinfo run's records as variant `base`, and again as `new` where the cell at
+    `lost_at` (OpInfo `op` at float32) no longer exports."""
     base = opinfo_run()
     cand = [r.with_changes(variant="new") for r in base]
-    cand[0] = orec(
-        "T",
-        "float32",
-        variant="new",
-        status="export_failed",
-        stage="translate",
-        error="e",
+    cand[lost_at] = orec(
+        op, "float32", variant="new", status="export_failed", stage="translate", error="e",
         samples=(0, 4),
-    )
+    )  # fmt: skip
+    return base, cand
+
+
+def test_two_variants_of_one_run_compare_cell_by_cell() -> None:
+    base, cand = variant_records(lost_at=0, op="T")
     run = Run(manifest("both"), tuple(base + cand))
     old, new = variant_run(run, "base", label="new"), variant_run(run, "new", label="new")
     assert len(old.records) == len(new.records) == 5
@@ -279,17 +281,7 @@ def test_two_variants_of_one_run_compare_cell_by_cell() -> None:
 def test_variants_flag_on_the_cli(tmp_path: Path) -> None:
     from harness.store import rundir
 
-    base = opinfo_run()
-    cand = [r.with_changes(variant="new") for r in base]
-    cand[2] = orec(
-        "add",
-        "float32",
-        variant="new",
-        status="export_failed",
-        stage="translate",
-        error="e",
-        samples=(0, 4),
-    )
+    base, cand = variant_records(lost_at=2, op="add")
     rundir.write_manifest(tmp_path, manifest("both"))
     with rundir.RecordWriter(tmp_path) as writer:
         for r in base + cand:
