@@ -121,7 +121,8 @@ def _run_cell_here(task: CellTask, board: Any = None, flight_id: int = 0) -> Rec
     started = time.time()
     if board is not None:
         _report_start(board, (flight_id, *_whoami().values(), started))
-    from harness.cell.worker import run_cell, run_cell_isolated
+    from harness.cell.isolation import run_cell_isolated
+    from harness.cell.worker import run_cell
 
     before = _ThisProcess.cells_run
     _ThisProcess.cells_run += 1

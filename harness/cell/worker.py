@@ -7,9 +7,7 @@ never into an exception that escapes `run_cell`.
 
 from __future__ import annotations
 
-import concurrent.futures
 import gc
-import multiprocessing
 import shutil
 import tempfile
 import time
@@ -50,7 +48,7 @@ def run_cell(task: CellTask) -> Record:
     start = time.perf_counter()
     measured = Measurements()
     try:
-        spec = find_spec(task)
+        spec = find_spec(task.source, task.cell.model)
         with (
             limits.memory_limit(task.max_memory_gb),
             limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)),
@@ -71,27 +69,11 @@ def run_cell(task: CellTask) -> Record:
     )
 
 
-def run_cell_isolated(task: CellTask) -> Record:
-    """`run_cell` in a brand-new Python process (spawned, not forked), for a cell whose
-    result must not depend on anything an earlier cell left in the process."""
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        try:
-            return pool.submit(run_cell, task).result()
-        except concurrent.futures.process.BrokenProcessPool as exc:
-            reason = limits.read_crash_log(
-                limits.crash_log_path(task.run_dir, task.cell.cell_id)
-            ) or str(exc)
-            return Record.without_run(
-                task.cell, task.run_id, status=Status.CRASHED, reason=f"cell process died: {reason}"
-            ).with_changes(attempt=task.attempt)
-
-
-def find_spec(task: CellTask) -> ModelSpec:
-    for spec in load_source(task.source, fresh=True):
-        if spec.name == task.cell.model:
+def find_spec(source: str, model: str) -> ModelSpec:
+    for spec in load_source(source, fresh=True):
+        if spec.name == model:
             return spec
-    raise LookupError(f"model {task.cell.model!r} not found in {task.source}")
+    raise LookupError(f"model {model!r} not found in {source}")
 
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
