@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.conftest import Figures, harness
+from harness.plan.zoo_expected import raw_status
 from harness.store import rundir as store
 from harness.store.records import Record
 from harness.store.status import Status
-from model_zoo.transformers._expected import raw_status
 from model_zoo.transformers._inventory import read_inventory
 
 EXPORTERS = ("dynamo", "torchscript")

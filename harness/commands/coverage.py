@@ -117,22 +117,17 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _update_expected(args: argparse.Namespace) -> int:
-    from harness.coverage.expected import HEADER, updated_rows
-    from harness.coverage.opinfo_specs import BUILTIN_OPINFO_EXPECTED
+    from harness.coverage.opinfo_specs import EXPECTED
     from harness.plan import expected_file
     from harness.store.rundir import RunDirError, read_manifest, read_records
 
-    path = args.expected or BUILTIN_OPINFO_EXPECTED
+    zoo = dataclasses.replace(EXPECTED, path=args.expected) if args.expected else EXPECTED
     try:
         read_manifest(args.run_dir)
-        records = read_records(args.run_dir)
-        old = expected_file.read(path).rows if path.is_file() else ()
+        before, after = zoo.update(read_records(args.run_dir))
     except (RunDirError, expected_file.ExpectedFileError) as exc:
         raise UsageError(str(exc)) from None
-    latest = list({r.cell.key: r for r in records}.values())
-    rows = updated_rows(old, latest)
-    expected_file.write(path, rows, header=HEADER)
-    print(f"wrote {path}: {len(rows)} rows ({len(old)} before) from {args.run_dir}")
+    print(f"wrote {zoo.path}: {after} rows ({before} before) from {args.run_dir}")
     return 0
 
 

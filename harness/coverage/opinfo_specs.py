@@ -20,6 +20,7 @@ from typing import Any
 from harness.plan import expected_file
 from harness.plan.discovery import BUILTIN_ZOO
 from harness.plan.expect import Expect
+from harness.plan.zoo_expected import ZooExpected
 from harness.zoo import ModelSpec, SampleSet
 
 OPINFO_FAMILY = "opinfo"
@@ -27,6 +28,19 @@ BUILTIN_OPINFO_INVENTORY = BUILTIN_ZOO / "opinfo" / "_inventory.json"
 BUILTIN_OPINFO_EXPECTED = BUILTIN_ZOO / "opinfo" / "_expected.csv"
 INVENTORY_SCHEMA = 1
 REFRESH_COMMAND = "harness coverage --refresh-inventory opinfo"
+EXPECTED = ZooExpected(
+    BUILTIN_OPINFO_EXPECTED,
+    OPINFO_FAMILY,
+    header="""\
+# Expected failures of the opinfo zoo (model_zoo/opinfo/), per (OpInfo, dtype) entry and
+# exporter: a cell that fails with this status at this stage is `xfail` (with the reason);
+# one that passes is `xpass` (the op got fixed: rewrite this file). Same grammar as
+# expected/status.csv (`*` globs; the most specific row wins; `match`: a regular expression
+# the error must contain; `expires`: an ISO date). Reasons may be edited by hand: a rewrite
+# keeps a row's reason while its status and stage stay.
+# Rewrite from a run with: harness coverage --update-expected RUN_DIR
+""",
+)
 MAX_SAMPLES_ENV = "HARNESS_OPINFO_MAX_SAMPLES"  # samples per cell; 0: all of them
 DEFAULT_MAX_SAMPLES = 10
 # torch.testing._internal (op_db) imports these: `pip install -e ".[opinfo]"`.

@@ -16,10 +16,10 @@ import pytest
 from harness.compare import BLOCKING, IMPROVEMENT, WARNING, compare_runs
 from harness.coverage import matrix as coverage
 from harness.coverage import render
-from harness.coverage.expected import updated_rows
 from harness.coverage.opinfo_specs import (
     BUILTIN_OPINFO_EXPECTED,
     BUILTIN_OPINFO_INVENTORY,
+    EXPECTED,
     model_base,
     read_inventory,
     specs,
@@ -29,6 +29,7 @@ from harness.plan import expect, expected_file
 from harness.plan.build import RunOptions, make_plan
 from harness.plan.discovery import discover
 from harness.plan.expect import Expect
+from harness.plan.zoo_expected import updated_rows
 from harness.store.records import Cell, Measurements, Record
 from harness.store.runs import Run, variant_run
 from harness.zoo import ModelSpec
@@ -337,7 +338,7 @@ def test_expected_rows_from_a_run_keep_reasons_drop_fixed_and_keep_others(tmp_pa
     )
     new_fail = new_fail.with_changes(unsupported_ops=["aten.numpy_T"])
     add = orec("add", "float32").with_changes(status="xpass")
-    rows = updated_rows(old, [t, new_fail, add])
+    rows = updated_rows(old, [t, new_fail, add], EXPECTED)
     got = {(e.model, e.exporter, e.opset): e for e in rows}
     assert set(got) == {
         ("opinfo.t.float32", "dynamo", "*"),

@@ -1,0 +1,74 @@
+"""A generated zoo's expected failures rewritten from a run (harness.plan.zoo_expected), the
+one mechanism the opinfo and transformers zoos share: records made by hand, a real file."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from harness.plan import expected_file
+from harness.plan.expect import Expect, judge
+from harness.plan.zoo_expected import ZooExpected
+from harness.store.records import Cell, Measurements, Record
+from harness.store.status import Status
+
+FAMILY = "gen"
+
+
+def _failed(model: str, error: Exception, opset: int = 18) -> Record:
+    cell = Cell(model, "dynamo", opset, family=FAMILY)
+    return Record.finished(
+        cell, "r", Measurements(), status=Status.EXPORT_FAILED, stage="translate", error=error
+    )
+
+
+def _zoo(tmp_path: Path, pin: bool) -> ZooExpected:
+    return ZooExpected(tmp_path / "expected.csv", FAMILY, "# test zoo\n", pin_error_type=pin)
+
+
+def test_a_rewrite_keeps_a_hand_edited_reason_while_the_error_type_stays(tmp_path: Path) -> None:
+    zoo = _zoo(tmp_path, pin=True)
+    assert zoo.update([_failed("m.a", KeyError("x")), _failed("m.b", KeyError("y"))]) == (0, 2)
+    rows = expected_file.read(zoo.path).rows
+    edited = [Expect(**{**_fields(e), "reason": "hand"}) if e.model == "m.a" else e for e in rows]
+    expected_file.write(zoo.path, edited, header=zoo.header)
+    # m.a fails the same way; m.b now fails with another error type
+    assert zoo.update([_failed("m.a", KeyError("x")), _failed("m.b", ValueError("z"))]) == (2, 2)
+    got = {e.model: e for e in expected_file.read(zoo.path).rows}
+    assert got["m.a"].reason == "hand" and got["m.a"].match == "^KeyError:"
+    assert got["m.b"].match == "^ValueError:" and got["m.b"].reason.startswith("ValueError")
+    assert zoo.path.read_text().startswith("# test zoo\n")
+
+
+def test_fixed_cells_lose_their_row_and_machine_failures_keep_theirs(tmp_path: Path) -> None:
+    zoo = _zoo(tmp_path, pin=False)
+    zoo.update([_failed("m.fixed", KeyError("x")), _failed("m.slow", KeyError("y"))])
+    fixed = Record.finished(Cell("m.fixed", "dynamo", 18, family=FAMILY), "r", Measurements())
+    slow = Record.without_run(
+        Cell("m.slow", "dynamo", 18, family=FAMILY), "r", status=Status.TIMEOUT, reason="300 s"
+    )
+    other_zoo = _failed("x.other", KeyError("z")).with_changes(family="elsewhere")
+    assert zoo.update([fixed, slow, other_zoo]) == (2, 1)
+    (row,) = expected_file.read(zoo.path).rows
+    assert (row.model, row.match) == ("m.slow", None)
+    # the kept row still judges the cell's failure as expected
+    assert judge(_failed("m.slow", KeyError("y")), (row,), date.today()).status is Status.XFAIL
+
+
+def test_one_row_where_every_opset_failed_alike_else_one_per_opset(tmp_path: Path) -> None:
+    zoo = _zoo(tmp_path, pin=True)
+    ok_17 = Record.finished(Cell("m.b", "dynamo", 17, family=FAMILY), "r", Measurements())
+    zoo.update(
+        [
+            _failed("m.a", KeyError("x"), 17),
+            _failed("m.a", KeyError("x"), 18),
+            ok_17,
+            _failed("m.b", KeyError("x"), 18),
+        ]
+    )
+    got = sorted((e.model, e.opset) for e in expected_file.read(zoo.path).rows)
+    assert got == [("m.a", "*"), ("m.b", "18")]
+
+
+def _fields(e: Expect) -> dict[str, object]:
+    return {f: getattr(e, f) for f in e.__dataclass_fields__ if f != "source"}
