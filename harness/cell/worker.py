@@ -28,7 +28,7 @@ from harness.cell.reference import Reference, build, reference
 from harness.cell.samples import run_sampled
 from harness.cell.shapes import Inputs, second_shape
 from harness.cell.stages import StageFailure, stage
-from harness.cell.timing import PeakCuda, PeakRss, time_interleaved
+from harness.cell.timing import PeakCuda, PeakRss, freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.plan.discovery import load_source
 from harness.plan.suites import Protocol
@@ -47,6 +47,7 @@ def run_cell(task: CellTask) -> Record:
     """Run one cell and return its record; every failure is a status, never a raise."""
     start = time.perf_counter()
     measured = Measurements()
+    freeze_survivors()
     try:
         spec = find_spec(task.source, task.cell.model)
         with (

@@ -4,10 +4,11 @@ timing, and the sample count follows the protocol."""
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
-from harness.cell.timing import STABLE_WINDOW, _warm_up, gc_paused, time_calls
+from harness.cell.timing import STABLE_WINDOW, _warm_up, freeze_survivors, gc_paused, time_calls
 from harness.plan.suites import Protocol
 
 
@@ -80,3 +81,25 @@ def test_interleaved_timing_alternates_and_cancels_drift() -> None:
     ratio = statistics.median(b) / statistics.median(a)
     assert 0.8 < ratio < 1.25
     assert gc.isenabled()
+
+
+class _Node:
+    pass
+
+
+def test_freeze_survivors_sets_aside_what_is_alive_and_a_cells_garbage_is_still_collected() -> None:
+    gc.unfreeze()
+    try:
+        survivor = _Node()
+        freeze_survivors()
+        frozen = gc.get_freeze_count()
+        assert frozen > 1000  # the test process's modules and everything else alive
+        cycle = _Node()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+        gc.collect()
+        assert gone() is None
+        assert gc.get_freeze_count() == frozen and survivor is not None
+    finally:
+        gc.unfreeze()
