@@ -17,7 +17,7 @@ that way is `xfail`, one that fails another way stays a failure, and one that pa
 - a cell without an outcome of its own (skipped, timeout, crash, out of memory: the
   machine's, not the exporter's) keeps whatever row it had;
 - rows of cells outside the run stay. Where every opset of a cell failed alike, one row
-  (`opset *`) says so.
+  (`opset *`) says so; a run of one opset writes that opset.
 """
 
 from __future__ import annotations
@@ -94,14 +94,14 @@ def _group_rows(
     key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected
 ) -> list[Expect]:
     """One model's rows for one exporter, device and shape: one row for every opset where
-    each opset failed alike, else one per opset."""
+    two or more opsets ran and each failed alike, else one per opset."""
     previous = [e for e in old if _names(e, key)]
     ordered = sorted(records, key=lambda r: r.opset)
     rows = [row for r in ordered if (row := _row(r, previous, zoo))]
     if not rows:
         return []
     alike = {(e.status, e.stage, e.reason, e.match) for e in rows}
-    if len(rows) == len(records) and len(alike) == 1:
+    if len(rows) == len(records) > 1 and len(alike) == 1:
         return [replace(rows[0], opset=ANY)]
     return rows
 

@@ -55,7 +55,7 @@ def test_fixed_cells_lose_their_row_and_machine_failures_keep_theirs(tmp_path: P
     assert judge(_failed("m.slow", KeyError("y")), (row,), date.today()).status is Status.XFAIL
 
 
-def test_one_row_where_every_opset_failed_alike_else_one_per_opset(tmp_path: Path) -> None:
+def test_one_row_where_every_opset_failed_alike_else_one_per_opset_run(tmp_path: Path) -> None:
     zoo = _zoo(tmp_path, pin=True)
     ok_17 = Record.finished(Cell("m.b", "dynamo", 17, family=FAMILY), "r", Measurements())
     zoo.update(
