@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.store.records import SCHEMA, Record, SchemaError
+from harness.store.status import Status
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -109,6 +110,14 @@ def truncate_torn_tail(run_dir: Path) -> TornLine | None:
     return torn[0] if torn else None
 
 
+def _unwritable(record: Record, error: ValueError) -> Record:
+    """The cell's record when its own cannot be written: still one line, saying why."""
+    reason = f"its {record.status} record could not be written as JSON: {error}"
+    return Record.without_run(
+        record.cell, record.run_id, status=Status.HARNESS_ERROR, reason=reason
+    ).with_changes(attempt=record.attempt, duration_s=record.duration_s)
+
+
 class RecordWriter:
     """Appends records to `records.jsonl`, flushing and fsyncing each line."""
 
@@ -118,7 +127,11 @@ class RecordWriter:
         self.written = 0
 
     def write(self, record: Record) -> None:
-        self._file.write(record.to_json() + "\n")
+        try:
+            line = record.to_json()
+        except ValueError as exc:  # a NaN or inf (strict JSON has none): a harness bug
+            line = _unwritable(record, exc).to_json()
+        self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
         self.written += 1

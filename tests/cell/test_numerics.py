@@ -54,6 +54,14 @@ def test_integers_are_exact_with_the_count_in_its_own_field() -> None:
     assert same.ok and same.mismatches == 0 and same.max_abs == 0.0
 
 
+def test_nan_where_eager_gives_integers_is_a_mismatch_and_max_abs_stays_finite() -> None:
+    got = np.array([0.0, np.nan, 7.0, np.nan])  # ONNX gave floats with NaN for an int64 output
+    c = check_output("n", got, np.array([0, 1, 2, 3]), None, 1e-4, 1e-5)
+    assert not c.ok and c.mismatches == 3 and c.max_abs == 5.0  # over the finite differences
+    nothing = check_output("n", np.array([np.nan]), np.array([1]), None, 1e-4, 1e-5)
+    assert nothing.mismatches == 1 and nothing.max_abs is None
+
+
 def test_bools_are_exact() -> None:
     c = check_output("m", np.array([True, False, True]), np.array([True, True, True]), None, 0, 0)
     assert not c.ok and c.mismatches == 1 and c.max_abs is None

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.store import rundir as store
-from harness.store.records import SCHEMA, Cell, Record
+from harness.store.records import SCHEMA, Cell, Measurements, OutputCheck, Record
 
 
 def _record(model: str) -> Record:
@@ -18,6 +18,23 @@ def test_records_append_and_read_back(tmp_path: Path) -> None:
         w.write(_record("a"))
         w.write(_record("b"))
     assert [r.model for r in store.read_records(tmp_path)] == ["a", "b"]
+
+
+def test_a_record_with_a_nan_is_written_as_a_harness_error_saying_why(tmp_path: Path) -> None:
+    check = OutputCheck("out", float("nan"), None, None, 0.0, 0.0, False)
+    bad = Record.finished(
+        Cell("m", "torchscript", 18),
+        "r1",
+        Measurements(numerics=[check]),
+        status="numerics_mismatch",
+    )
+    with store.RecordWriter(tmp_path) as w:
+        w.write(bad)
+        w.write(_record("after"))
+    first, after = store.read_records(tmp_path)
+    assert (first.model, first.status) == ("m", "harness_error")
+    assert "numerics_mismatch record could not be written" in (first.reason or "")
+    assert after.model == "after"
 
 
 def test_torn_last_line_is_reported_and_truncated(tmp_path: Path) -> None:
