@@ -148,11 +148,10 @@ def _report_start(board: Any, start: Start) -> None:
         pass
 
 
-# One task definition per kind of worker, at module level. CPU cells reuse worker
-# processes (imports and exporter warm-up are paid once per process); a cell that fails
-# in a reused process runs again in a process that ran no other cell (forked from the
-# worker's zygote: harness/cell/isolation.py). CUDA cells get a
-# worker of their own (max_calls=1): a CUDA context never outlives a cell.
+# One task definition per kind of worker, at module level. CPU cells reuse worker processes
+# (imports and warm-up paid once); a cell failing in a reused one runs again in a process that
+# ran no other cell (forked from the worker's zygote: cell/isolation.py). A CUDA cell gets a
+# worker of its own (max_calls=1): its CUDA context never outlives it.
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
 _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
 
