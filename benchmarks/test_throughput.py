@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.conftest import Figures, harness, plain
+from benchmarks.overhead import overhead
 from harness.store import rundir as store
 from harness.store.records import Record
 
@@ -39,6 +40,25 @@ def _plain_way(records: list[Record], sources: dict[str, str]) -> tuple[float, d
     return time.perf_counter() - start, statuses
 
 
+def _isolation_lines(cost: dict[str, float | int | None]) -> list[str]:
+    """Each cell's own process: what the fork and the exit cost, and the memory."""
+
+    def cell(name: str, unit: str) -> str:
+        p50, p90, top = (cost.get(f"{name}_{k}") for k in ("p50", "p90", "max"))
+        return "—" if p50 is None else f"{p50:.1f} / {p90:.1f} / {top:.1f} {unit}"
+
+    return [
+        "| per cell (p50 / p90 / max) | value |",
+        "|---|---|",
+        f"| fork to the cell's first line | {cell('fork_to_cell', 'ms')} |",
+        f"| record sent to process reaped | {cell('record_to_reaped', 'ms')} |",
+        f"| zygote's preparation before the fork | {cell('zygote_prepare', 'ms')} |",
+        f"| cell process's own memory (USS) | {cell('cell_uss', 'MiB')} |",
+        f"| cell process's PSS | {cell('cell_pss', 'MiB')} |",
+        f"| zygote's RSS | {cell('zygote_rss', 'MiB')} |",
+    ]
+
+
 def _passed(status: str) -> bool:
     return status in ("ok", "xpass")
 
@@ -60,15 +80,19 @@ def test_throughput_against_plain_way(
     plain_s, plain_status = _plain_way(records, sources)
     agree = sum(_passed(r.status) == (plain_status[r.cell.key] == "ok") for r in records)
     ratio = harness_s / plain_s
+    cost = overhead(out)
     benchmark.extra_info.update(
-        cells=len(records), harness_s=harness_s, plain_s=plain_s, ratio=ratio, same_result=agree
-    )
+        cells=len(records), harness_s=harness_s, plain_s=plain_s, ratio=ratio, same_result=agree,
+        **cost,
+    )  # fmt: skip
     figures.add(
         f"Throughput: {suite}",
         [
             "| cells | harness wall s | plain-way wall s | harness / plain | same pass/fail |",
             "|---|---|---|---|---|",
             f"| {len(records)} | {harness_s:.1f} | {plain_s:.1f} | {ratio:.2f} | {agree}/{len(records)} |",
+            "",
+            *_isolation_lines(cost),
         ],
     )
     assert ratio <= 0.5, f"harness took {ratio:.2f} of the plain way's wall time"

@@ -6,7 +6,9 @@ built, run in eager, exported per exporter, numerically right, and the most comm
 error signatures.
 
 Set HARNESS_SWEEP_OUT=DIR to keep the run directory (e.g. to refresh
-model_zoo/transformers/_expected.csv from it with `python -m model_zoo.transformers._expected DIR`).
+model_zoo/transformers/_expected.csv from it with `python -m model_zoo.transformers._expected DIR`),
+and HARNESS_SWEEP_BASELINE=DIR to compare its verdicts cell for cell with an earlier sweep's
+(e.g. one made by an earlier version of the harness).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.conftest import Figures, harness
+from benchmarks.overhead import overhead
 from harness.plan.zoo_expected import raw_status
 from harness.store import rundir as store
 from harness.store.records import Record
@@ -25,7 +28,7 @@ from harness.store.status import Status
 from model_zoo.transformers._inventory import read_inventory
 
 EXPORTERS = ("dynamo", "torchscript")
-TARGET_S = 3600.0
+TARGET_S = 20 * 60.0
 CELL_TIMEOUT_S = "300"
 
 
@@ -73,6 +76,21 @@ def sweep_figures(records: list[Record], inventory: dict[str, Any]) -> dict[str,
     return figures
 
 
+def verdict_changes(before: list[Record], after: list[Record]) -> list[str]:
+    """The cells whose verdict (status before expectations, stage, error type) differs
+    between two sweeps, or which only one of them has (a timeout counts like any other)."""
+
+    def verdicts(records: list[Record]) -> dict[tuple[Any, ...], tuple[str, str, str]]:
+        return {r.cell.key: (str(raw_status(r)), str(r.stage), r.error_type or "") for r in records}
+
+    old, new = verdicts(before), verdicts(after)
+    return [
+        f"{' '.join(map(str, key[:2]))}: {old.get(key)} -> {new.get(key)}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
+
+
 def _table(f: dict[str, Any], wall_s: float, load: tuple[list[float], list[float]]) -> list[str]:
     lines = [
         f"registry {f['registry']} model types; {f['built']} build and run in eager (probe);"
@@ -110,11 +128,15 @@ def test_transformers_sweep(benchmark, figures: Figures, tmp_path: Path) -> None
     records = store.read_records(out)
     result = sweep_figures(records, read_inventory())
     result.update(wall_s=round(wall, 1), load_before=load_before, load_after=load_after)
+    result.update(overhead(out))
+    lines = _table(result, wall, (load_before, load_after))
+    if baseline := os.environ.get("HARNESS_SWEEP_BASELINE"):
+        changed = verdict_changes(store.read_records(Path(baseline)), records)
+        result["verdicts_changed"] = changed
+        lines += ["", f"Verdicts against {baseline}: {len(records) - len(changed)} of "
+                  f"{len(records)} cells the same; changed: {changed or 'none'}"]  # fmt: skip
     benchmark.extra_info.update(json.loads(json.dumps(result)))
-    figures.add(
-        "transformers suite, full sweep (dynamo + torchscript @18)",
-        _table(result, wall, (load_before, load_after)),
-    )
+    figures.add("transformers suite, full sweep (dynamo + torchscript @18)", lines)
     assert len(records) == len({r.cell.key for r in records}) == 2 * result["registry"]
     assert result["built"] >= 400
     assert wall < TARGET_S, f"the sweep took {wall / 60:.1f} min"

@@ -2,11 +2,14 @@
 imports ray (ruff's banned-api keeps it so); what it decides lives in `harness.scheduling`.
 
 One task per cell, defined once at module level; each receives a small `CellTask` and
-returns a `Record`. The driver submits a cell while a slot of its resources is free (CPU
-slots, and GPUs for CUDA cells), processes results with `ray.wait` in completion order,
-enforces `--timeout` from when a task reports that it runs (to a `StartBoard` actor) by
-cancelling with force, records a dead worker as `crashed`, and runs a cell whose node died
-again elsewhere. It holds only the cells in flight and waiting."""
+returns a `Record`. Each task runs its cell in a process of its own, forked from the
+worker's zygote (harness.cell.isolation), which also enforces the cell's timeout and turns
+its crashes into records. The driver submits a cell while a slot of its resources is free
+(CPU slots, and GPUs for CUDA cells), processes results with `ray.wait` in completion
+order, kills a task still running `ISOLATION_GRACE_S` past its timeout (counted from when
+it reports that it runs, to a `StartBoard` actor), records a dead worker as `crashed`, and
+runs a cell whose node died again elsewhere. It holds only the cells in flight and
+waiting."""
 
 from __future__ import annotations
 
@@ -42,7 +45,6 @@ from harness.scheduling import (
     first_line,
     judge,
     kind,
-    needs_clean_rerun,
     no_run,
     node_in_message,
 )
@@ -54,6 +56,10 @@ POLL_S = 0.5
 CLUSTER_REFRESH_S = 5.0  # nodes join and die mid-run: the slots follow
 START_REPORT_S = 30.0
 DRAIN_S = 5.0
+# The cell's own process is killed at its timeout by the zygote; the driver kills the task
+# itself only this much later: time for a new worker's zygote to start and prepare (imports,
+# the exporter's warm-up: ~15 s here, more on a loaded machine) before it forks the cell.
+ISOLATION_GRACE_S = 120.0
 HEAD = "node:__internal_head__"  # the resource Ray gives the head node
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
 # reserves shared memory the cells need.
@@ -98,13 +104,6 @@ def stop() -> None:
         ray.shutdown()
 
 
-class _ThisProcess:
-    """How many cells this worker process ran before the current one (a reused worker
-    may carry state from them; see `needs_clean_rerun`)."""
-
-    cells_run = 0
-
-
 _start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
 
 
@@ -122,16 +121,11 @@ def _run_cell_here(task: CellTask, board: Any = None, flight_id: int = 0) -> Rec
     if board is not None:
         _report_start(board, (flight_id, *_whoami().values(), started))
     from harness.cell.isolation import run_cell_isolated
-    from harness.cell.worker import run_cell
 
-    before = _ThisProcess.cells_run
-    _ThisProcess.cells_run += 1
-    record = run_cell_isolated(task) if task.fresh_process else run_cell(task)
+    record = run_cell_isolated(task)
     worker = {
-        **(record.worker or {}),  # what the cell reported itself (its exporter's cold start)
+        **(record.worker or {}),  # what the zygote and the cell's process reported
         **_whoami(),
-        "cells_before": 0 if task.fresh_process else before,
-        "fresh_process": task.fresh_process,
         "started_at": started,
         "finished_at": time.time(),
     }
@@ -149,9 +143,8 @@ def _report_start(board: Any, start: Start) -> None:
 
 
 # One task definition per kind of worker, at module level. CPU cells reuse worker processes
-# (imports and warm-up paid once); a cell failing in a reused one runs again in a process that
-# ran no other cell (forked from the worker's zygote: cell/isolation.py). A CUDA cell gets a
-# worker of its own (max_calls=1): its CUDA context never outlives it.
+# and their zygotes (imports and warm-up paid once); each cell runs in a child forked from
+# the zygote. A CUDA cell gets a worker of its own (max_calls=1), as Ray's docs advise.
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
 _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
 
@@ -316,11 +309,7 @@ class _Driver:
             self.failed(flight, exc)
             return
         self.stats.note_cold_start(record)
-        if needs_clean_rerun(record, flight.task):
-            self.stats.clean_reruns += 1
-            self.backlog.again(replace(flight.task, fresh_process=True))
-            return
-        self.on_record(flight.stamp(record))
+        self._final(flight.stamp(record))
 
     def failed(self, flight: InFlight, exc: ray_errors.RayError) -> None:
         """A task that returned no record. Where its worker or node died, the node's state
@@ -372,8 +361,8 @@ class _Driver:
         self.backlog.again(replace(task, attempt=task.attempt + 1))
 
     def _final(self, record: Record) -> None:
-        if record.status is Status.CRASHED:
-            self.stats.crashes += 1
+        self.stats.crashes += record.status is Status.CRASHED
+        self.stats.timeouts += record.status is Status.TIMEOUT
         self.on_record(record)
 
     # -- clocks --------------------------------------------------------------------------
@@ -403,16 +392,17 @@ class _Driver:
                 by_id[flight_id].start(node=node, host=host, pid=pid, at=at, now=now)
 
     def expire(self) -> None:
-        """Driver-side timeout, counted from the cell's start: kill its worker."""
-        now = time.perf_counter()
+        """The driver's backstop, counted from the cell's start: a task with no result
+        `ISOLATION_GRACE_S` past the cell's timeout (its zygote, which kills the cell's
+        process at the timeout, is stuck) has its worker killed."""
+        now, limit = time.perf_counter(), self.timeout_s + ISOLATION_GRACE_S
         for ref, flight in list(self.in_flight.items()):
-            if flight.expired(now, self.timeout_s):
+            if flight.expired(now, limit):
                 ray.cancel(ref, force=True)
                 del self.in_flight[ref]
                 self.stats.completed += 1
-                self.stats.timeouts += 1
-                reason = f"no result after {self.timeout_s:g} s; worker killed"
-                self.on_record(no_run(flight.task, Status.TIMEOUT, reason, flight))
+                reason = f"no result after {limit:g} s; worker killed"
+                self._final(no_run(flight.task, Status.TIMEOUT, reason, flight))
 
     def drop_unrunnable(self) -> None:
         """Cells no alive node can run (their nodes died, and none with their resources

@@ -122,7 +122,7 @@ class Backlog:
         return not self.exhausted or any(self.held.values())
 
     def again(self, task: CellTask) -> None:
-        """A cell to run again (a lost node, a clean rerun): before any other of its kind."""
+        """A cell to run again (its node was lost): before any other of its kind."""
         self.held[kind(task)].appendleft(task)
 
     def next_fitting(self, slots: Slots, *, running: int, running_gpu: int) -> CellTask | None:
@@ -268,23 +268,6 @@ def node_in_message(message: str) -> str | None:
     return found.group(1) if found else None
 
 
-def needs_clean_rerun(record: Record, task: CellTask) -> bool:
-    """A cell that failed in a worker which had run other cells before is run again in a
-    fresh process, and that run is its record: torch keeps per-process state that can
-    make one cell's result depend on another's (seen here: a static export of an LSTM
-    model makes the next dynamic export of it fail in the same process). Crashes and
-    timeouts already ended their worker; they stay as they are; so do cells whose task
-    says not to (`isolate_failures`: sampled cells, see CellTask)."""
-    worker = record.worker or {}
-    return (
-        not task.fresh_process
-        and task.isolate_failures
-        and not record.status.passing
-        and record.status not in (Status.CRASHED, Status.TIMEOUT)
-        and worker.get("cells_before", 0) > 0
-    )
-
-
 @dataclass
 class DispatchStats:
     submitted: int = 0
@@ -292,7 +275,6 @@ class DispatchStats:
     timeouts: int = 0
     crashes: int = 0
     retried: int = 0
-    clean_reruns: int = 0
     not_attempted: int = 0
     max_in_flight: int = 0
     peak_in_flight: int = 0
@@ -301,8 +283,8 @@ class DispatchStats:
     lost_nodes: set[str] = field(default_factory=set)
     # How long each node-loss decision waited for the node's state to settle.
     settle_waits_s: list[float] = field(default_factory=list)
-    # Each worker process's first export per exporter (harness.cell.warmup), from every
-    # record collected, reruns included.
+    # Each zygote's first export per exporter (harness.cell.warmup), from every record
+    # collected.
     cold_starts: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
@@ -311,8 +293,8 @@ class DispatchStats:
         if cold := worker.get("cold_start"):
             where = {
                 "node": worker.get("node"),
-                "pid": worker.get("pid"),  # the Ray worker's; a clean rerun ran in a child
-                "fresh_process": bool(worker.get("fresh_process")),
+                "pid": worker.get("pid"),  # the Ray worker's
+                "zygote_pid": worker.get("zygote_pid"),
                 "variant": record.variant,
             }
             self.cold_starts.append({**cold, **where})

@@ -98,9 +98,9 @@ def test_the_cell_of_a_node_killed_without_grace_runs_again_elsewhere(tmp_path: 
 
 def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: Path) -> None:
     """A node dies mid-run (its cell runs again elsewhere); later cells crash by
-    themselves on the surviving node, one with a faulthandler log (a crash at once) and
-    one killed without last words (judged once the node stays alive past the settle
-    bound): both are `crashed`, neither is retried."""
+    themselves on the surviving node, one with a faulthandler log and one killed without
+    last words: both end their own process only, whose zygote says so (`crashed`, never
+    retried) without waiting for the node's state to settle."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     survivor = c.add_node(num_cpus=1)
     doomed = c.add_node(num_cpus=1)
@@ -136,7 +136,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
         assert r.worker is not None and r.worker["node"] == survivor.node_id
     assert "SIGSEGV" in (by_model["fault_segv"].error_message or "")
     assert (stats.retried, stats.lost_nodes) == (1, {doomed.node_id})
-    assert max(stats.settle_waits_s) >= 20  # fault_killed: its node stayed alive
+    assert len(stats.settle_waits_s) == 1  # the lost node's cell only
 
 
 def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_path: Path) -> None:

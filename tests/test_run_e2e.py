@@ -123,17 +123,25 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     status = {r.model: r for r in store.read_records(out)}
     assert status["fault_segv"].status == "crashed"
     assert "SIGSEGV" in (status["fault_segv"].error_message or "")
-    # Killed without last words on the driver's own node (alive: the driver runs), so a
-    # crash at once, without waiting for the node's state to settle.
+    # Killed without last words: the cell's own process, judged by its zygote at once.
     assert status["fault_killed"].status == "crashed"
+    assert "SIGKILL" in (status["fault_killed"].error_message or "")
+    assert status["fault_exit"].status == status["fault_sysexit"].status == "crashed"
     dispatch = store.read_manifest(out)["dispatch"]
     assert (dispatch["retried"], dispatch["lost_nodes"], dispatch["node_settle_s_max"]) == (
         0, [], None,
     )  # fmt: skip
-    assert status["fault_hang"].status == "timeout"
+    for hang in ("fault_hang", "fault_hang_with_child"):
+        assert status[hang].status == "timeout"
+        assert "its worker goes on" in (status[hang].error_message or "")
     assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
     assert all(r.attempt == 1 for r in status.values())  # failures are never retried
+    # Every fault ended its cell's process only: the workers and their zygotes went on.
+    slots = int(store.read_manifest(out)["dispatch"]["slots"]["cpu"])
+    workers = [r.worker or {} for r in status.values()]
+    assert len({w["pid"] for w in workers}) <= slots
+    assert len({w["zygote_pid"] for w in workers}) <= slots
 
 
 def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: Path) -> None:
@@ -165,34 +173,40 @@ def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: P
         assert found[("export_only_hang", exporter)].status == "timeout", exporter
 
 
-def test_failure_in_a_reused_worker_is_rerun_in_a_fresh_process(tmp_path: Path) -> None:
-    out = tmp_path / "sticky"
+def test_cells_in_one_reused_worker_run_as_if_alone(tmp_path: Path) -> None:
+    """Contaminators and their victims through one Ray worker, in that order: each victim
+    gets the record it gets alone, while the controls (contaminator and victim in one
+    cell) show that the contamination is real (tests/cell/test_isolation.py has every
+    kind)."""
+    out = tmp_path / "contamination"
     # As many threads per cell as the local Ray instance has CPUs (the harness starts it
-    # with os.cpu_count()): one slot on any machine, so both cells share one worker, in order.
+    # with os.cpu_count()): one slot on any machine, so every cell shares one worker, in
+    # order (both_*, then contaminate_*, then victim_*).
     threads = os.cpu_count() or 1
+    models = [
+        f"{role}_{kind}"
+        for kind in ("gelu", "export", "modules")
+        for role in ("contaminate", "victim")
+    ]
     result = run_cli(
-        "run",
-        "--zoo",
-        str(FIXTURES / "sticky"),
-        "--exporters",
-        "torchscript",
-        "--opsets",
-        "17",
-        "--threads",
-        str(threads),
-        "--out",
-        str(out),
+        "run", "--zoo", str(FIXTURES / "contamination"), "--models", ",".join([*models, "both_gelu"]),
+        "--exporters", "dynamo", "--opsets", "18", "--threads", str(threads), "--out", str(out),
         "--no-report",
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     records = {r.model: r for r in store.read_records(out)}
-    assert len(records) == 2
-    assert records["sticky_b"].status == "ok"
-    assert records["sticky_b"].worker["fresh_process"] is True
-    assert records["sticky_a"].worker["fresh_process"] is False
+    assert len(records) == 7
+    gelu = records["victim_gelu"].onnx_ops or {}
+    assert records["victim_gelu"].status == "ok" and "Erf" in gelu and "Tanh" not in gelu
+    assert "Tanh" in (records["both_gelu"].onnx_ops or {})  # the control
+    assert records["victim_export"].opset_actual == 18
+    assert records["victim_modules"].status == "skipped"
+    workers = [r.worker or {} for r in records.values()]
+    assert len({w["pid"] for w in workers}) == len({w["zygote_pid"] for w in workers}) == 1
+    assert len({w["cell_pid"] for w in workers}) == 7
     manifest = store.read_manifest(out)
     dispatch = manifest["dispatch"]
-    assert dispatch["clean_reruns"] == 1
+    assert "clean_reruns" not in dispatch
     # The slots, from what Ray reports: its CPUs over the threads of a cell (one, here);
     # backpressure keeps exactly that many tasks in flight at a time.
     slots = int(manifest["cluster"]["resources"]["CPU"]) // threads

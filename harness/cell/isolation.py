@@ -1,16 +1,31 @@
-"""A cell run in a process that ran no other cell (a failure from a reused worker, run
-again: see `harness.scheduling.needs_clean_rerun`), forked from a zygote.
+"""Every cell in a process of its own, forked from its worker's zygote: each cell runs as
+if alone.
 
-A freshly spawned process pays about 8 s before its cell starts: imports (torch, onnx,
-onnxruntime, onnxscript and the harness, ~4 s), the exporter's first export (~3.5 s for
-dynamo) and the model's own imports (transformers, ~2 s). The zygote pays them once per
-worker: a spawned process that imports, warms the exporter up at the cell's opset, imports
-what the cell's model requires, and never runs a cell. Each isolated cell runs in a child
-forked from it, so it starts in the state a new worker is in before its first cell.
+A cell can change what its process holds: patch a torch function, wrap
+`torch.onnx.export`, set the default dtype or flush-denormal, change `os.environ`,
+`sys.modules`, the warnings filters or the recursion limit, register a TorchScript
+symbolic. In a process reused by the next cell, that state silently changes the next
+cell's graph and verdict (seen here: a patched `F.gelu` put `Tanh` where `Erf` belongs in
+the next model's graph, and its record still said `ok`). So no cell runs in a reused
+process: each runs in a child that takes its state with it when it exits.
 
-torch runs on one thread in the zygote, so no OpenMP pool exists for the fork to break;
-the child sets the cell's own thread count. Both processes die with their parent (a Ray
-worker killed for a timeout takes its zygote and the hung cell with it).
+The zygote, one per worker process, is spawned (a fresh interpreter: nothing of the
+worker's) and never runs a cell. Before each cell it pays, once each, what any fresh
+process would pay for it: the exporter's cold start (measured; the zygote's first record
+of that exporter carries it), the exporter's warm-up at the cell's opset (which fills the
+dynamo registry memo), and the imports of what the model requires (`ModelSpec.requires`:
+transformers, the OpInfo database). It never executes a zoo file. It then sets what is
+alive aside (`gc.freeze`: a child's collections leave the zygote's objects, and so their
+pages, alone) and forks.
+
+The child sets the state every cell starts from (its own process group, the seeds; the
+cell's thread count and memory ceiling are set by `run_cell`), runs `run_cell`, sends the
+record through a pipe and leaves with `os._exit` (no exit handler of the zygote runs).
+The zygote waits for it up to the cell's timeout: past that, the child's process group is
+killed and the record is `timeout`; a child that dies is `crashed` with its signal, or
+`oom` where the kernel's OOM killer took it. The worker and its zygote go on. torch runs
+on one thread in the zygote, so no OpenMP pool exists for the fork to break. The zygote
+dies with its worker, and the child with its zygote.
 """
 
 from __future__ import annotations
@@ -18,20 +33,35 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import functools
+import importlib
 import multiprocessing
+import os
+import pickle
+import random
+import select
 import signal
+import struct
 import sys
+import time
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
 
 from harness.cell import limits
+from harness.cell.timing import freeze_survivors, private_memory_mb, rss_mb
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
+SEED = 0
 _PR_SET_PDEATHSIG = 1
+_LENGTH = struct.Struct("<Q")  # the record's size, before its pickled bytes
+_READ_BYTES = 1 << 20
+_POLL_S = 0.2  # how often the child is checked where the kernel has no pidfd
 
 
 class _Zygote:
-    """This worker's zygote, started on the first isolated cell."""
+    """This worker's zygote, started on its first cell."""
 
     pool: concurrent.futures.ProcessPoolExecutor | None = None
 
@@ -39,6 +69,7 @@ class _Zygote:
 def run_cell_isolated(task: CellTask) -> Record:
     """`run_cell` in a child forked from this worker's zygote. A zygote that died (only
     something outside can kill it: cells run in its children) is started again, once."""
+    lost: BaseException | None = None
     for _ in range(2):
         if _Zygote.pool is None:
             _Zygote.pool = _start_zygote()
@@ -47,7 +78,7 @@ def run_cell_isolated(task: CellTask) -> Record:
         except BrokenProcessPool as exc:
             _Zygote.pool = None
             lost = exc
-    return _crashed(task, f"the zygote died twice: {lost}")
+    return _no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
 
 
 def _start_zygote() -> concurrent.futures.ProcessPoolExecutor:
@@ -64,38 +95,264 @@ def _become_zygote() -> None:
     torch.set_num_threads(1)
 
 
-def _fork_and_run(task: CellTask) -> Record:
-    """In the zygote: prepare for the cell, then run it in a forked child."""
-    from harness.cell.worker import run_cell
+# -- in the zygote ------------------------------------------------------------------------------
 
-    _prepare(task.source, task.cell.model, task.cell.exporter, task.cell.opset)
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(
-        max_workers=1, mp_context=context, initializer=die_with_parent
-    ) as pool:
-        try:
-            return pool.submit(run_cell, task).result()
-        except BrokenProcessPool as exc:
-            log = limits.crash_log_path(task.run_dir, task.cell.cell_id)
-            return _crashed(task, f"cell process died: {limits.read_crash_log(log) or exc}")
+
+def _fork_and_run(task: CellTask) -> Record:
+    """Prepare what every process running this cell would pay for, then run the cell in a
+    forked child and return its record, with where and at what cost it ran."""
+    from harness.cell.warmup import take_cold_start
+
+    start = time.perf_counter()
+    _prepare(task.cell.exporter, task.cell.opset, task.requires)
+    cold_start = take_cold_start(task.cell.exporter)  # taken here: the child has none pending
+    freeze_survivors()
+    facts: dict[str, Any] = {
+        "zygote_pid": os.getpid(),
+        "zygote_rss_mb": _rounded(rss_mb()),
+        "prepare_s": round(time.perf_counter() - start, 4),
+    }
+    child = _fork(task)
+    record, child_facts = child.record(task)
+    if cold_start:
+        facts["cold_start"] = cold_start
+    return record.with_changes(worker={**(record.worker or {}), **facts, **child_facts})
 
 
 @functools.cache
-def _prepare(source: str, model: str, exporter: str, opset: int) -> None:
-    """Everything the zygote can pay once for a cell: the exporter's cold start (measured
-    and dropped: a record carries the cold start of the worker process that ran it, and a
-    forked child has none of its own), its warm-up at the opset, and the modules the
-    model requires."""
-    from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
-    from harness.cell.worker import find_spec
+def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
+    """The exporter's cold start (measured once per exporter, before anything else is
+    exported), its warm-up at the opset, and the modules the model requires. A module that
+    does not import is the child's to meet and record (a skip)."""
+    from harness.cell.warmup import measure_cold_start, warm_up_exporter
 
     measure_cold_start(exporter)
-    take_cold_start(exporter)
     warm_up_exporter(exporter, opset)
+    for module in requires:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: B036 - even SystemExit: the zygote must live on
+            pass
+
+
+def _fork(task: CellTask) -> ChildExit:
+    read_fd, write_fd = os.pipe()
+    oom_kills_before = oom_kills()
+    forked_at = time.perf_counter()
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(task, write_fd, forked_at, zygote)
+    os.close(write_fd)
+    _own_group(pid)
     try:
-        find_spec(source, model).missing_requirement()  # imports them; the child reports
-    except Exception:  # the child meets and records the same problem
+        return _wait_for(pid, read_fd, task.timeout_s, oom_kills_before)
+    finally:
+        os.close(read_fd)
+
+
+@dataclass(frozen=True)
+class ChildExit:
+    """How a cell's child ended: what it sent (a whole record, a part, or nothing) and its
+    wait status."""
+
+    pid: int
+    sent: bytes
+    wait_status: int
+    timed_out: bool
+    oom_killed: bool  # the kernel's OOM killer acted in this memory cgroup meanwhile
+    reaped_at: float
+
+    def record(self, task: CellTask) -> tuple[Record, dict[str, Any]]:
+        """The child's record and what it cost; or, where it sent none, the record of how
+        it ended (timeout, crashed, oom), with its last words where faulthandler left any."""
+        facts: dict[str, Any] = {"cell_pid": self.pid}
+        message = _decode(self.sent)
+        if message is not None:
+            record, child_facts, sent_at = message
+            exit_s = round(self.reaped_at - sent_at, 4)
+            return record, {**facts, **child_facts, "exit_s": exit_s}
+        log = limits.crash_log_path(task.run_dir, task.cell.cell_id)
+        status, reason = judge_exit(
+            self.wait_status,
+            timed_out=self.timed_out,
+            oom_killed=self.oom_killed,
+            timeout_s=task.timeout_s,
+            last_words=limits.read_crash_log(log),
+        )
+        log.unlink(missing_ok=True)
+        return _no_record(task, status, reason), facts
+
+
+def judge_exit(
+    wait_status: int,
+    *,
+    timed_out: bool,
+    oom_killed: bool,
+    timeout_s: float | None,
+    last_words: str | None,
+) -> tuple[Status, str]:
+    """The status and reason of a child that sent no record."""
+    if timed_out:
+        return Status.TIMEOUT, (
+            f"no result after {timeout_s:g} s; the cell's process was killed (its worker goes on)"
+        )
+    if os.WIFSIGNALED(wait_status):
+        name = signal.Signals(os.WTERMSIG(wait_status)).name
+        if name == "SIGKILL" and oom_killed:
+            return Status.OOM, "the cell's process was killed by the kernel's OOM killer (SIGKILL)"
+        return Status.CRASHED, f"the cell's process died: {last_words or name}"
+    code = os.waitstatus_to_exitcode(wait_status)
+    return Status.CRASHED, f"the cell's process exited with code {code} before sending its record"
+
+
+def _wait_for(
+    pid: int, fd: int, timeout_s: float | None, oom_kills_before: int | None
+) -> ChildExit:
+    """Read what the child sends until it exits, or kill its process group at the deadline."""
+    deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+    exits = _pidfd(pid)
+    os.set_blocking(fd, False)
+    sent, reading = bytearray(), True
+    status: int | None = None
+    timed_out = False
+    while status is None:
+        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        if left == 0.0:
+            _kill_group(pid)
+            status, timed_out = os.waitpid(pid, 0)[1], True
+            break
+        watched = [f for f in (fd if reading else None, exits) if f is not None]
+        wait = left if exits is not None else min(_POLL_S, left or _POLL_S)
+        ready, _, _ = select.select(watched, [], [], wait)
+        if fd in ready:
+            reading = _read(fd, sent)
+        if exits is None or exits in ready:
+            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            status = wait_status if done else None
+    reaped_at = time.perf_counter()
+    _read(fd, sent)  # what it wrote before it exited
+    _kill_group(pid)  # anything the cell started dies with it
+    if exits is not None:
+        os.close(exits)
+    oom = oom_kills_before is not None and (oom_kills() or 0) > oom_kills_before
+    return ChildExit(pid, bytes(sent), status, timed_out, oom, reaped_at)
+
+
+def _read(fd: int, into: bytearray) -> bool:
+    """Append what the pipe holds now; False at its end."""
+    while True:
+        try:
+            chunk = os.read(fd, _READ_BYTES)
+        except BlockingIOError:
+            return True
+        if not chunk:
+            return False
+        into += chunk
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (Linux >= 5.3), else None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _own_group(pid: int) -> None:
+    """Put the child in a process group of its own (it does so too: whichever runs first)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:  # it already did, or already exited
         pass
+
+
+def _kill_group(pid: int) -> None:
+    """Kill the child and whatever it started."""
+    for kill in (os.kill, os.killpg):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _decode(sent: bytes) -> tuple[Record, dict[str, Any], float] | None:
+    if len(sent) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack_from(sent)
+    if len(sent) != _LENGTH.size + size:
+        return None
+    message: tuple[Record, dict[str, Any], float] = pickle.loads(sent[_LENGTH.size :])
+    return message
+
+
+# -- in the child -------------------------------------------------------------------------------
+
+
+def _child(task: CellTask, fd: int, forked_at: float, zygote: int) -> NoReturn:
+    """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
+    that none of the zygote's exit handlers runs here."""
+    started = time.perf_counter()
+    code = 0
+    try:
+        _own_group(0)  # a timeout kills what the cell started, too
+        die_with_parent()
+        if os.getppid() != zygote:  # the zygote died before the line above took effect
+            raise SystemExit(70)
+        record = _run(task)
+        memory = {f"cell_{k}": v for k, v in private_memory_mb().items()}
+        facts = {"fork_s": round(started - forked_at, 4), **memory}
+        _send(fd, _encode(task, record, facts))
+    except BaseException:  # noqa: B036 - nothing may unwind into the zygote's code
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed or broken stream: nothing to flush
+                pass
+        os._exit(code)
+
+
+def _run(task: CellTask) -> Record:
+    from harness.cell.worker import run_cell
+
+    seed_everything()
+    try:
+        return run_cell(task)
+    except BaseException as exc:  # noqa: B036 - sys.exit() in a model's code
+        reason = f"the cell ended its own process: {type(exc).__name__}: {exc}"
+        return _no_record(task, Status.CRASHED, reason)
+
+
+def seed_everything(seed: int = SEED) -> None:
+    """The seeds every cell starts from: torch, Python's and numpy's generators (the
+    zygote's are whatever its start left them at)."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _encode(task: CellTask, record: Record, facts: dict[str, Any]) -> bytes:
+    try:
+        body = pickle.dumps((record, facts, time.perf_counter()))
+    except Exception as exc:  # e.g. an unpicklable value in the entry's metadata
+        reason = f"the record cannot be sent back: {type(exc).__name__}: {exc}"
+        body = pickle.dumps((_no_record(task, Status.HARNESS_ERROR, reason), facts, 0.0))
+    return _LENGTH.pack(len(body)) + body
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# -- shared ---------------------------------------------------------------------------------------
 
 
 def die_with_parent() -> None:
@@ -105,6 +362,31 @@ def die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _crashed(task: CellTask, reason: str) -> Record:
-    record = Record.without_run(task.cell, task.run_id, status=Status.CRASHED, reason=reason)
+_OOM_COUNTERS = (  # cgroup v2, then v1: the kernel's OOM kills in this memory cgroup
+    (Path("/sys/fs/cgroup/memory.events"), "oom_kill"),
+    (Path("/sys/fs/cgroup/memory/memory.oom_control"), "oom_kill"),
+)
+
+
+def oom_kills(counters: tuple[tuple[Path, str], ...] = _OOM_COUNTERS) -> int | None:
+    """How many processes the kernel's OOM killer has killed in this memory cgroup; None
+    where no counter can be read (then a SIGKILL is a crash, never a guessed oom)."""
+    for path, key in counters:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    return None
+
+
+def _no_record(task: CellTask, status: Status, reason: str) -> Record:
+    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
     return record.with_changes(attempt=task.attempt)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

@@ -156,6 +156,22 @@ def rss_mb() -> float | None:
     return None if kib is None else kib / 1024.0
 
 
+_SMAPS_ROLLUP = Path("/proc/self/smaps_rollup")
+
+
+def private_memory_mb() -> dict[str, float]:
+    """This process's proportional (`pss_mb`) and unique (`uss_mb`: private clean + dirty)
+    memory, from the kernel's smaps rollup; empty where the kernel has none. A forked child
+    shares the pages of its parent it never wrote: its USS is what the child alone costs."""
+    try:
+        fields = dict(line.split(":", 1) for line in _SMAPS_ROLLUP.read_text().splitlines()[1:])
+    except (OSError, ValueError):
+        return {}
+    kib = {name: int(value.split()[0]) for name, value in fields.items()}
+    private = kib.get("Private_Clean", 0) + kib.get("Private_Dirty", 0)
+    return {"pss_mb": round(kib.get("Pss", 0) / 1024, 1), "uss_mb": round(private / 1024, 1)}
+
+
 def _release_free_memory() -> None:
     """Collect garbage and hand the allocator's free pages back to the kernel before the
     baseline is read. A reused worker otherwise keeps freed memory resident, the next

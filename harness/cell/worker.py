@@ -1,4 +1,5 @@
-"""One cell, start to finish, in the process that runs it (a Ray worker, or a test).
+"""One cell, start to finish, in the process that runs it: a child of the worker's zygote
+(harness.cell.isolation), which exits with whatever the cell did to it; or a test.
 
 build -> reference -> export -> check -> ORT session -> run -> numerics -> dynamic
 -> latency -> record. Each stage is timed and fails into a status (`StageFailure`),
@@ -71,7 +72,7 @@ def run_cell(task: CellTask) -> Record:
 
 
 def find_spec(source: str, model: str) -> ModelSpec:
-    for spec in load_source(source, fresh=True):
+    for spec in load_source(source):
         if spec.name == model:
             return spec
     raise LookupError(f"model {model!r} not found in {source}")

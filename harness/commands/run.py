@@ -105,7 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="per-cell limit; the cell's worker is killed and the cell recorded as timeout (default 600)",
+        help="per-cell limit, from when the cell's process starts; that process is killed and the cell recorded as timeout (default 600)",
     )
     p.add_argument(
         "--threads",
@@ -338,7 +338,6 @@ def _dispatch_figures(stats: Any) -> dict[str, Any]:
         "submitted": stats.submitted,
         "completed": stats.completed,
         "retried": stats.retried,
-        "clean_reruns": stats.clean_reruns,
         "max_in_flight": stats.max_in_flight,
         "peak_in_flight": stats.peak_in_flight,
         **stats.figures(),
@@ -396,7 +395,8 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
             keep_onnx=plan.options.keep_onnx,
             protocol=plan.protocol,
             max_memory_gb=max_memory,
-            isolate_failures=plan.specs[cell.model].samples is None,
+            timeout_s=plan.options.timeout_s,
+            requires=plan.specs[cell.model].requires,
             graph_store=_graph_store(plan),
         )
 

@@ -1,8 +1,8 @@
 """The samples of one OpInfo at one dtype, as the small models a sampled cell runs.
 
 torch's OpInfo database (`torch.testing._internal.common_methods_invocations.op_db`) is
-imported here only, inside a cell's build (about 5 s, once per worker process; it stays
-in `sys.modules` after). Each sample `op(sample.input, *sample.args, **sample.kwargs)`
+imported here only, inside a cell's build (about 3 s; a worker's zygote imports it once,
+as an entry's requirement, before it forks each cell). Each sample `op(sample.input, *sample.args, **sample.kwargs)`
 becomes a module whose forward takes the sample's tensors (the leaves of that call, in
 `torch.utils._pytree` order) and rebuilds the call around them; every other leaf
 (numbers, dtypes, shapes, strings) stays a constant of the module, as in a user's model.

@@ -9,7 +9,6 @@ import fnmatch
 import hashlib
 import importlib.metadata
 import importlib.util
-import itertools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -82,20 +81,14 @@ def zoo_files(path: Path) -> list[Path]:
     )
 
 
-def load_file(path: Path, *, fresh: bool = False) -> list[ModelSpec]:
+def load_file(path: Path) -> list[ModelSpec]:
     """Import one zoo file and return its specs, each tagged with the file as `source`.
-
-    `fresh` executes the file again under a new module name, so its classes are new
-    objects: torch.jit and torch.export keep per-class state (seen here: after a failed
-    torch.jit.script of a class, scripting it again fails with "Can't redefine method";
-    after a static capture of an LSTM model, its dynamic capture fails), and a worker
-    reused across cells must not carry one cell's state into the next."""
+    A worker imports it in each cell's own process (harness.cell.isolation), so whatever
+    the file does at import ends with the cell."""
     path = path.resolve()
     module_name = (
         "harness_zoo_" + hashlib.sha1(str(path).encode()).hexdigest()[:10] + "_" + path.stem
     )
-    if fresh:
-        module_name += f"_{next(_FRESH_LOADS)}"
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
@@ -108,9 +101,6 @@ def load_file(path: Path, *, fresh: bool = False) -> list[ModelSpec]:
             del sys.modules[module_name]
             raise
     return _specs_of(sys.modules[module_name], str(path))
-
-
-_FRESH_LOADS = itertools.count()
 
 
 def _specs_of(module: Any, source: str) -> list[ModelSpec]:
@@ -174,11 +164,11 @@ def load_entry_point(name: str) -> list[ModelSpec]:
     raise UsageError(f"no {ENTRY_POINT_GROUP} entry point named {name!r}")
 
 
-def load_source(source: str, *, fresh: bool = False) -> list[ModelSpec]:
-    """Reload the specs of one source (a file path or `entry-point:NAME`), as a worker does."""
+def load_source(source: str) -> list[ModelSpec]:
+    """The specs of one source (a file path or `entry-point:NAME`), as a worker loads them."""
     if source.startswith("entry-point:"):
         return load_entry_point(source.split(":", 1)[1])
-    return load_file(Path(source), fresh=fresh)
+    return load_file(Path(source))
 
 
 def discover(

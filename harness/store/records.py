@@ -68,13 +68,11 @@ class CellTask:
     protocol: Any = None
     attempt: int = 1
     max_memory_gb: float | None = None
-    # Run in a worker process of its own (not reused): set when a cell that failed in a
-    # reused worker is run again to rule out state left by earlier cells.
-    fresh_process: bool = False
-    # Whether a failure in a reused worker is run again in a fresh process. Sampled cells
-    # (opinfo) build a new module class per sample and fail by the hundred on purpose:
-    # a fresh process each (imports, op_db, warm-up: ~15 s) would triple a night.
-    isolate_failures: bool = True
+    # Seconds the cell may run (from the fork of its process); None: no limit.
+    timeout_s: float | None = None
+    # Modules the model requires (`ModelSpec.requires`): the worker's zygote imports them
+    # once, before it forks the cell's process (harness.cell.isolation).
+    requires: tuple[str, ...] = ()
     # Where an ok cell's graph is kept, content-addressed (harness/store/graphs.py); None: not kept.
     graph_store: str | None = None
 

@@ -1,71 +1,216 @@
-"""Isolated cells (no Ray): each runs in a child forked from the worker's zygote, which
-never runs a cell itself, so no cell sees state another cell left. Real processes, real
-exports, a real onnxruntime."""
+"""Every cell in a process of its own, forked from the worker's zygote (no Ray: this test
+process plays the worker). Real processes, real exports, a real onnxruntime.
+
+The guarantee, not the mechanism: a victim model's record is the same whether it runs
+alone or right after a model that changes process-global state, in the same zygote; and
+each such pair really does contaminate when both run in one process (the `both_<kind>`
+entries: the contaminator's build, then the victim's, in one cell)."""
 
 from __future__ import annotations
 
-import builtins
 import os
 import signal
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.cell.isolation import _Zygote, run_cell_isolated
-from harness.cell.worker import run_cell
+from harness.cell import isolation
+from harness.cell.isolation import _Zygote, judge_exit, run_cell_isolated
 from harness.plan.suites import Protocol
-from harness.store.records import Cell, CellTask
+from harness.store.records import Cell, CellTask, Record
+from harness.store.status import Status
+from harness.zoo import ModelSpec
 from tests.conftest import FIXTURES
+from tests.zoo_fixtures.contamination.models import KINDS
+from tests.zoo_fixtures.faults.faults import LEFT_BEHIND
 
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
+CONTAMINATION = FIXTURES / "contamination" / "models.py"
+FAULTS = FIXTURES / "faults" / "faults.py"
 STICKY = FIXTURES / "sticky" / "sticky.py"
-EXPORT_ONLY = FIXTURES / "fidelity" / "export_only.py"
+# TorchScript symbolics mean nothing to the dynamo exporter.
+PAIRS = [
+    (k, e) for e in ("dynamo", "torchscript") for k in KINDS if (k, e) != ("symbolic", "dynamo")
+]
 
 
-def _task(tmp_path: Path, source: Path, model: str) -> CellTask:
-    return CellTask(Cell(model, "torchscript", 17), str(source), "r", str(tmp_path), protocol=QUICK)
+def _task(run_dir: Path, source: Path, model: str, exporter: str = "torchscript", **kw: Any) -> CellTask:  # fmt: skip
+    cell = Cell(model, exporter, 18)
+    return CellTask(
+        cell, str(source), "r", str(run_dir), protocol=QUICK, **{"timeout_s": 300, **kw}
+    )
 
 
-@pytest.fixture
-def no_poison() -> None:
-    yield
-    if hasattr(builtins, "_harness_test_poison"):
-        del builtins._harness_test_poison
+def _new_zygote() -> None:
+    if _Zygote.pool is not None:
+        _Zygote.pool.shutdown(cancel_futures=True)
+    _Zygote.pool = None
 
 
-@pytest.mark.usefixtures("no_poison")
-def test_isolated_cells_see_no_state_left_by_other_cells(tmp_path: Path) -> None:
-    assert run_cell(_task(tmp_path, STICKY, "sticky_a")).status == "ok"  # poisons this process
-    poisoned = run_cell(_task(tmp_path, STICKY, "sticky_b"))
-    assert "state left by an earlier cell" in (poisoned.error_message or "")
-    # Isolated, in the same order: the first leaves its state in its own forked child only.
-    assert run_cell_isolated(_task(tmp_path, STICKY, "sticky_a")).status == "ok"
-    again = run_cell_isolated(_task(tmp_path, STICKY, "sticky_b"))
-    assert again.status == "ok", again.error_message
+def _verdict(r: Record) -> dict[str, Any]:
+    """What a cell decided: everything but timings."""
+    numerics = [(c.name, c.max_abs, c.ok, c.mismatches) for c in r.numerics or []]
+    return {
+        "status": r.status, "stage": r.stage, "error": r.error_signature,
+        "fingerprint": r.graph_fingerprint, "opset_actual": r.opset_actual,
+        "onnx_ops": r.onnx_ops, "aten_ops": r.aten_ops, "numerics": numerics,
+    }  # fmt: skip
 
 
-def test_a_cell_that_kills_its_process_is_crashed_and_the_zygote_lives_on(
-    tmp_path: Path,
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict[str, Record]]:
+    """In one zygote: every victim alone, then for each kind the control (both in one
+    cell), the contaminator, and the victim again."""
+    run_dir = tmp_path_factory.mktemp("contamination")
+    _new_zygote()
+    found: dict[tuple[str, str], dict[str, Record]] = {}
+
+    def run(kind: str, exporter: str, role: str) -> Record:
+        requires = KINDS[kind][2].get("requires", ())
+        task = _task(run_dir, CONTAMINATION, f"{role}_{kind}", exporter, requires=requires)
+        return run_cell_isolated(task)
+
+    for kind, exporter in PAIRS:
+        found[kind, exporter] = {"alone": run(kind, exporter, "victim")}
+    for kind, exporter in PAIRS:
+        for role in ("both", "contaminate"):
+            found[kind, exporter][role] = run(kind, exporter, role)
+        found[kind, exporter]["after"] = run(kind, exporter, "victim")
+    return found
+
+
+@pytest.mark.parametrize(("kind", "exporter"), PAIRS)
+def test_a_victim_after_a_contaminator_gets_its_record_alone(
+    pairs: dict[tuple[str, str], dict[str, Record]], kind: str, exporter: str
 ) -> None:
-    crash = run_cell_isolated(_task(tmp_path, EXPORT_ONLY, "export_only_crash"))
-    assert crash.status == "crashed"
-    assert "SIGSEGV" in (crash.reason or ""), crash.reason
-    zygote = _zygote_pid()
-    after = run_cell_isolated(_task(tmp_path, EXPORT_ONLY, "export_only_value"))
-    assert after.status == "numerics_mismatch"  # the export-only branch doubles the output
-    assert _zygote_pid() == zygote
+    runs = pairs[kind, exporter]
+    alone, after = runs["alone"], runs["after"]
+    assert _verdict(after) == _verdict(alone)
+    assert alone.worker and after.worker and runs["contaminate"].worker
+    assert after.worker["zygote_pid"] == runs["contaminate"].worker["zygote_pid"]
+    assert after.worker["cell_pid"] != runs["contaminate"].worker["cell_pid"]
+
+
+@pytest.mark.parametrize(("kind", "exporter"), [p for p in PAIRS if p[0] != "modules"])
+def test_each_contaminator_does_change_its_victim_in_one_process(
+    pairs: dict[tuple[str, str], dict[str, Record]], kind: str, exporter: str
+) -> None:
+    """The control: without a process between them, the victim's record differs."""
+    runs = pairs[kind, exporter]
+    assert _verdict(runs["both"]) != _verdict(runs["alone"])
+
+
+def test_a_sys_modules_entry_does_turn_a_skip_into_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `modules` control (a requirement is checked before the build, so `both_modules`
+    cannot show it): the shim makes the missing requirement importable."""
+    spec = ModelSpec("m", "seed", lambda: None, tuple, requires=("harness_test_optional_dependency",))  # fmt: skip
+    assert spec.missing_requirement() is not None
+    monkeypatch.setitem(sys.modules, "harness_test_optional_dependency", object())
+    assert spec.missing_requirement() is None
+
+
+FAULT_RECORDS = [
+    # model, status, stage, words in the reason
+    ("fault_segv", Status.CRASHED, None, "SIGSEGV"),
+    ("fault_killed", Status.CRASHED, None, "SIGKILL"),
+    ("fault_exit", Status.CRASHED, None, "exited with code 0 before sending its record"),
+    ("fault_sysexit", Status.CRASHED, None, "SystemExit: 3"),
+    ("fault_oom", Status.OOM, "build", "can't allocate memory"),
+    ("fault_hang", Status.TIMEOUT, None, "no result after 4 s"),
+    ("fault_neighbour", Status.OK, None, ""),
+]
+
+
+def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> None:
+    _new_zygote()
+    records = {
+        model: run_cell_isolated(_task(tmp_path, FAULTS, model, max_memory_gb=1, timeout_s=4))
+        for model, *_ in FAULT_RECORDS
+    }
+    for model, status, stage, words in FAULT_RECORDS:
+        r = records[model]
+        assert (r.status, r.stage) == (status, stage), (model, r.error_message)
+        assert words in (r.error_message or r.error_type or ""), (model, r.error_message)
+    zygotes = {r.worker["zygote_pid"] for r in records.values() if r.worker}
+    cells = {r.worker["cell_pid"] for r in records.values() if r.worker}
+    assert len(zygotes) == 1 and len(cells) == len(FAULT_RECORDS)
+
+
+def test_a_timeout_kills_what_the_cell_started(tmp_path: Path) -> None:
+    r = run_cell_isolated(_task(tmp_path, FAULTS, "fault_hang_with_child", timeout_s=4))
+    assert r.status == Status.TIMEOUT
+    assert not _processes_running(LEFT_BEHIND)
+
+
+def _processes_running(argv: tuple[str, ...]) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if tuple(part.decode() for part in cmdline) == argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_zygotes_cold_start_rides_on_its_first_record_of_each_exporter(tmp_path: Path) -> None:
+    _new_zygote()
+    first, second = (run_cell_isolated(_task(tmp_path, STICKY, "sticky_a")) for _ in range(2))
+    assert first.worker and second.worker
+    cold = first.worker["cold_start"]
+    assert cold["exporter"] == "torchscript" and cold["seconds"] > 0
+    assert "cold_start" not in second.worker
+
+
+def test_a_record_says_where_and_at_what_cost_it_ran(tmp_path: Path) -> None:
+    r = run_cell_isolated(_task(tmp_path, STICKY, "sticky_b"))
+    assert r.status == Status.OK and r.worker
+    w = r.worker
+    assert w["zygote_pid"] not in (w["cell_pid"], os.getpid())
+    assert 0 < w["fork_s"] < 60 and 0 <= w["exit_s"] < 60 and w["prepare_s"] >= 0
+    assert 0 < w["cell_uss_mb"] < w["zygote_rss_mb"]  # the child shares the zygote's pages
+    assert w["cell_pss_mb"] > 0
 
 
 def test_a_zygote_killed_from_outside_is_started_again(tmp_path: Path) -> None:
-    assert run_cell_isolated(_task(tmp_path, STICKY, "sticky_a")).status == "ok"
-    killed = _zygote_pid()
-    os.kill(killed, signal.SIGKILL)
-    record = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
-    assert record.status == "ok", record.reason
-    assert _zygote_pid() != killed
+    first = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
+    assert first.worker
+    os.kill(first.worker["zygote_pid"], signal.SIGKILL)
+    again = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
+    assert again.status == "ok", again.reason
+    assert again.worker and again.worker["zygote_pid"] != first.worker["zygote_pid"]
 
 
-def _zygote_pid() -> int:
-    assert _Zygote.pool is not None
-    (pid,) = _Zygote.pool._processes  # the one process of its pool
-    return pid
+@pytest.mark.parametrize(
+    ("wait_status", "timed_out", "oom_killed", "expected"),
+    [
+        (signal.SIGKILL, True, False, (Status.TIMEOUT, "no result after 30 s")),
+        (signal.SIGKILL, False, True, (Status.OOM, "OOM killer")),
+        (signal.SIGKILL, False, False, (Status.CRASHED, "died: SIGKILL")),
+        (signal.SIGSEGV, False, False, (Status.CRASHED, "last words")),
+        (3 << 8, False, False, (Status.CRASHED, "exited with code 3")),
+    ],
+)
+def test_judge_exit(
+    wait_status: int, timed_out: bool, oom_killed: bool, expected: tuple[Status, str]
+) -> None:
+    last_words = "last words" if wait_status == signal.SIGSEGV else None
+    status, reason = judge_exit(
+        wait_status, timed_out=timed_out, oom_killed=oom_killed, timeout_s=30, last_words=last_words
+    )
+    assert status == expected[0] and expected[1] in reason
+
+
+def test_oom_kills_reads_cgroup_v2_then_v1_and_none_without_either(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.events", tmp_path / "memory.oom_control"
+    v2.write_text("low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n")
+    v1.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 7\n")
+    counters = ((v2, "oom_kill"), (v1, "oom_kill"))
+    assert isolation.oom_kills(counters) == 2
+    v2.unlink()
+    assert isolation.oom_kills(counters) == 7
+    v1.unlink()
+    assert isolation.oom_kills(counters) is None

@@ -1,6 +1,6 @@
 """One Status, and every consumer agrees with its table: the progress line, the report's
-verdict and summary, the plots, the comparison, the ratchet, the clean rerun, coverage
-and expectations all ask the same facts (the copies used to disagree: progress counted
+verdict and summary, the plots, the comparison, the ratchet, coverage and
+expectations all ask the same facts (the copies used to disagree: progress counted
 an xpass as a failure while the report did not)."""
 
 from __future__ import annotations
@@ -68,17 +68,6 @@ def test_comparison_and_ratchet_block_exactly_the_failing_statuses(status: Statu
     ratchet = ratchet_findings([_record(status)], expected, today=date(2026, 1, 1), command="c")
     assert any(f.severity == "blocking" for f in ratchet) is (status.rank > 0)
     assert (status.rank > 0) is (not status.passing)
-
-
-@pytest.mark.parametrize("status", list(Status))
-def test_the_clean_rerun_reruns_failures_that_left_their_worker_alive(status: Status) -> None:
-    from harness.scheduling import needs_clean_rerun
-    from harness.store.records import CellTask
-
-    record = _record(status).with_changes(worker={"cells_before": 3})
-    task = CellTask(CELL, "src", "r", "/tmp")
-    rerun = not status.passing and status not in (Status.CRASHED, Status.TIMEOUT)
-    assert needs_clean_rerun(record, task) is rerun
 
 
 @pytest.mark.parametrize("status", list(Status))

@@ -1,11 +1,13 @@
-"""Models that take the worker process down: a segfault, a SIGKILL and a hang (fault
-tests)."""
+"""Models that take their process down: a segfault, a SIGKILL, a hang, an `os._exit`, a
+`sys.exit` and a memory bomb (fault tests)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import torch
@@ -25,9 +27,29 @@ def _killed() -> torch.nn.Module:
     raise AssertionError("unreachable")
 
 
+def _exit_quietly() -> torch.nn.Module:
+    """Leaves at once, without unwinding or last words (as a native library's abort path
+    may)."""
+    os._exit(0)
+
+
+def _exit_politely() -> torch.nn.Module:
+    sys.exit(3)
+
+
 def _hang() -> torch.nn.Module:
     time.sleep(3600)
     raise AssertionError("unreachable")
+
+
+# The command line of the process `fault_hang_with_child` leaves behind: tests look for it.
+LEFT_BEHIND = ("sleep", "3599.5")
+
+
+def _hang_with_child() -> torch.nn.Module:
+    """Starts a process of its own (as a model's data loader or compiler might), then hangs."""
+    subprocess.Popen(LEFT_BEHIND)
+    return _hang()
 
 
 SPECS = [
@@ -45,6 +67,24 @@ SPECS = [
     ),
     ModelSpec(
         name="fault_hang", family="seed", build=_hang, example_inputs=lambda: (torch.rand(2, 2),)
+    ),
+    ModelSpec(
+        name="fault_hang_with_child",
+        family="seed",
+        build=_hang_with_child,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="fault_exit",
+        family="seed",
+        build=_exit_quietly,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="fault_sysexit",
+        family="seed",
+        build=_exit_politely,
+        example_inputs=lambda: (torch.rand(2, 2),),
     ),
     ModelSpec(
         name="fault_neighbour",
