@@ -65,6 +65,19 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The in-process CLI on bad input: exit 2, one line `error: ...`, no traceback."""
+    from harness.cli import main
+
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
 # -- tests that need a package index -----------------------------------------------------------
 
 PYPI = "https://pypi.org/simple"

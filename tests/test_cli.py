@@ -11,17 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.commands import VERBS
-from tests.conftest import FIXTURES
-
-
-def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 2, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
+from tests.conftest import FIXTURES, one_line_error
 
 
 @pytest.mark.parametrize(
@@ -52,7 +42,7 @@ def test_bad_input_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
 ) -> None:
     out = tmp_path / "run"
-    line = _fails(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
+    line = one_line_error(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
     assert message in line
     assert not out.exists()
 
@@ -62,7 +52,7 @@ def test_malformed_suite_names_file_and_line(
 ) -> None:
     suite = tmp_path / "bad.toml"
     suite.write_text('models = ["mlp*"]\nopsets = [17, 18\n')
-    line = _fails(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
+    line = one_line_error(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
     assert str(suite) in line and "line 2" in line
 
 
@@ -72,7 +62,7 @@ def test_out_holding_another_run_is_refused(
     out = tmp_path / "taken"
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "someone-else"}))
-    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(out))
     assert "already holds another run" in line and "--resume" in line
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
 
@@ -118,7 +108,7 @@ def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     (zoo / "a.py").write_text("raise RuntimeError('broken on purpose')\n")
     (zoo / "b.py").write_text("import no_such_module_here\n")
     out = tmp_path / "run"
-    line = _fails(capsys, "run", "--zoo", str(zoo), "--out", str(out))
+    line = one_line_error(capsys, "run", "--zoo", str(zoo), "--out", str(out))
     assert line.startswith(f"error: nothing to run: no model loaded from --zoo {zoo}; 2 file(s)")
     assert "RuntimeError: broken on purpose" in line
     assert not out.exists()
@@ -145,7 +135,7 @@ def test_run_without_an_importable_onnxruntime_exits_2_naming_the_extra(
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     monkeypatch.setattr(environment, "_installed", lambda name: name in installed)
     out = tmp_path / "run"
-    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(out))
     assert message in line and '".[cpu]"' in line and '".[gpu]"' in line
     assert not out.exists()
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.store.records import SCHEMA, Record, SchemaError
+from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
+from harness.store.validate import Malformed, check_manifest
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -49,42 +50,54 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest, checked (harness.store.validate); RunDirError names the file and
+    the field of anything this harness would not have written."""
     path = manifest_path(run_dir)
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
         raise RunDirError(f"{path} is unreadable: {exc}") from None
-    version = manifest.get("schema")
+    version = manifest.get("schema") if isinstance(manifest, dict) else None
     if not isinstance(version, int) or version > SCHEMA:
         raise RunDirError(
             f"{path} has schema {version!r}; this harness reads schema {SCHEMA} and older, upgrade it"
         )
+    try:
+        check_manifest(manifest)
+    except Malformed as exc:
+        raise RunDirError(f"{path}: {exc}") from None
     return manifest
 
 
 def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:
-    """Stream the records of a run. A line that does not parse is only tolerated as the
-    last line (a write cut short); it is reported through `torn` and skipped."""
+    """Stream the records of a run, each checked (harness.store.validate). A line that is
+    not JSON is only tolerated as the last line (a write cut short); it is reported through
+    `torn` and skipped. A JSON line that is not a record this harness could have written is
+    an error naming the line and the field, wherever it is."""
     path = records_path(run_dir)
     if not path.is_file():
         return
-    with path.open() as f:
+    with path.open("rb") as f:
         pending: TornLine | None = None
-        for number, line in enumerate(f, start=1):
+        for number, raw in enumerate(f, start=1):
             if pending is not None:
                 raise RunDirError(
                     f"{path}:{pending.line_number} is not a JSON record: {pending.text[:80]!r}"
                 )
-            if not line.strip():
+            if not raw.strip():
                 continue
             try:
-                yield Record.from_json(line)
-            except SchemaError as exc:
+                data = json.loads(raw)
+            except ValueError:  # not JSON, or not UTF-8: a torn write if it is the last line
+                pending = TornLine(number, raw.decode("utf-8", "replace").rstrip("\n"))
+                continue
+            try:
+                record = Record.from_dict(data)
+            except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
                 raise RunDirError(f"{path}:{number}: {exc}") from None
-            except (json.JSONDecodeError, KeyError, TypeError):
-                pending = TornLine(number, line.rstrip("\n"))
+            yield record
         if pending is not None and torn is not None:
             torn.append(pending)
 
