@@ -18,7 +18,7 @@ from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.scheduling import ClusterInfo
-from harness.store import rundir
+from harness.store import lock, rundir
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, CellTask, Record
@@ -103,14 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=float,
-        default=600.0,
         metavar="SECONDS",
         help="per-cell limit; the cell's worker is killed and the cell recorded as timeout (default 600)",
     )
     p.add_argument(
         "--threads",
         type=int,
-        default=1,
         metavar="N",
         help="CPU cores per cell, reserved in Ray and used by ORT and torch (default 1)",
     )
@@ -154,35 +152,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields the command line names (a flag left out names none)."""
+    given = {
+        "suite": args.suite,
+        "models": args.models,
+        "exporters": args.exporters,
+        "opsets": args.opsets,
+        "devices": args.devices,
+        "dynamic": args.dynamic,
+        "zoo": tuple(args.zoo),
+        "out": args.out,
+        "timeout_s": args.timeout,
+        "threads": args.threads,
+        "keep_onnx": args.keep_onnx or None,
+        "keep_graphs": args.keep_graphs,
+        "address": args.address,
+        "max_memory_gb": args.max_memory_gb,
+        "variants": tuple(args.variant),
+    }
+    return {name: value for name, value in given.items() if value not in (None, ())}
+
+
 def options_from_args(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(
-        suite=args.suite,
-        models=args.models,
-        exporters=args.exporters,
-        opsets=args.opsets,
-        devices=args.devices,
-        dynamic=args.dynamic,
-        zoo=tuple(args.zoo),
-        out=args.out,
-        timeout_s=args.timeout,
-        threads=args.threads,
-        keep_onnx=args.keep_onnx,
-        keep_graphs=args.keep_graphs,
-        address=args.address,
-        max_memory_gb=args.max_memory_gb,
-        variants=tuple(args.variant),
-    )
+    return RunOptions(**given_options(args))
 
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
-    if args.resume:
-        plan = resume_plan(Path(args.resume), address=args.address)
-    else:
-        plan = make_plan(options_from_args(args))
+    try:
+        if args.resume:
+            _resume(Path(args.resume), args)
+        else:
+            plan = make_plan(options_from_args(args))  # checked before anything is written
+            with lock.holding(plan.run_dir, create=True):
+                _execute_and_finish(plan, args)
+    except rundir.RunDirError as exc:  # in use by another run, or not writable
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def _resume(run_dir: Path, args: argparse.Namespace) -> None:
+    """Finish an interrupted run, holding its directory's lock from before its torn last
+    line is cut: two `--resume` of one run must not both run its pending cells."""
+    if not run_dir.is_dir():
+        raise UsageError(f"--resume {run_dir}: no such run directory")
+    with lock.holding(run_dir):
+        _execute_and_finish(resume_plan(run_dir, given=given_options(args)), args)
+
+
+def _execute_and_finish(plan: RunPlan, args: argparse.Namespace) -> None:
     run_dir = execute(plan, ["harness", *sys.argv[1:]])
     _finish(run_dir, write_report=not args.no_report)
-    return 0
 
 
 def _check_onnxruntime() -> None:

@@ -24,6 +24,7 @@ from harness.plan.suites import (
     validate_exporters,
     validate_opsets,
 )
+from harness.store.lock import LOCK
 from harness.store.records import Cell
 from harness.zoo import ModelSpec
 
@@ -183,7 +184,7 @@ def _check_out_dir(run_dir: Path, run_id: str) -> None:
         return
     if not run_dir.is_dir():
         raise UsageError(f"--out {run_dir} exists and is not a directory")
-    if not any(run_dir.iterdir()):
+    if all(p.name == LOCK for p in run_dir.iterdir()):  # empty, or a run killed at its start
         return
     manifest = run_dir / "manifest.json"
     if manifest.is_file():
