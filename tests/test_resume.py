@@ -98,6 +98,18 @@ def test_flags_that_agree_with_the_run_are_no_conflict(tmp_path: Path) -> None:
     )
 
 
+def test_a_run_directory_holding_a_symlink_is_not_resumed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Its workers would write their artifacts through it, out of the run directory."""
+    run = _interrupted_run(tmp_path / "run")
+    link = run / "artifacts" / Cell("slow_1", "torchscript", 17).cell_id
+    link.parent.mkdir()
+    link.symlink_to(tmp_path, target_is_directory=True)
+    message = one_line_error(capsys, "run", "--resume", str(run))
+    assert message == f"error: --resume {run}: {link} is a symlink; a run never writes through one"
+
+
 # -- one run at a time ---------------------------------------------------------------------------
 
 

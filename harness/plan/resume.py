@@ -11,6 +11,7 @@ from typing import Any
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.store import rundir
+from harness.store.files import first_symlink
 
 # The flag of each option a resumed run takes from its manifest; `--address` may move the
 # run to another cluster, every other flag must agree with the run being resumed.
@@ -43,6 +44,10 @@ def resume_plan(run_dir: Path, *, given: Mapping[str, Any] | None = None) -> Run
         options = RunOptions.from_dict(manifest.get("options") or {})
         if problem := conflict(options, given, run_dir):
             raise UsageError(f"--resume {run_dir}: {problem}")
+        if link := first_symlink(run_dir):  # its workers would write through it
+            raise UsageError(
+                f"--resume {run_dir}: {link} is a symlink; a run never writes through one"
+            )
         options = dataclasses.replace(
             options, out=str(run_dir), address=given.get("address") or options.address
         )

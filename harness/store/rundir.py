@@ -1,7 +1,7 @@
 """The run directory (contract, DESIGN.md): `manifest.json`, `records.jsonl`, artifacts.
 
 Records are appended and flushed one line at a time as cells finish, so a killed driver
-loses nothing already measured. Readers stream the file, tolerate a torn last line (the
+loses nothing already measured. Nothing is written through a symlink (harness.store.files). Readers stream the file, tolerate a torn last line (the
 driver died mid-write) and refuse schemas newer than this harness.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.store.files import RunDirError, append_inside, write_inside
 from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
 from harness.store.validate import Malformed, check_manifest
@@ -21,10 +22,6 @@ from harness.store.validate import Malformed, check_manifest
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
 ARTIFACTS = "artifacts"
-
-
-class RunDirError(Exception):
-    """A run directory that is missing, unreadable or of an incompatible schema."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +40,7 @@ def records_path(run_dir: Path) -> Path:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write the manifest atomically (temp file + rename): it is rewritten at the run's end."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = manifest_path(run_dir).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, manifest_path(run_dir))
+    write_inside(run_dir, MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
@@ -116,10 +110,10 @@ def truncate_torn_tail(run_dir: Path) -> TornLine | None:
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
             # The last line was cut mid-write: keep everything up to the last newline.
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
+            write_inside(run_dir, RECORDS, data[: data.rfind(b"\n") + 1])
         elif torn:
             lines = data.splitlines(keepends=True)
-            path.write_bytes(b"".join(lines[: torn[0].line_number - 1]))
+            write_inside(run_dir, RECORDS, b"".join(lines[: torn[0].line_number - 1]))
     return torn[0] if torn else None
 
 
@@ -135,8 +129,7 @@ class RecordWriter:
     """Appends records to `records.jsonl`, flushing and fsyncing each line."""
 
     def __init__(self, run_dir: Path) -> None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self._file: TextIO = records_path(run_dir).open("a")
+        self._file: TextIO = append_inside(run_dir, RECORDS)
         self.written = 0
 
     def write(self, record: Record) -> None:
