@@ -5,11 +5,17 @@ every value a record holds as text, never as markup or a link that leaves the re
 from __future__ import annotations
 
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
+from harness.report import build_report
+from harness.report.markdown import render_markdown
 from harness.store import files
+from harness.store.markdown import md_code, md_text
+from harness.store.records import Cell, Measurements, Record
 from tests.conftest import one_line_error
 from tests.fixtures_compare import manifest, smoke_cells, write_run
 
@@ -94,3 +100,86 @@ def test_a_path_leading_out_of_the_directory_is_refused(tmp_path: Path, target: 
     with pytest.raises(files.UnsafePath, match="is outside"):
         files.write_inside(tmp_path / "root", target, "x")
     assert not (tmp_path / "outside.md").exists()
+
+
+# -- every value from a record is text in markdown ------------------------------------------------
+
+XSS = "<img src=x onerror=alert(1)>"
+SCRIPT = "<script>alert(2)</script>"
+HOSTILE_TEXT = f"{XSS} | {SCRIPT} [click](https://evil.example) ![t](https://tracker.example/t.png)"
+
+
+class _Rendered(HTMLParser):
+    """The tags and links of markdown rendered as CommonMark with GitHub's tables (raw HTML
+    passes through, as on GitHub before its sanitiser), and its text."""
+
+    def __init__(self, markdown: str) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.links: list[str] = []
+        self.text: list[str] = []
+        self.feed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.links += [v or "" for k, v in attrs if k in ("href", "src")]
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+SAFE_TAGS = {"p", "h1", "h2", "h3", "h4", "table", "thead", "tbody", "tr", "th", "td", "code",
+             "pre", "ul", "li", "strong", "a", "details", "summary", "blockquote"}  # fmt: skip
+
+
+def _hostile_records() -> list[Record]:
+    hostile = Cell(f"m{XSS}", f"dynamo{SCRIPT}", 18, family="test")
+    error = RuntimeError(f"{HOSTILE_TEXT} ``` ~~~ `` ` end")
+    return [
+        Record.finished(hostile, "r", Measurements(), status="export_failed", stage="translate",
+                        error=error),
+        Record.without_run(Cell("m2", "dynamo", 18), "r", status="skipped", reason=HOSTILE_TEXT),
+        Record.without_run(Cell("m3", "dynamo", 18), "r", status="xfail", reason=HOSTILE_TEXT),
+    ]  # fmt: skip
+
+
+def test_a_report_renders_hostile_record_values_as_text() -> None:
+    """They used to land in report.md raw: GitHub and the job summary render it."""
+    records = _hostile_records()
+    doc = build_report({**manifest("r"), "run_id": SCRIPT, "suite": XSS}, records)
+    page = _Rendered(render_markdown(doc))
+    assert page.tags <= SAFE_TAGS, page.tags - SAFE_TAGS
+    assert page.links == [], page.links
+    text = "".join(page.text)
+    assert XSS in text and SCRIPT in text and "[click](https://evil.example)" in text
+
+
+def test_compare_markdown_renders_hostile_record_values_as_text(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from harness.cli import main
+
+    records = _hostile_records()
+    ok_before = [r.with_changes(status="ok", stage=None, error_message=None,
+                                error_signature=None, error_type=None) for r in records]  # fmt: skip
+    base = write_run(tmp_path / "base", {**manifest("base"), "run_id": XSS}, ok_before)
+    cand = write_run(tmp_path / "cand", {**manifest("cand"), "run_id": SCRIPT}, records)
+    assert main(["compare", str(base), str(cand), "--no-remeasure"]) == 1
+    page = _Rendered(capsys.readouterr().out)
+    assert page.tags <= SAFE_TAGS, page.tags - SAFE_TAGS
+    assert page.links == [], page.links
+    assert SCRIPT in "".join(page.text) and XSS in "".join(page.text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [XSS, "a|b", "`x`", "``` fence", "*bold* _it_ ~~s~~", "[l](http://e.x)", "a\nb", "tiny_mlp"],
+)
+def test_a_value_reads_back_as_itself(value: str) -> None:
+    """As text and as code, in a table cell: the value, on one line, nothing else."""
+    flat = value.replace("\n", " ")
+    for rendered in (md_text(value), md_code(value)):
+        page = _Rendered(f"| h |\n|---|\n| {rendered} |\n")
+        assert page.tags <= {"table", "thead", "tbody", "tr", "th", "td", "code"}
+        assert "".join(page.text).strip().endswith(flat), rendered
+    assert md_text("tiny_mlp export_failed") == "tiny_mlp export_failed"  # raw md stays legible
