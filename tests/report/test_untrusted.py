@@ -12,6 +12,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from harness.report import build_report
+from harness.report.document import safe_link
+from harness.report.html import render_html
 from harness.report.markdown import render_markdown
 from harness.store import files
 from harness.store.markdown import md_code, md_text
@@ -183,3 +185,39 @@ def test_a_value_reads_back_as_itself(value: str) -> None:
         assert page.tags <= {"table", "thead", "tbody", "tr", "th", "td", "code"}
         assert "".join(page.text).strip().endswith(flat), rendered
     assert md_text("tiny_mlp export_failed") == "tiny_mlp export_failed"  # raw md stays legible
+
+
+# -- links: judged as a browser reads them ----------------------------------------------------------
+
+ENCODED_ESCAPES = [
+    "%2e%2e/%2e%2e/etc/passwd",
+    "%2E%2E/x.md",
+    ".%2e/x.md",
+    "a/%2e%2e/%2e%2e/b",
+    "..%2f..%2fetc/passwd",
+    "..%5c..%5cwindows",
+    "%252e%252e/x.md",  # encoded twice
+    "%2fetc/passwd",
+    "javascript%3Aalert(1)",
+    "a%0ab",
+]
+
+
+@pytest.mark.parametrize("target", ENCODED_ESCAPES)
+def test_a_percent_encoded_way_out_is_no_link(target: str) -> None:
+    """`%2e%2e/` used to pass the '..' check; browsers resolve it upwards."""
+    assert safe_link(target) is None
+
+
+def test_percent_encoding_inside_the_folder_stays_a_link() -> None:
+    assert safe_link("artifacts/a%20b/report.md") == "artifacts/a%20b/report.md"
+    assert safe_link("artifacts/a%2e%2e/x") == "artifacts/a%2e%2e/x"  # 'a..' is a name
+
+
+def test_an_encoded_escape_in_a_record_is_no_link_in_the_report(tmp_path: Path) -> None:
+    folder = "%2e%2e/%2e%2e/etc/"
+    record = Record.without_run(Cell("m", "dynamo", 18), "r", status="timeout", reason="slow")
+    record = record.with_changes(artifacts={"error": f"{folder}passwd"})
+    doc = build_report(manifest("r"), [record])
+    assert _Rendered(render_markdown(doc)).links == []
+    assert 'href="' not in render_html(doc, root=tmp_path)
