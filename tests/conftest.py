@@ -33,6 +33,27 @@ def run_cli(
     )
 
 
+def run_cli_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command line with `folder` read-only: its mode where that binds (not
+    root), else a read-only bind mount in a mount namespace of the command's own (root
+    writes whatever the mode says). Skipped, with the reason, where neither can be had."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return run_cli(*args)
+        finally:
+            folder.chmod(0o755)
+    remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", remount, str(folder), "true"],
+                           capture_output=True, text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"running as root, and no read-only bind mount here: {probe.stderr.strip()}")
+    command = ["unshare", "-m", "sh", "-c", remount, str(folder), sys.executable, "-m"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([*command, "harness.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
+
+
 def start_cli(*args: str) -> subprocess.Popen[str]:
     """The real `harness` command line, started in its own session (so that a test can
     kill it and everything it started), its stderr kept."""

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.commands import VERBS
-from tests.conftest import FIXTURES, one_line_error
+from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
 
 
 @pytest.mark.parametrize(
@@ -34,6 +34,20 @@ from tests.conftest import FIXTURES, one_line_error
         (["run"], "nothing to run"),
         (["run", "--suite", "smoke", "--threads", "0"], "--threads must be at least 1"),
         (["run", "--suite", "smoke", "--variant", "oops"], "must look like NAME=PIP_SPEC"),
+        # a list of nothing used to run the whole suite
+        (["run", "--suite", "smoke", "--models", ","], "--models: takes a comma-separated list"),
+        (["run", "--suite", "smoke", "--exporters", " , "], "--exporters: takes a comma-sep"),
+        # the variant's cells used to crash one by one in Ray's runtime_env
+        (["run", "--suite", "smoke", "--variant", "a=b=c"], "'b=c' is not something pip installs"),
+        # NaN compares false with everything: the timeout never fired
+        (["run", "--suite", "smoke", "--timeout", "nan"], "--timeout must be a positive number"),
+        (["run", "--suite", "smoke", "--timeout", "inf"], "--timeout must be a positive number"),
+        (["run", "--suite", "smoke", "--max-memory-gb", "nan"], "--max-memory-gb must be a pos"),
+        # graphs were silently not kept
+        (
+            ["run", "--suite", "smoke", "--keep-graphs", str(FIXTURES / "budget.py")],
+            "budget.py: exists and is not a directory",
+        ),
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
     ],
@@ -149,3 +163,23 @@ def test_both_onnxruntime_builds_installed_are_named(monkeypatch: pytest.MonkeyP
     clash = environment.onnxruntime_clash() or ""
     assert "both onnxruntime and onnxruntime-gpu are installed" in clash
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in clash
+
+
+@pytest.mark.parametrize("flag", ["--out", "--keep-graphs"])
+def test_a_read_only_place_for_the_run_or_its_graphs_is_exit_2_before_ray_starts(
+    tmp_path: Path, flag: str
+) -> None:
+    """--out used to start Ray and die in an OSError traceback; --keep-graphs kept nothing."""
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    target = read_only / ("graphs" if flag == "--keep-graphs" else "run")
+    out = target if flag == "--out" else tmp_path / "run"
+    args = ["run", "--suite", "smoke", "--out", str(out)]
+    if flag == "--keep-graphs":
+        args += ["--keep-graphs", str(target)]
+    result = run_cli_read_only(read_only, *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        f"error: {flag} {target}: {read_only} is not writable (to make {target})"
+    ]
+    assert not out.exists() and list(read_only.iterdir()) == []

@@ -41,13 +41,17 @@ examples:
 
 
 def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+    """'a,b' -> ('a', 'b'); a list of nothing (',' or '') is refused, never read as 'all'."""
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"takes a comma-separated list, not {value!r}")
+    return names
 
 
 def _opsets(value: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in _csv(value))
-    except ValueError:
+    except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(
             f"--opsets takes integers like 17,18,20, not {value!r}"
         ) from None
