@@ -70,6 +70,26 @@ def test_malformed_suite_names_file_and_line(
     assert str(suite) in line and "line 2" in line
 
 
+@pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        # both used to end in a traceback
+        (
+            "latin1.toml",
+            "latin1.toml is not UTF-8 text (byte 0xe9 on line 1); TOML files are UTF-8",
+        ),
+        ("protocol_number.toml", "protocol_number.toml: 'protocol' must be a table"),
+    ],
+)
+def test_a_suite_file_of_the_wrong_encoding_or_shape_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suite: str, message: str
+) -> None:
+    path = FIXTURES / "bad_suites" / suite
+    line = one_line_error(capsys, "run", "--suite", str(path), "--out", str(tmp_path / "r"))
+    assert message in line and str(path) in line
+    assert not (tmp_path / "r").exists()
+
+
 def test_out_holding_another_run_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
