@@ -21,7 +21,7 @@ from harness.store.records import Record
 
 __all__ = ["Expect", "ModelSpec", "Sample", "SampleSet"]
 
-_NAME = re.compile(r"^[a-z0-9_.\-]+$")
+_NAME = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a final newline
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class ModelSpec:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError(f"model name {self.name!r} must match [a-z0-9_.-]+")
         object.__setattr__(
             self, "expect", expectations.for_model(expectations.normalize(self.expect), self.name)

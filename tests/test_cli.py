@@ -132,6 +132,30 @@ def test_broken_zoo_file_is_reported_and_others_still_load(
     )
 
 
+def test_a_zoo_file_that_exits_or_names_a_model_badly_is_a_reported_problem(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sys.exit(3) at import used to end the harness with exit 3 and no word; a name with a
+    trailing newline passed the name check."""
+    zoo = FIXTURES / "hostile"
+    assert main(["list", "--json", "--zoo", str(zoo)]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    names = {m["name"] for m in listing["models"]}
+    assert "hostile_neighbour" in names and not [n for n in names if "\n" in n]
+    assert {Path(p["source"]).name: p["error"] for p in listing["problems"]} == {
+        "exits.py": "SystemExit: the file calls sys.exit(3) when imported",
+        "name_newline.py": "ValueError: model name 'newline_model\\n' must match [a-z0-9_.-]+",
+    }
+
+
+def test_a_zoo_whose_only_file_exits_is_nothing_to_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    zoo = FIXTURES / "hostile" / "exits.py"
+    line = one_line_error(capsys, "run", "--zoo", str(zoo), "--out", str(tmp_path / "r"))
+    assert "1 file(s) failed to import" in line and "calls sys.exit(3)" in line
+
+
 def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
