@@ -54,6 +54,26 @@ def run_cli_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[s
                           text=True, timeout=600, env=env)  # fmt: skip
 
 
+def run_cli_on_a_small_disk(
+    mount: Path, size_kib: int, keep: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The real command line with a tmpfs of `size_kib` KiB mounted on `mount`, in a mount
+    namespace of its own (a real full disk: ENOSPC from the kernel); what the command left
+    on `mount` is copied to `keep` before the namespace goes. Skipped, with the reason,
+    where no mount namespace can be had (unprivileged user namespaces turned off)."""
+    unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    mount_it = f'mount -t tmpfs -o size={size_kib}k tmpfs "$0"'
+    probe = subprocess.run([*unshare, "sh", "-c", mount_it, str(mount)], capture_output=True,
+                           text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"no tmpfs in a mount namespace here: {probe.stderr.strip()}")
+    script = f'{mount_it} && "$@"; code=$?; cp -a "$0/." "{keep}/"; exit $code'
+    command = [*unshare, "sh", "-c", script, str(mount), sys.executable, "-m", "harness.cli"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+
+
 def start_cli(*args: str) -> subprocess.Popen[str]:
     """The real `harness` command line, started in its own session (so that a test can
     kill it and everything it started), its stderr kept."""

@@ -19,6 +19,7 @@ from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.scheduling import ClusterInfo
 from harness.store import lock, rundir
+from harness.store.files import WriteFailed
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, CellTask, Record
@@ -184,16 +185,29 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
+    run_dir = Path(args.resume) if args.resume else None
     try:
-        if args.resume:
-            _resume(Path(args.resume), args)
+        if run_dir is not None:
+            _resume(run_dir, args)
         else:
             plan = make_plan(options_from_args(args))  # checked before anything is written
-            with lock.holding(plan.run_dir, create=True):
+            run_dir = plan.run_dir
+            with lock.holding(run_dir, create=True):
                 _execute_and_finish(plan, args)
-    except rundir.RunDirError as exc:  # in use by another run, or not writable
+    except WriteFailed as exc:  # a full disk: one line, and how to go on
+        raise UsageError(_after_write_failure(exc, run_dir)) from None
+    except rundir.RunDirError as exc:  # in use by another run, a symlink, not writable
         raise UsageError(str(exc)) from None
     return 0
+
+
+def _after_write_failure(exc: WriteFailed, run_dir: Path | None) -> str:
+    if run_dir is None or not rundir.manifest_path(run_dir).is_file():
+        return str(exc)
+    return (
+        f"{exc}; the records written before it are kept: make room, then"
+        f" `harness run --resume {run_dir}` runs the cells without one"
+    )
 
 
 def _resume(run_dir: Path, args: argparse.Namespace) -> None:

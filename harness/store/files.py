@@ -14,7 +14,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO
 
 
 class RunDirError(Exception):
@@ -24,6 +24,14 @@ class RunDirError(Exception):
 
 class UnsafePath(RunDirError):
     """A path the harness will not write: a symlink, or one leading outside its directory."""
+
+
+class WriteFailed(RunDirError):
+    """A write the file system refused: a full disk, a quota, a read-only mount."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+        self.path = path
 
 
 def _relative(root: Path, target: Path | str) -> Path:
@@ -64,27 +72,46 @@ def write_inside(
     """Write `data` to `target` under `root`: a temporary file beside it, then replaced
     into place (text as UTF-8; a callable writes into the open file). Returns the path."""
     path = inside(root, target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
+    try:
+        os.fchmod(fd, _mode_of(path))
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
             else:
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise WriteFailed(path, exc) from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
 
 
-def append_inside(root: Path, target: Path | str) -> TextIO:
-    """`target` under `root` opened to append text, never through a symlink."""
+def _mode_of(path: Path) -> int:
+    """The file's mode where it exists, else what `open` gives a new file (mkstemp: 0600)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def append_inside(root: Path, target: Path | str) -> int:
+    """`target` under `root` opened to append (a file descriptor), never through a symlink."""
     path = inside(root, target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-    return os.fdopen(os.open(path, flags, 0o644), "a", encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
 
 
 def first_symlink(root: Path) -> Path | None:

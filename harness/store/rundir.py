@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from harness.store.files import RunDirError, append_inside, write_inside
+from harness.store.files import RunDirError, WriteFailed, append_inside, write_inside
 from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
 from harness.store.validate import Malformed, check_manifest
@@ -126,10 +126,13 @@ def _unwritable(record: Record, error: ValueError) -> Record:
 
 
 class RecordWriter:
-    """Appends records to `records.jsonl`, flushing and fsyncing each line."""
+    """Appends records to `records.jsonl`, each line in one write, then fsynced. A write the
+    disk refuses (full, gone read-only) is a `WriteFailed` naming the file; the lines
+    before it are whole, and `--resume` cuts a partial last one."""
 
     def __init__(self, run_dir: Path) -> None:
-        self._file: TextIO = append_inside(run_dir, RECORDS)
+        self.path = records_path(run_dir)
+        self._fd = append_inside(run_dir, RECORDS)
         self.written = 0
 
     def write(self, record: Record) -> None:
@@ -137,13 +140,17 @@ class RecordWriter:
             line = record.to_json()
         except ValueError as exc:  # a NaN or inf (strict JSON has none): a harness bug
             line = _unwritable(record, exc).to_json()
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        data = memoryview((line + "\n").encode("utf-8"))
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise WriteFailed(self.path, exc) from None
         self.written += 1
 
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)
 
     def __enter__(self) -> RecordWriter:
         return self

@@ -95,6 +95,9 @@ def test_a_report_replaces_its_files_in_place(
     assert (run / "report.md").read_text().startswith("4 cells: 4 ok")
     assert hard.read_text() == "an older report\n"
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+    plain = run / "plain"
+    plain.write_text("")  # the mode `open` gives a new file, as the report's files get
+    assert (run / "report.html").stat().st_mode == plain.stat().st_mode
 
 
 @pytest.mark.parametrize("target", ["../outside.md", "/etc/x", "a/../../b"])
