@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.plan.resume import resume_plan
+from harness.report import summary_table
 from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
 
@@ -135,6 +136,11 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
     assert all(r.attempt == 1 for r in status.values())  # failures are never retried
+    # stdout is the summary table and nothing else: Ray's "(raylet) A worker died ..." lines
+    # (two crashed workers here) used to land in it
+    table = summary_table(store.read_records(out))
+    assert result.stdout == f"{table}\nrun directory: {out}\n"
+    assert "(raylet)" in result.stderr
 
 
 def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ its report. The verb's core is `execute(plan)`: plan -> dispatch -> store, then 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import sys
@@ -283,7 +284,14 @@ def _clock(seconds: float) -> str:
 
 
 def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:
-    """Run every pending cell of the plan; returns the run directory."""
+    """Run every pending cell of the plan; returns the run directory. Ray's driver prints
+    what its raylets report ("(raylet) A worker died ...") to sys.stdout from a thread of
+    its own, and stdout is the summary table's: while Ray runs, stdout is stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _execute(plan, argv, stream)
+
+
+def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
     from harness import dispatch  # ray is imported only when a run really starts
 
     _announce(plan, stream)
