@@ -152,6 +152,8 @@ def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
         note = c.note or ""
         if note.startswith("shape"):
             kinds.append("shape differs")
+        elif note.startswith("dtype"):
+            kinds.append("dtype differs")
         elif note.startswith("ONNX model has"):
             kinds.append("number of outputs differs")
         elif "NaN/inf" in note:
