@@ -172,3 +172,24 @@ def test_an_output_with_nothing_to_compare_has_no_error_sizes(tmp_path: Path, mo
     (check,) = r.numerics or []
     assert check.ok and check.mismatches == 0
     assert (check.max_abs, check.max_rel, check.rmse) == (None, None, None)
+
+
+def test_keep_onnx_keeps_the_model_of_a_cell_that_exported_and_then_failed(tmp_path: Path) -> None:
+    """Only passing cells used to keep theirs: the failing one is the one to debug."""
+    source = FIXTURES / "fidelity" / "wrong_constant.py"
+    task = CellTask(Cell("wrong_constant", "dynamo", 18), str(source), "r", str(tmp_path),
+                    protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert (r.status, r.stage) == ("numerics_mismatch", "numerics")
+    kept = tmp_path / r.artifacts["onnx"]
+    assert kept.name == "model.onnx" and {"error", "repro"} <= set(r.artifacts)
+    model = onnx.load(str(kept))  # loads with its external data, as saved
+    assert any(n.domain == "" and n.op_type == "Add" for n in model.graph.node)
+    assert r.onnx_bytes == sum(f.stat().st_size for f in kept.parent.glob("model.onnx*"))
+
+
+def test_keep_onnx_keeps_nothing_where_nothing_exported(tmp_path: Path) -> None:
+    task = CellTask(Cell("tiny_cummax", "torchscript", 17), str(FIXTURES / "tiny" / "models.py"),
+                    "r", str(tmp_path), protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert r.status == "export_failed" and "onnx" not in r.artifacts
