@@ -33,6 +33,7 @@ class Sample:
     build: Callable[[], Any] | None = None  # () -> torch.nn.Module taking `inputs`
     inputs: tuple[Any, ...] = ()
     tolerance: tuple[float, float] | None = None  # (rtol, atol) for float outputs
+    tolerance_source: str | None = None  # where `tolerance` comes from, for its records
     # False where the outputs are uninitialised memory: only shapes and dtypes are compared.
     compare_values: bool = True
     description: str = ""  # what the sample is, for listings of failures

@@ -199,9 +199,11 @@ SAMPLES = obj(
     {
         **dict.fromkeys(("total", "run", "exported", "matched", "wrong", "failed"), _COUNT),
         "skipped": _COUNT,
+        "view_dependent": _COUNT,
         "indices": optional(list_of(integer())),
         "failures": optional(list_of(_SAMPLE_FAILURE)),
         "skips": optional(list_of(obj({"index": integer(), "reason": _TEXT}, required=("index",)))),
+        "tolerances": optional(list_of(obj({"rtol": size, "atol": size, "source": _TEXT}))),
     }
 )
 FIRST_DIVERGENCE = obj(
