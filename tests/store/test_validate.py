@@ -4,6 +4,7 @@ report` / `harness compare` turn that into exit 2 with one line, writing nothing
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 
 from harness.store import rundir
-from harness.store.validate import Malformed, check_manifest, check_record
+from harness.store.records import Record
+from harness.store.validate import RECORD_REQUIRED, Malformed, check_manifest, check_record
 from tests.conftest import one_line_error
 from tests.fixtures_compare import check, manifest, record, smoke_cells, write_run
 
@@ -91,6 +93,15 @@ def test_a_value_the_harness_never_writes_is_named(field: str, value: Any, where
         check_record(_set(field, value)(_good_record()))
     assert info.value.where == where
     assert str(info.value).startswith(f"field {where!r} ")
+
+
+def test_the_required_keys_are_the_record_fields_without_a_default() -> None:
+    without_default = [
+        f.name
+        for f in dataclasses.fields(Record)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    assert list(RECORD_REQUIRED) == without_default
 
 
 def test_a_missing_required_key_is_named() -> None:
