@@ -50,6 +50,12 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
         ),
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
+        # a NaN floor or threshold never judges anything
+        (["report", "r", "--threshold", "nan"], "--threshold: takes a finite number above 0"),
+        (["compare", "a", "b", "--alpha", "nan"], "--alpha: takes a finite number above 0 and"),
+        (["compare", "a", "b", "--alpha", "2"], "--alpha: takes a finite number above 0 and at"),
+        (["compare", "a", "b", "--latency-floor", "-1"], "--latency-floor: takes a finite num"),
+        (["compare", "a", "b", "--noise-k", "inf"], "--noise-k: takes a finite number above"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
