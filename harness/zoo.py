@@ -21,7 +21,7 @@ from harness.store.records import Record
 
 __all__ = ["Expect", "ModelSpec", "Sample", "SampleSet"]
 
-_NAME = re.compile(r"^[a-z0-9_.\-]+$")
+_NAME = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a final newline
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Sample:
     build: Callable[[], Any] | None = None  # () -> torch.nn.Module taking `inputs`
     inputs: tuple[Any, ...] = ()
     tolerance: tuple[float, float] | None = None  # (rtol, atol) for float outputs
+    tolerance_source: str | None = None  # where `tolerance` comes from, for its records
     # False where the outputs are uninitialised memory: only shapes and dtypes are compared.
     compare_values: bool = True
     description: str = ""  # what the sample is, for listings of failures
@@ -87,7 +88,7 @@ class ModelSpec:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError(f"model name {self.name!r} must match [a-z0-9_.-]+")
         object.__setattr__(
             self, "expect", expectations.for_model(expectations.normalize(self.expect), self.name)

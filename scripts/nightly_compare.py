@@ -43,6 +43,7 @@ from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
+from harness.store.markdown import md_code, md_text
 from harness.store.paired import CellKey, PairPlan, PairResult
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
@@ -113,7 +114,7 @@ def _pair(run: Path, baseline: Path | None, *, single: bool) -> Pair:
     mirrored = baseline / run.name
     if mirrored.is_dir():
         return Pair(run.name, run, mirrored)
-    return Pair(run.name, run, None, f"the previous nightly has no `{run.name}` run (a new suite?)")
+    return Pair(run.name, run, None, f"the previous nightly has no run {run.name} (a new suite?)")
 
 
 # -- comparing --------------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def _headline(label: str, outcomes: Sequence[Outcome]) -> str:
     if blocking:
         parts.append(f"{blocking} blocking finding{'s' if blocking != 1 else ''}")
     icon = "⚠️" if errors else "❌" if blocking else "✅"
-    return f"# {icon} Nightly `{label}`: " + (", ".join(parts) or "nothing blocking")
+    return f"# {icon} Nightly {md_code(label)}: " + (", ".join(parts) or "nothing blocking")
 
 
 def _demoted(markdown: str) -> str:
@@ -210,8 +211,8 @@ def _demoted(markdown: str) -> str:
 
 
 def _source(pair: Pair) -> str:
-    return f"`{pair.candidate}` against " + (
-        f"`{pair.baseline}`" if pair.baseline else "expected statuses only"
+    return f"{md_code(pair.candidate)} against " + (
+        md_code(pair.baseline) if pair.baseline else "expected statuses only"
     )
 
 
@@ -223,9 +224,9 @@ def summary_markdown(
         lines.append(f"Run: {url}")
     lines.append(f"Baseline: {baseline_url or 'none (first night, or no previous nightly kept)'}")
     for o in outcomes:
-        lines += ["", f"## Run `{o.pair.name}`: {_source(o.pair)}", ""]
-        if o.error:
-            lines.append(f"**Error**: {o.error}")
+        lines += ["", f"## Run {md_code(o.pair.name)}: {_source(o.pair)}", ""]
+        if o.error:  # it may quote a record: a run directory is untrusted input
+            lines.append(f"**Error**: {md_text(o.error)}")
         elif o.comparison is not None:
             lines.append(_demoted(to_markdown(o.comparison)))
     text = "\n".join(lines) + "\n"
@@ -240,13 +241,17 @@ def issue_markdown(label: str, outcomes: Sequence[Outcome], *, url: str | None) 
     if not blocking:
         return None
     total = sum(o.blocking for o in blocking)
-    lines = [f"### Nightly `{label}`: {total} blocking finding{'s' if total != 1 else ''}", ""]
+    lines = [
+        f"### Nightly {md_code(label)}: {total} blocking finding{'s' if total != 1 else ''}",
+        "",
+    ]
     if url:
         lines += [f"Run, summary and artifacts: {url}", ""]
     for o in blocking:
         c = o.comparison
         assert c is not None
-        lines += [f"#### Run `{o.pair.name}` ({_versions(c.candidate)}): {_source(o.pair)}", ""]
+        versions = md_text(_versions(c.candidate))
+        lines += [f"#### Run {md_code(o.pair.name)} ({versions}): {_source(o.pair)}", ""]
         lines += [*findings_table(c.blocking), ""]
     lines += [
         "Fix the regression (upstream or in the harness), or, where a status change is intended,",
@@ -345,7 +350,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         pairs = find_pairs(args.candidate, baseline)
     except (NightlyError, ExpectedFileError) as exc:
         args.out.mkdir(parents=True, exist_ok=True)
-        message = f"# ⚠️ Nightly `{args.label}`: not compared\n\n**Error**: {exc}\n"
+        message = f"# ⚠️ Nightly {md_code(args.label)}: not compared\n\n**Error**: {md_text(exc)}\n"
         (args.out / "summary.md").write_text(message)
         append_step_summary(message, env)
         print(f"error: {exc}", file=sys.stderr)

@@ -33,6 +33,47 @@ def run_cli(
     )
 
 
+def run_cli_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command line with `folder` read-only: its mode where that binds (not
+    root), else a read-only bind mount in a mount namespace of the command's own (root
+    writes whatever the mode says). Skipped, with the reason, where neither can be had."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return run_cli(*args)
+        finally:
+            folder.chmod(0o755)
+    remount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", remount, str(folder), "true"],
+                           capture_output=True, text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"running as root, and no read-only bind mount here: {probe.stderr.strip()}")
+    command = ["unshare", "-m", "sh", "-c", remount, str(folder), sys.executable, "-m"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([*command, "harness.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
+
+
+def run_cli_on_a_small_disk(
+    mount: Path, size_kib: int, keep: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The real command line with a tmpfs of `size_kib` KiB mounted on `mount`, in a mount
+    namespace of its own (a real full disk: ENOSPC from the kernel); what the command left
+    on `mount` is copied to `keep` before the namespace goes. Skipped, with the reason,
+    where no mount namespace can be had (unprivileged user namespaces turned off)."""
+    unshare = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    mount_it = f'mount -t tmpfs -o size={size_kib}k tmpfs "$0"'
+    probe = subprocess.run([*unshare, "sh", "-c", mount_it, str(mount)], capture_output=True,
+                           text=True)  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"no tmpfs in a mount namespace here: {probe.stderr.strip()}")
+    script = f'{mount_it} && "$@"; code=$?; cp -a "$0/." "{keep}/"; exit $code'
+    command = [*unshare, "sh", "-c", script, str(mount), sys.executable, "-m", "harness.cli"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)  # fmt: skip
+
+
 def start_cli(*args: str) -> subprocess.Popen[str]:
     """The real `harness` command line, started in its own session (so that a test can
     kill it and everything it started), its stderr kept."""
@@ -63,6 +104,19 @@ def wait_for(condition: Callable[[], bool], *, timeout: float, proc: subprocess.
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The in-process CLI on bad input: exit 2, one line `error: ...`, no traceback."""
+    from harness.cli import main
+
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
 
 
 # -- tests that need a package index -----------------------------------------------------------

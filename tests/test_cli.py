@@ -11,17 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.commands import VERBS
-from tests.conftest import FIXTURES
-
-
-def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 2, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
+from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
 
 
 @pytest.mark.parametrize(
@@ -44,15 +34,35 @@ def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         (["run"], "nothing to run"),
         (["run", "--suite", "smoke", "--threads", "0"], "--threads must be at least 1"),
         (["run", "--suite", "smoke", "--variant", "oops"], "must look like NAME=PIP_SPEC"),
+        # a list of nothing used to run the whole suite
+        (["run", "--suite", "smoke", "--models", ","], "--models: takes a comma-separated list"),
+        (["run", "--suite", "smoke", "--exporters", " , "], "--exporters: takes a comma-sep"),
+        # the variant's cells used to crash one by one in Ray's runtime_env
+        (["run", "--suite", "smoke", "--variant", "a=b=c"], "'b=c' is not something pip installs"),
+        # NaN compares false with everything: the timeout never fired
+        (["run", "--suite", "smoke", "--timeout", "nan"], "--timeout must be a positive number"),
+        (["run", "--suite", "smoke", "--timeout", "inf"], "--timeout must be a positive number"),
+        (["run", "--suite", "smoke", "--max-memory-gb", "nan"], "--max-memory-gb must be a pos"),
+        # graphs were silently not kept
+        (
+            ["run", "--suite", "smoke", "--keep-graphs", str(FIXTURES / "budget.py")],
+            "budget.py: exists and is not a directory",
+        ),
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
+        # a NaN floor or threshold never judges anything
+        (["report", "r", "--threshold", "nan"], "--threshold: takes a finite number above 0"),
+        (["compare", "a", "b", "--alpha", "nan"], "--alpha: takes a finite number above 0 and"),
+        (["compare", "a", "b", "--alpha", "2"], "--alpha: takes a finite number above 0 and at"),
+        (["compare", "a", "b", "--latency-floor", "-1"], "--latency-floor: takes a finite num"),
+        (["compare", "a", "b", "--noise-k", "inf"], "--noise-k: takes a finite number above"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], message: str
 ) -> None:
     out = tmp_path / "run"
-    line = _fails(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
+    line = one_line_error(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
     assert message in line
     assert not out.exists()
 
@@ -62,8 +72,28 @@ def test_malformed_suite_names_file_and_line(
 ) -> None:
     suite = tmp_path / "bad.toml"
     suite.write_text('models = ["mlp*"]\nopsets = [17, 18\n')
-    line = _fails(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
+    line = one_line_error(capsys, "run", "--suite", str(suite), "--out", str(tmp_path / "r"))
     assert str(suite) in line and "line 2" in line
+
+
+@pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        # both used to end in a traceback
+        (
+            "latin1.toml",
+            "latin1.toml is not UTF-8 text (byte 0xe9 on line 1); TOML files are UTF-8",
+        ),
+        ("protocol_number.toml", "protocol_number.toml: 'protocol' must be a table"),
+    ],
+)
+def test_a_suite_file_of_the_wrong_encoding_or_shape_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, suite: str, message: str
+) -> None:
+    path = FIXTURES / "bad_suites" / suite
+    line = one_line_error(capsys, "run", "--suite", str(path), "--out", str(tmp_path / "r"))
+    assert message in line and str(path) in line
+    assert not (tmp_path / "r").exists()
 
 
 def test_out_holding_another_run_is_refused(
@@ -72,7 +102,7 @@ def test_out_holding_another_run_is_refused(
     out = tmp_path / "taken"
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "someone-else"}))
-    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(out))
     assert "already holds another run" in line and "--resume" in line
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
 
@@ -108,6 +138,30 @@ def test_broken_zoo_file_is_reported_and_others_still_load(
     )
 
 
+def test_a_zoo_file_that_exits_or_names_a_model_badly_is_a_reported_problem(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sys.exit(3) at import used to end the harness with exit 3 and no word; a name with a
+    trailing newline passed the name check."""
+    zoo = FIXTURES / "hostile"
+    assert main(["list", "--json", "--zoo", str(zoo)]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    names = {m["name"] for m in listing["models"]}
+    assert "hostile_neighbour" in names and not [n for n in names if "\n" in n]
+    assert {Path(p["source"]).name: p["error"] for p in listing["problems"]} == {
+        "exits.py": "SystemExit: the file calls sys.exit(3) when imported",
+        "name_newline.py": "ValueError: model name 'newline_model\\n' must match [a-z0-9_.-]+",
+    }
+
+
+def test_a_zoo_whose_only_file_exits_is_nothing_to_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    zoo = FIXTURES / "hostile" / "exits.py"
+    line = one_line_error(capsys, "run", "--zoo", str(zoo), "--out", str(tmp_path / "r"))
+    assert "1 file(s) failed to import" in line and "calls sys.exit(3)" in line
+
+
 def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -118,7 +172,7 @@ def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     (zoo / "a.py").write_text("raise RuntimeError('broken on purpose')\n")
     (zoo / "b.py").write_text("import no_such_module_here\n")
     out = tmp_path / "run"
-    line = _fails(capsys, "run", "--zoo", str(zoo), "--out", str(out))
+    line = one_line_error(capsys, "run", "--zoo", str(zoo), "--out", str(out))
     assert line.startswith(f"error: nothing to run: no model loaded from --zoo {zoo}; 2 file(s)")
     assert "RuntimeError: broken on purpose" in line
     assert not out.exists()
@@ -145,7 +199,7 @@ def test_run_without_an_importable_onnxruntime_exits_2_naming_the_extra(
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     monkeypatch.setattr(environment, "_installed", lambda name: name in installed)
     out = tmp_path / "run"
-    line = _fails(capsys, "run", "--suite", "smoke", "--out", str(out))
+    line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(out))
     assert message in line and '".[cpu]"' in line and '".[gpu]"' in line
     assert not out.exists()
 
@@ -159,3 +213,23 @@ def test_both_onnxruntime_builds_installed_are_named(monkeypatch: pytest.MonkeyP
     clash = environment.onnxruntime_clash() or ""
     assert "both onnxruntime and onnxruntime-gpu are installed" in clash
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in clash
+
+
+@pytest.mark.parametrize("flag", ["--out", "--keep-graphs"])
+def test_a_read_only_place_for_the_run_or_its_graphs_is_exit_2_before_ray_starts(
+    tmp_path: Path, flag: str
+) -> None:
+    """--out used to start Ray and die in an OSError traceback; --keep-graphs kept nothing."""
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    target = read_only / ("graphs" if flag == "--keep-graphs" else "run")
+    out = target if flag == "--out" else tmp_path / "run"
+    args = ["run", "--suite", "smoke", "--out", str(out)]
+    if flag == "--keep-graphs":
+        args += ["--keep-graphs", str(target)]
+    result = run_cli_read_only(read_only, *args)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        f"error: {flag} {target}: {read_only} is not writable (to make {target})"
+    ]
+    assert not out.exists() and list(read_only.iterdir()) == []

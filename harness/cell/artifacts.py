@@ -17,12 +17,18 @@ def artifacts_dir(task: CellTask) -> Path:
 
 
 def keep_onnx(task: CellTask, path: Path, m: Measurements) -> None:
-    if not task.keep_onnx:
+    """With --keep-onnx, copy the exported model (and its external data, as saved) into the
+    cell's artifacts and name it there; a copy the disk refuses is left out, never the
+    cell's own outcome."""
+    if not task.keep_onnx or not path.is_file():
         return
     target = artifacts_dir(task)
-    target.mkdir(parents=True, exist_ok=True)
-    for f in path.parent.iterdir():
-        shutil.copy2(f, target / f.name)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for f in path.parent.iterdir():
+            shutil.copy2(f, target / f.name)
+    except OSError:
+        return
     m.artifacts["onnx"] = str((target / path.name).relative_to(task.run_dir))
 
 

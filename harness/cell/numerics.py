@@ -7,10 +7,14 @@ plus atol: eager's noise floor, where it is. One large eager error on a big elem
 longer lets a large ONNX error pass on a tiny one. Non-finite values must sit where
 eager's are, with the same sign (NaN for NaN, +inf for +inf). Integer and bool outputs
 must be equal; `mismatches` counts the elements that fail, for every kind of output.
+An output whose dtype differs from eager's fails whatever its values (an int32 where eager
+gives int64 is not what the user's model returns), with the dtypes in its note. Where no
+element could be compared (an empty output, or NaN throughout), the error sizes are None.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,8 +40,20 @@ def compare_outputs(
     for i, (got, want) in enumerate(zip(actual, reference, strict=True)):
         want64 = reference64[i] if reference64 is not None else None
         name = names[i] if i < len(names) else f"output_{i}"
-        checks.append(check_output(name, np.asarray(got), np.asarray(want), want64, rtol, atol))
+        got, want = np.asarray(got), np.asarray(want)
+        checks.append(_same_dtype(check_output(name, got, want, want64, rtol, atol), got, want))
     return checks
+
+
+def _same_dtype(check: OutputCheck, got: np.ndarray, want: np.ndarray) -> OutputCheck:
+    """A final output must have eager's dtype too (intermediate values, compared by the
+    first-divergence search, are judged on their values alone)."""
+    if got.dtype == want.dtype:
+        return check
+    note = f"dtype {got.dtype} where eager gives {want.dtype}"
+    return dataclasses.replace(
+        check, ok=False, note=f"{note}; {check.note}" if check.note else note
+    )
 
 
 def check_output(
@@ -118,12 +134,14 @@ def _within_eager_noise(
 
 def _error_sizes(
     diff: np.ndarray, want: np.ndarray, finite: np.ndarray, atol: float
-) -> tuple[float, float, float]:
+) -> tuple[float | None, float | None, float | None]:
+    """max_abs, max_rel, rmse over the elements finite on both sides; None where there
+    are none (an empty output, NaN throughout): nothing was compared, which is not 0."""
     if not finite.any():
-        return 0.0, 0.0, 0.0
+        return None, None, None
     scale = np.abs(want)
     rel = finite & (scale > atol)
-    max_rel = float((diff[rel] / scale[rel]).max()) if rel.any() else 0.0
+    max_rel = float((diff[rel] / scale[rel]).max()) if rel.any() else None
     return float(diff[finite].max()), max_rel, float(np.sqrt(np.mean(diff[finite] ** 2)))
 
 

@@ -38,9 +38,19 @@ def build(spec: ModelSpec, device: str) -> tuple[torch.nn.Module, Inputs]:
     return model, inputs
 
 
+class NoOutputs(Exception):
+    """The model's forward returns no tensor: there is nothing to export a graph output
+    for, and nothing to compare (it is the model's doing, not ONNX Runtime's)."""
+
+
 def reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
     with stage("reference"), torch.no_grad():
-        outputs = [t.detach().cpu().numpy() for t in flatten_outputs(inputs.call(model))]
+        returned = inputs.call(model)
+        outputs = [t.detach().cpu().numpy() for t in flatten_outputs(returned)]
+        if not outputs:
+            raise NoOutputs(
+                f"the model returns no tensor ({type(returned).__name__}): nothing to compare"
+            )
     return Reference(inputs, outputs, reference64(model, inputs))
 
 

@@ -6,12 +6,16 @@ its status, stage and error from its worst sample. A cell is ok when every sampl
 could run matches.
 
 A sample is skipped, with the reason, where eager gives no tensor, where two eager calls
-on the same inputs differ (a random op: nothing to compare with), or where eager itself
-fails on it. Latency is not timed: these cells measure coverage, not speed.
+on the same inputs differ (a random op: nothing to compare with), where eager on the
+sample's own inputs and on copies of them differ (the op reads what a view leaves out:
+storage beyond it, strides, aliasing; a graph input carries only values), or where eager
+itself fails on it. Each compared sample records the tolerance that judged it and where it
+comes from. Latency is not timed: these cells measure coverage, not speed.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import tempfile
@@ -40,6 +44,10 @@ from harness.zoo import ModelSpec, Sample, SampleSet
 
 SEED = 0
 MAX_LISTED = 20  # failing and skipped samples listed one by one in the record
+VIEW_DEPENDENT = (
+    "eager on the sample's own inputs and on copies of them differ: the op reads what the"
+    " inputs' views leave out (storage, strides, aliasing), which a graph input cannot carry"
+)
 
 
 class NumericsMismatch(Exception):
@@ -60,6 +68,16 @@ class Outcome:
     error: BaseException | None = None
     reason: str | None = None  # why it was skipped
     measured: Measurements = field(default_factory=Measurements)
+
+    @property
+    def tolerance(self) -> dict[str, Any] | None:
+        """The tolerance that judged the sample's outputs (where they were compared), and
+        where it comes from: the OpInfo's own, or the harness's default."""
+        if self.measured.numerics is None:
+            return None
+        rtol, atol = self.sample.tolerance or DEFAULT_TOLERANCE
+        source = self.sample.tolerance_source or "the harness's default"
+        return {"rtol": rtol, "atol": atol, "source": source}
 
     @property
     def ran(self) -> bool:
@@ -152,6 +170,8 @@ def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
         note = c.note or ""
         if note.startswith("shape"):
             kinds.append("shape differs")
+        elif note.startswith("dtype"):
+            kinds.append("dtype differs")
         elif note.startswith("ONNX model has"):
             kinds.append("number of outputs differs")
         elif "NaN/inf" in note:
@@ -187,6 +207,8 @@ def _reference(
         raise SkipSample("returns bfloat16, which ONNX Runtime's Python API cannot return")
     if not _same(first, second):
         raise SkipSample("random: two eager calls with the same inputs differ")
+    if sample.compare_values and not _same(first, _eager(model, inputs, SEED, copied=_as_given)):
+        raise SkipSample(VIEW_DEPENDENT)
     outputs = [_as_numpy(t) for t in first]
     return outputs, _reference64(model, inputs) if sample.compare_values else None
 
@@ -204,10 +226,14 @@ class _SeededOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _eager(model: torch.nn.Module, inputs: Inputs, seed: int) -> list[torch.Tensor]:
+def _eager(
+    model: torch.nn.Module, inputs: Inputs, seed: int, *, copied: Any = None
+) -> list[torch.Tensor]:
+    """Eager's outputs on copies of the inputs: by default fresh tensors of their values
+    (what the ONNX graph's inputs are), or `copied(inputs)`."""
     torch.manual_seed(seed)
     with torch.no_grad():
-        outputs = flatten_outputs(_cloned(inputs).call(model))
+        outputs = flatten_outputs((copied or _cloned)(inputs).call(model))
     # Sparse OpInfos' outputs are compared as the dense values an ONNX graph gives.
     return [(t.to_dense() if t.layout != torch.strided else t).detach().clone() for t in outputs]
 
@@ -239,6 +265,12 @@ def _reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | N
 def _cloned(inputs: Inputs) -> Inputs:
     """A copy per use: an op that writes into its inputs must not change the next use's."""
     return inputs.map_tensors(lambda t: t.clone())
+
+
+def _as_given(inputs: Inputs) -> Inputs:
+    """A copy that keeps what views are: each storage whole, offsets, strides, and tensors
+    that share a storage sharing the copy of it (torch's deepcopy of tensors)."""
+    return copy.deepcopy(inputs)
 
 
 # dtypes numpy has no type for: eager's compared in the nearest one it has.
@@ -357,10 +389,25 @@ def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> dict[str, Any]:
         "wrong": sum(1 for o in failing if o.status.wrong_numbers),
         "failed": sum(1 for o in failing if not o.status.wrong_numbers),
         "skipped": len(skipped),
+        "view_dependent": sum(1 for o in skipped if o.reason == VIEW_DEPENDENT),
         "indices": [o.sample.index for o in outcomes],
         "failures": [_failure(o) for o in failing[:MAX_LISTED]],
         "skips": [{"index": o.sample.index, "reason": o.reason} for o in skipped[:MAX_LISTED]],
+        "tolerances": tolerances(outcomes),
     }
+
+
+def tolerances(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    """Which tolerance judged each compared sample, passing or failing: one entry per
+    tolerance and source, with the indices of the samples it judged."""
+    judged: dict[tuple[float, float, str], list[int]] = {}
+    for o in outcomes:
+        if (tol := o.tolerance) is not None:
+            judged.setdefault((tol["rtol"], tol["atol"], tol["source"]), []).append(o.sample.index)
+    return [
+        {"rtol": rtol, "atol": atol, "source": source, "samples": indices}
+        for (rtol, atol, source), indices in judged.items()
+    ]
 
 
 def _after_export(where: Stage | None) -> bool:
@@ -379,6 +426,7 @@ def _failure(o: Outcome) -> dict[str, Any]:
         "error_signature": signature,
         "unsupported_ops": o.measured.unsupported_ops or None,
         "inputs": o.sample.description or None,
+        "tolerance": o.tolerance,
     }
 
 

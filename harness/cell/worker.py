@@ -104,15 +104,18 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
-        exported = _export(task, request, m, spec.max_export_memory_ratio)
-        check(request.path, m)
-        runner = OrtRunner(request.path, task.threads, device)
-        m.ort_session_s = runner.session_s
-        _verify(runner, ref, spec, m, lambda: _first_divergence(task, request, exported, spec))
-        if task.cell.dynamic:
-            _verify_second_shape(runner, model, inputs, spec, m)
-        _latency(runner, model, inputs, task.protocol or Protocol(), m)
-        keep_onnx(task, request.path, m)
+        try:
+            exported = _export(task, request, m, spec.max_export_memory_ratio)
+            check(request.path, m)
+            runner = OrtRunner(request.path, task.threads, device)
+            m.ort_session_s = runner.session_s
+            _verify(runner, ref, spec, m, lambda: _first_divergence(task, request, exported, spec))
+            if task.cell.dynamic:
+                _verify_second_shape(runner, model, inputs, spec, m)
+            _latency(runner, model, inputs, task.protocol or Protocol(), m)
+        finally:  # a model that exported and then failed is the one a user keeps to debug
+            if m.export_s is not None:
+                keep_onnx(task, request.path, m)
         keep_graph(task, request.path, runner.feeds(inputs), m)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

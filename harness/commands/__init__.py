@@ -2,5 +2,31 @@
 and `main(args) -> int`. The modules import nothing heavy at import time (no torch, no
 ray, no matplotlib) so that `harness --help` and user errors answer at once."""
 
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
 # The verbs, in the order `harness --help` lists them.
 VERBS = ("run", "list", "compare", "history", "report", "coverage")
+
+
+def number(*, low: float = 0.0, high: float = float("inf"), open_low: bool = False) -> Any:
+    """An argparse type: a finite number within [low, high] ((low, high] with `open_low`).
+    NaN compares false with everything, so an unchecked `nan` floor or threshold would
+    silently never judge anything."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        too_low = value <= low if open_low else value < low
+        if not math.isfinite(value) or too_low or value > high:
+            bound = f"{'above' if open_low else 'at least'} {low:g}"
+            bound += f" and at most {high:g}" if math.isfinite(high) else ""
+            raise argparse.ArgumentTypeError(f"takes a finite number {bound}, not {text!r}")
+        return value
+
+    return parse

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
+from harness.commands import number
 from harness.compare import (
     CompareError,
     Comparison,
@@ -181,15 +182,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="auto|HOST:PORT",
         help="re-measure on an existing Ray cluster (default: a local instance)",
     )
-    p.add_argument("--latency-floor", type=float, default=_T.latency_floor, metavar="FRACTION")
+    floor = number()
+    p.add_argument("--latency-floor", type=floor, default=_T.latency_floor, metavar="FRACTION")
     p.add_argument(
-        "--export-time-floor", type=float, default=_T.export_time_floor, metavar="FRACTION"
+        "--export-time-floor", type=floor, default=_T.export_time_floor, metavar="FRACTION"
     )
-    p.add_argument("--memory-floor", type=float, default=_T.memory_floor, metavar="FRACTION")
-    p.add_argument("--memory-floor-mb", type=float, default=_T.memory_abs_mb, metavar="MIB")
-    p.add_argument("--alpha", type=float, default=_T.alpha, help="rank test significance level")
+    p.add_argument("--memory-floor", type=floor, default=_T.memory_floor, metavar="FRACTION")
+    p.add_argument("--memory-floor-mb", type=floor, default=_T.memory_abs_mb, metavar="MIB")
     p.add_argument(
-        "--noise-k", type=float, default=_T.noise_k, help="history threshold in robust sigmas"
+        "--alpha",
+        type=number(high=1.0, open_low=True),
+        default=_T.alpha,
+        help="rank test significance level",
+    )
+    p.add_argument(
+        "--noise-k",
+        type=number(open_low=True),
+        default=_T.noise_k,
+        help="history threshold in robust sigmas",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.commands import number
 from harness.errors import UsageError
 
 HELP = "rebuild a run's report (report.md, report.html, plots/) or draw the history trends"
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=number(open_low=True),
         default=0.10,
         metavar="FRACTION",
         help="band around the baseline/recent median that counts as noise (default: %(default)s)",
@@ -57,8 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.threshold <= 0:
-        raise UsageError(f"--threshold {args.threshold}: must be a positive fraction, e.g. 0.1")
     if args.history:
         if args.run_dir is not None or args.baseline is not None:
             raise UsageError("report --history takes no RUN_DIR and no --baseline")

@@ -4,6 +4,7 @@ its report. The verb's core is `execute(plan)`: plan -> dispatch -> store, then 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import sys
@@ -18,7 +19,8 @@ from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.scheduling import ClusterInfo
-from harness.store import rundir
+from harness.store import lock, rundir
+from harness.store.files import WriteFailed
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, CellTask, Record
@@ -41,13 +43,17 @@ examples:
 
 
 def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+    """'a,b' -> ('a', 'b'); a list of nothing (',' or '') is refused, never read as 'all'."""
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"takes a comma-separated list, not {value!r}")
+    return names
 
 
 def _opsets(value: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in _csv(value))
-    except ValueError:
+    except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(
             f"--opsets takes integers like 17,18,20, not {value!r}"
         ) from None
@@ -103,14 +109,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=float,
-        default=600.0,
         metavar="SECONDS",
         help="per-cell limit, from when the cell's process starts; that process is killed and the cell recorded as timeout (default 600)",
     )
     p.add_argument(
         "--threads",
         type=int,
-        default=1,
         metavar="N",
         help="CPU cores per cell, reserved in Ray and used by ORT and torch (default 1)",
     )
@@ -154,35 +158,71 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields the command line names (a flag left out names none)."""
+    given = {
+        "suite": args.suite,
+        "models": args.models,
+        "exporters": args.exporters,
+        "opsets": args.opsets,
+        "devices": args.devices,
+        "dynamic": args.dynamic,
+        "zoo": tuple(args.zoo),
+        "out": args.out,
+        "timeout_s": args.timeout,
+        "threads": args.threads,
+        "keep_onnx": args.keep_onnx or None,
+        "keep_graphs": args.keep_graphs,
+        "address": args.address,
+        "max_memory_gb": args.max_memory_gb,
+        "variants": tuple(args.variant),
+    }
+    return {name: value for name, value in given.items() if value not in (None, ())}
+
+
 def options_from_args(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(
-        suite=args.suite,
-        models=args.models,
-        exporters=args.exporters,
-        opsets=args.opsets,
-        devices=args.devices,
-        dynamic=args.dynamic,
-        zoo=tuple(args.zoo),
-        out=args.out,
-        timeout_s=args.timeout,
-        threads=args.threads,
-        keep_onnx=args.keep_onnx,
-        keep_graphs=args.keep_graphs,
-        address=args.address,
-        max_memory_gb=args.max_memory_gb,
-        variants=tuple(args.variant),
-    )
+    return RunOptions(**given_options(args))
 
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
-    if args.resume:
-        plan = resume_plan(Path(args.resume), address=args.address)
-    else:
-        plan = make_plan(options_from_args(args))
+    run_dir = Path(args.resume) if args.resume else None
+    try:
+        if run_dir is not None:
+            _resume(run_dir, args)
+        else:
+            plan = make_plan(options_from_args(args))  # checked before anything is written
+            run_dir = plan.run_dir
+            with lock.holding(run_dir, create=True):
+                _execute_and_finish(plan, args)
+    except WriteFailed as exc:  # a full disk: one line, and how to go on
+        raise UsageError(_after_write_failure(exc, run_dir)) from None
+    except rundir.RunDirError as exc:  # in use by another run, a symlink, not writable
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def _after_write_failure(exc: WriteFailed, run_dir: Path | None) -> str:
+    if run_dir is None or not rundir.manifest_path(run_dir).is_file():
+        return str(exc)
+    return (
+        f"{exc}; the records written before it are kept: make room, then"
+        f" `harness run --resume {run_dir}` runs the cells without one"
+    )
+
+
+def _resume(run_dir: Path, args: argparse.Namespace) -> None:
+    """Finish an interrupted run, holding its directory's lock from before its torn last
+    line is cut: two `--resume` of one run must not both run its pending cells."""
+    if not run_dir.is_dir():
+        raise UsageError(f"--resume {run_dir}: no such run directory")
+    with lock.holding(run_dir):
+        _execute_and_finish(resume_plan(run_dir, given=given_options(args)), args)
+
+
+def _execute_and_finish(plan: RunPlan, args: argparse.Namespace) -> None:
     run_dir = execute(plan, ["harness", *sys.argv[1:]])
     _finish(run_dir, write_report=not args.no_report)
-    return 0
 
 
 def _check_onnxruntime() -> None:
@@ -244,7 +284,14 @@ def _clock(seconds: float) -> str:
 
 
 def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:
-    """Run every pending cell of the plan; returns the run directory."""
+    """Run every pending cell of the plan; returns the run directory. Ray's driver prints
+    what its raylets report ("(raylet) A worker died ...") to sys.stdout from a thread of
+    its own, and stdout is the summary table's: while Ray runs, stdout is stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _execute(plan, argv, stream)
+
+
+def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
     from harness import dispatch  # ray is imported only when a run really starts
 
     _announce(plan, stream)

@@ -49,7 +49,7 @@ _UNINITIALISED = re.compile(
     r"^aten\.(empty|empty_like|empty_strided|new_empty|new_empty_strided)\."
 )
 _SHAPE_QUERIES = re.compile(r"^aten\.sym_(size|numel|stride|storage_offset)\.")
-_NAME_CHARS = re.compile(r"^[a-z0-9_.\-]+$")
+_NAME_CHARS = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a newline
 
 
 class NotIsolable(Exception):
@@ -163,7 +163,7 @@ def skip_reason(target: Any) -> str | None:
         return "returns nothing"
     if not all(_is_tensor_type(r.type) for r in schema.returns):
         return "returns a non-tensor value (a Python scalar or a size)"
-    if not _NAME_CHARS.match(name.lower()):
+    if not _NAME_CHARS.fullmatch(name.lower()):
         return "its name does not fit a zoo model name"
     return None
 

@@ -33,8 +33,27 @@ DEFAULT_TOLERANCES = {
 }
 # OpInfos whose outputs are uninitialised memory: only shapes and dtypes are compared.
 UNINITIALISED = re.compile(r"^(empty|empty_like|empty_strided|empty_permuted|new_empty.*)$")
-# Tolerance overrides that are about gradients, not the forward values compared here.
-_GRADIENT_TESTS = re.compile(r"grad|backward|vjp|jvp|forward_ad|fwgrad")
+# The test classes of torch's OpInfo suite that compare an op's forward values with a
+# reference implementation (numpy, a Python reference): the toleranceOverride of their
+# reference tests (`test_numpy_refs`, `test_reference_numerics_*`, `test_ref_*`, ...), or
+# of the whole class, is the op's own tolerance against another implementation, as here.
+# Other classes judge something else with other bounds (TestDecomp a decomposition at
+# 5e-3, TestInductorOpInfo compiled code, TestConsistency MPS, TestJit, functorch), and
+# the classes' self-consistency tests (test_noncontiguous_samples, test_out) compare the
+# op with itself, tighter than against another implementation.
+FORWARD_VALUE_TESTS = frozenset(
+    {
+        "TestCommon",
+        "TestUnaryUfuncs",
+        "TestBinaryUfuncs",
+        "TestBinaryUfuncsDevice",
+        "TestReductions",
+        "TestMasked",
+    }
+)
+_REFERENCE_TEST = re.compile(r"ref")
+# Reference tests about gradients or another device than the CPU compared here.
+_NOT_HERE = re.compile(r"grad|backward|vjp|jvp|forward_ad|fwgrad|mps|cuda|xpu")
 
 
 class _Slot:
@@ -80,11 +99,12 @@ def sample_set(
     reseed()
     samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
     chosen = spread(len(samples), max_samples)
-    tolerance = tolerance_of(op, dtype)
+    tolerance, source = tolerance_of(op, dtype)
     compare_values = not UNINITIALISED.match(name)
     return SampleSet(
         tuple(
-            to_sample(op, i, samples[i], tolerance, compare_values=compare_values) for i in chosen
+            to_sample(op, i, samples[i], tolerance, source, compare_values=compare_values)
+            for i in chosen
         ),
         total=len(samples),
     )
@@ -107,27 +127,54 @@ def spread(total: int, cap: int) -> list[int]:
     return sorted({round(k * (total - 1) / (cap - 1)) for k in range(cap)})
 
 
-def tolerance_of(op: Any, dtype: torch.dtype) -> tuple[float, float] | None:
-    """The OpInfo's own (rtol, atol) for forward values at `dtype` on CPU: the loosest of
-    its `toleranceOverride` decorators that apply (gradient tests aside); else the default."""
+def tolerance_of(op: Any, dtype: torch.dtype) -> tuple[tuple[float, float] | None, str]:
+    """The OpInfo's own (rtol, atol) for forward values at `dtype` on CPU, and where it comes
+    from: the loosest `toleranceOverride` of the forward-value test classes that applies
+    (one for every test class counts too), its rtol and atol together; else the harness's default for the dtype (None for
+    integer and bool dtypes: float outputs are then compared at the float32 default)."""
     from torch.testing._internal.common_device_type import toleranceOverride
     from torch.testing._internal.opinfo.core import DecorateInfo
 
-    found: list[tuple[float, float]] = []
+    found: list[tuple[float, float, str]] = []
     for info in op.decorators or ():
-        if not isinstance(info, DecorateInfo) or info.device_type not in (None, "cpu"):
-            continue
-        if info.dtypes is not None and dtype not in info.dtypes:
-            continue
-        if _GRADIENT_TESTS.search(info.test_name or "") or not _active(info):
+        if not isinstance(info, DecorateInfo) or not _judges_forward_values(info, dtype):
             continue
         for decorator in info.decorators:
             if isinstance(decorator, toleranceOverride) and dtype in decorator.d:
                 tol = decorator.d[dtype]
-                found.append((float(tol.rtol), float(tol.atol)))
+                found.append((float(tol.rtol), float(tol.atol), _test_of(info)))
     if found:
-        return max(r for r, _ in found), max(a for _, a in found)
-    return DEFAULT_TOLERANCES.get(dtype)
+        rtol, atol, where = max(found)  # the loosest, as a whole: one test's bound
+        return (rtol, atol), f"toleranceOverride of {op_label(op)} for {where}"
+    default = DEFAULT_TOLERANCES.get(dtype)
+    return default, f"the harness's default for {str(dtype).removeprefix('torch.')}"
+
+
+def _judges_forward_values(info: Any, dtype: torch.dtype) -> bool:
+    """A DecorateInfo that applies to a forward-value test on CPU at `dtype`."""
+    if info.device_type not in (None, "cpu") or (
+        info.dtypes is not None and dtype not in info.dtypes
+    ):
+        return False
+    if info.cls_name is not None and info.cls_name not in FORWARD_VALUE_TESTS:
+        return False
+    test = info.test_name
+    if test is not None and (not _REFERENCE_TEST.search(test) or _NOT_HERE.search(test)):
+        return False
+    return _active(info)
+
+
+def _test_of(info: Any) -> str:
+    """'TestUnaryUfuncs.test_reference_numerics_normal', 'TestCommon (every test)'."""
+    if info.cls_name is None:
+        return "every test"
+    return (
+        f"{info.cls_name}.{info.test_name}" if info.test_name else f"{info.cls_name} (every test)"
+    )
+
+
+def op_label(op: Any) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
 def _active(info: Any) -> bool:
@@ -136,7 +183,13 @@ def _active(info: Any) -> bool:
 
 
 def to_sample(
-    op: Any, index: int, sample: Any, tolerance: tuple[float, float] | None, *, compare_values: bool
+    op: Any,
+    index: int,
+    sample: Any,
+    tolerance: tuple[float, float] | None,
+    tolerance_source: str | None = None,
+    *,
+    compare_values: bool,
 ) -> Sample:
     leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
     tensors = tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor))
@@ -147,6 +200,7 @@ def to_sample(
         build=functools.partial(sample_module, op.op, spec, constants, label),
         inputs=tensors,
         tolerance=tolerance,
+        tolerance_source=tolerance_source,
         compare_values=compare_values,
         description=describe(sample),
     )

@@ -21,6 +21,7 @@ from harness.coverage.matrix import (
     build_coverage,
     usage_for,
 )
+from harness.store.markdown import md_code, md_text
 from harness.store.records import Record
 
 
@@ -28,13 +29,10 @@ def _percent(share: float | None) -> str:
     return "—" if share is None else f"{100 * share:.0f}%"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    """Headers as text; the rows' cells are markdown already (values escaped where made)."""
+    lines = ["| " + " | ".join(md_text(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
@@ -51,7 +49,7 @@ def _summary_table(cov: Coverage) -> list[str]:
     )
     rows = [
         (
-            s.column.label,
+            md_text(s.column.label),
             str(s.ops),
             *(str(s.counts[k]) for k in STATES),
             _percent(s.covered_share),
@@ -86,7 +84,7 @@ def _matrix_table(cov: Coverage, rows: Sequence[OpRow]) -> list[str]:
     headers = ("op", "models", *(c.label for c in cov.columns))
     body = [
         (
-            f"`{row.op}`",
+            md_code(row.op),
             "—" if row.usage is None else str(len(row.usage)),
             *(state_text(st) if (st := row.states.get(c)) else "—" for c in cov.columns),
         )
@@ -105,9 +103,10 @@ def _failure_lines(rows: Sequence[OpRow], columns: Sequence[Column]) -> list[str
             if s is not None and s.state != OK:
                 by_signature.setdefault((s.state, s.signature or ""), []).append(c.label)
         for (state, signature), labels in by_signature.items():
-            used = f"; used by {_few(row.usage)}" if row.usage else ""
-            detail = f": `{signature}`" if signature else ""
-            lines.append(f"- `{row.op}` {STATE_TEXT[state]} with {', '.join(labels)}{detail}{used}")
+            used = f"; used by {md_text(_few(row.usage))}" if row.usage else ""
+            detail = f": {md_code(signature)}" if signature else ""
+            where = md_text(", ".join(labels))
+            lines.append(f"- {md_code(row.op)} {STATE_TEXT[state]} with {where}{detail}{used}")
     return lines
 
 
@@ -147,7 +146,8 @@ def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
         lines += ["Why:", "", *failures, ""]
     if cov.not_isolated:
         lines += [f"Not isolated as one-op models ({len(cov.not_isolated)}):", ""]
-        lines += [f"- `{e['op']}`: {e.get('reason')}" for e in cov.not_isolated] + [""]
+        lines += [f"- {md_code(e['op'])}: {md_text(e.get('reason'))}" for e in cov.not_isolated]
+        lines += [""]
     return "\n".join(lines)
 
 

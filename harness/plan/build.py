@@ -5,12 +5,16 @@ which directory. Pure apart from reading suite and zoo files; every problem is a
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import re
 import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from harness.errors import UsageError
 from harness.plan.discovery import Zoo, discover
@@ -24,6 +28,7 @@ from harness.plan.suites import (
     validate_exporters,
     validate_opsets,
 )
+from harness.store.lock import LOCK
 from harness.store.records import Cell
 from harness.zoo import ModelSpec
 
@@ -86,12 +91,11 @@ def new_run_id() -> str:
 
 
 def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = False) -> RunPlan:
-    if options.threads < 1:
-        raise UsageError("--threads must be at least 1")
-    if options.timeout_s <= 0:
-        raise UsageError("--timeout must be positive")
-    if options.max_memory_gb is not None and options.max_memory_gb <= 0:
-        raise UsageError("--max-memory-gb must be positive")
+    _check_numbers(options)
+    if options.keep_graphs not in (None, "run") and (
+        problem := unwritable(Path(options.keep_graphs))
+    ):
+        raise UsageError(f"--keep-graphs {options.keep_graphs}: {problem}")
     zoo = discover([Path(p) for p in options.zoo])
     suite = load_suite(options.suite) if options.suite else None
     specs = _models(options, zoo, suite)
@@ -133,6 +137,31 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     )
 
 
+def _check_numbers(options: RunOptions) -> None:
+    """A NaN compares false with everything: `--timeout nan` would never fire."""
+    if options.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    if not (math.isfinite(options.timeout_s) and options.timeout_s > 0):
+        raise UsageError(f"--timeout must be a positive number of seconds, not {options.timeout_s}")
+    memory = options.max_memory_gb
+    if memory is not None and not (math.isfinite(memory) and memory > 0):
+        raise UsageError(f"--max-memory-gb must be a positive number, not {memory}")
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be written to, or made where it is missing; None where it can."""
+    if folder.exists() and not folder.is_dir():
+        return "exists and is not a directory"
+    existing = next(p for p in (folder, *folder.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable" + (
+            "" if existing == folder else f" (to make {folder})"
+        )
+    return None
+
+
 def parse_variants(values: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """`--variant old=onnxscript==0.6.2,onnx==1.19` -> {"old": ("onnxscript==0.6.2", ...)}."""
     variants: dict[str, tuple[str, ...]] = {}
@@ -146,7 +175,25 @@ def parse_variants(values: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
         if not re.fullmatch(r"[a-z0-9_.\-]+", name):
             raise UsageError(f"--variant name {name!r} must match [a-z0-9_.-]+")
         variants[name] = tuple(s.strip() for s in specs.split(",") if s.strip())
+        for spec in variants[name]:
+            if not _pip_installable(spec):
+                raise UsageError(
+                    f"--variant {value!r}: {spec!r} is not something pip installs (a"
+                    " requirement such as onnxscript==0.6.2, a URL, or a wheel or sdist path)"
+                )
     return variants
+
+
+def _pip_installable(spec: str) -> bool:
+    """A PEP 508 requirement, a URL (git+https://...), or a package file's path: what a
+    Ray runtime_env's `pip` list takes. Anything else fails only inside Ray, per cell."""
+    if "://" in spec or spec.endswith((".whl", ".tar.gz", ".zip")):
+        return True
+    try:
+        Requirement(spec)
+    except InvalidRequirement:
+        return False
+    return True
 
 
 def _models(options: RunOptions, zoo: Zoo, suite: Any) -> list[ModelSpec]:
@@ -179,11 +226,11 @@ def _opsets_for(
 
 def _check_out_dir(run_dir: Path, run_id: str) -> None:
     """Refuse to mix two runs in one directory: `--resume` finishes an existing one."""
+    if problem := unwritable(run_dir):
+        raise UsageError(f"--out {run_dir}: {problem}")
     if not run_dir.exists():
         return
-    if not run_dir.is_dir():
-        raise UsageError(f"--out {run_dir} exists and is not a directory")
-    if not any(run_dir.iterdir()):
+    if all(p.name == LOCK for p in run_dir.iterdir()):  # empty, or a run killed at its start
         return
     manifest = run_dir / "manifest.json"
     if manifest.is_file():

@@ -210,16 +210,22 @@ def discover(
             add(load_file(file))
         except UsageError:
             raise
-        except Exception as exc:  # a broken plugin must not stop the other models
-            problems.append(ZooProblem(str(file), f"{type(exc).__name__}: {exc}"))
+        except (Exception, SystemExit) as exc:  # a broken plugin must not stop the others
+            problems.append(ZooProblem(str(file), import_error(exc)))
     if entry_points:
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
                 add(load_entry_point(ep.name))
             except UsageError:
                 raise
-            except Exception as exc:
-                problems.append(
-                    ZooProblem(f"entry-point:{ep.name}", f"{type(exc).__name__}: {exc}")
-                )
+            except (Exception, SystemExit) as exc:
+                problems.append(ZooProblem(f"entry-point:{ep.name}", import_error(exc)))
     return Zoo(models=dict(sorted(models.items())), problems=tuple(problems))
+
+
+def import_error(exc: BaseException) -> str:
+    """'RuntimeError: ...'; a zoo file that calls sys.exit at import (which used to end
+    the whole harness with its exit code and no word) says so."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the file calls sys.exit({exc.code!r}) when imported"
+    return f"{type(exc).__name__}: {exc}"

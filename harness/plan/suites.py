@@ -79,18 +79,28 @@ def suite_path(name_or_path: str) -> Path:
 
 def load_suite(name_or_path: str) -> Suite:
     path = suite_path(name_or_path)
+    text = _text(path)
     try:
-        table = tomllib.loads(path.read_text())
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         where = str(exc).replace(
-            "(at end of document)", f"(at the end of the file, line {_line_count(path)})"
+            "(at end of document)", f"(at the end of the file, line {len(text.splitlines())})"
         )
         raise UsageError(f"suite file {path} is not valid TOML: {where}") from None
     return parse_suite(table, name=path.stem, source=str(path))
 
 
-def _line_count(path: Path) -> int:
-    return len(path.read_text().splitlines())
+def _text(path: Path) -> str:
+    """The suite file's text; TOML is UTF-8, and a file that is not says where."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(
+            f"suite file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line});"
+            " TOML files are UTF-8"
+        ) from None
 
 
 _SUITE_KEYS = {"description", "models", "exporters", "opsets", "devices", "dynamic", "protocol"}
@@ -114,7 +124,12 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     description = table.get("description", "")
     if not isinstance(description, str):
         raise UsageError(f"{source}: 'description' must be a string")
-    protocol = Protocol.from_table(table.get("protocol", {}), source)
+    protocol_table = table.get("protocol", {})
+    if not isinstance(protocol_table, dict):
+        raise UsageError(
+            f"{source}: 'protocol' must be a table ([protocol] with key = value lines)"
+        )
+    protocol = Protocol.from_table(protocol_table, source)
     return Suite(name, source, models, exporters, opsets, devices, dynamic, description, protocol)
 
 

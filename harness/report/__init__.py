@@ -38,6 +38,7 @@ from harness.report.outcomes import (
 )
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
+from harness.store.files import folder_inside, write_inside
 from harness.store.records import Record
 from harness.store.rundir import read_manifest, read_records
 
@@ -60,7 +61,8 @@ def write_reports(run_dir: Path, *, plots: bool = True, baseline: Path | None = 
     """Write report.md, report.html and (with `plots`) plots/*.png into run_dir.
 
     With `baseline` (another run dir), add the per-cell latency comparison against it.
-    Raises `harness.store.rundir.RunDirError` for a missing or unreadable run dir.
+    Raises `harness.store.rundir.RunDirError` for a missing or unreadable run dir, or an
+    output path that is a symlink or leads out of it.
     """
     manifest = read_manifest(run_dir)
     records = unique_cells(read_records(run_dir))
@@ -72,7 +74,7 @@ def write_reports(run_dir: Path, *, plots: bool = True, baseline: Path | None = 
     if plots:
         from harness.report.plots import write_run_plots  # imports matplotlib
 
-        images = write_run_plots(run_dir / PLOTS_DIR, records, baseline=base)
+        images = write_run_plots(folder_inside(run_dir, PLOTS_DIR), records, baseline=base)
     doc = build_report(manifest, records, images=_relative(images, run_dir), baseline=base)
     return [*_write_documents(doc, run_dir, REPORT), *images.values()]
 
@@ -89,7 +91,7 @@ def write_trend_report(
     if plots and runs:
         from harness.report.plots import write_trend_plots  # imports matplotlib
 
-        images = write_trend_plots(out_dir / PLOTS_DIR, runs, threshold=threshold)
+        images = write_trend_plots(folder_inside(out_dir, PLOTS_DIR), runs, threshold=threshold)
     doc = build_trend_report(runs, images=_relative(images, out_dir), threshold=threshold)
     return [*_write_documents(doc, out_dir, TRENDS), *images.values()]
 
@@ -130,8 +132,9 @@ def _relative(images: Mapping[str, Path], root: Path) -> dict[str, str]:
 
 
 def _write_documents(doc: Document, out_dir: Path, stem: str) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md, page = out_dir / f"{stem}.md", out_dir / f"{stem}.html"
-    md.write_text(render_markdown(doc), encoding="utf-8")
-    page.write_text(render_html(doc, root=out_dir), encoding="utf-8")
-    return [md, page]
+    """report.md and report.html, each written beside itself and replaced into place: never
+    through a symlink (harness.store.files; UnsafePath, a RunDirError, where one is)."""
+    return [
+        write_inside(out_dir, f"{stem}.md", render_markdown(doc)),
+        write_inside(out_dir, f"{stem}.html", render_html(doc, root=out_dir)),
+    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from harness.store.status import Status
 
@@ -128,15 +128,24 @@ def percent(share: float | None) -> str:
 def safe_link(target: str) -> str | None:
     """`target` where it may be a link: an http(s) URL, or a path relative to the report that
     stays inside its folder. None for anything else (javascript:, data:, file:, absolute
-    paths, '..' out of the folder, control characters), which renders as plain text."""
-    if not target or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in target):
+    paths, '..' out of the folder, control characters), which renders as plain text. The
+    checks see the target percent-decoded (until nothing changes): browsers read
+    `%2e%2e/` as `../`."""
+    decoded = _percent_decoded(target)
+    if not target or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in decoded):
         return None
-    parts = urlsplit(target)
+    parts = urlsplit(decoded)
     if parts.scheme or parts.netloc:
         return target if parts.scheme in ("http", "https") and parts.netloc else None
-    path = target.replace("\\", "/")  # browsers read a backslash as a slash
+    path = decoded.replace("\\", "/")  # browsers read a backslash as a slash
     first = path.split("/", 1)[0]
     if path.startswith("/") or ":" in first:  # absolute, or a scheme urlsplit did not see
         return None
     normal = posixpath.normpath(path)
     return None if normal == ".." or normal.startswith("../") else target
+
+
+def _percent_decoded(text: str) -> str:
+    while (decoded := unquote(text)) != text:
+        text = decoded
+    return text

@@ -43,6 +43,7 @@ from harness.report.trends import (
     VersionChange,
     trend_plot_data,
 )
+from harness.store.files import write_inside
 from harness.store.records import Record
 from harness.store.status import COLOURS
 
@@ -377,9 +378,8 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, facecolor="white")
-    return path
+    png: dict[str, Any] = {"format": "png", "dpi": DPI, "facecolor": "white"}
+    return write_inside(path.parent, path.name, lambda f: fig.savefig(f, **png))  # no symlink
 
 
 def _bar_height(rows: int, series: int) -> float:

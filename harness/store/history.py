@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.store.records import Record, SchemaError
+from harness.store.records import Record
 from harness.store.runs import Run, comparability, read_run
+from harness.store.validate import check_manifest
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = 1
@@ -203,9 +204,10 @@ def _load(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> li
         )
         try:
             records = [Record.from_json(line) for (line,) in lines]
-        except SchemaError as exc:
+            check_manifest(loaded := json.loads(manifest))
+        except ValueError as exc:  # SchemaError, Malformed, JSONDecodeError
             raise HistoryError(f"run {run_id} in the history: {exc}") from None
-        runs.append(HistoryRun(run_id, started, json.loads(manifest), records, run_dir))
+        runs.append(HistoryRun(run_id, started, loaded, records, run_dir))
     return runs
 
 

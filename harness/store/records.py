@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.store.status import Stage, Status
+from harness.store.validate import Malformed, check_record
+from harness.store.validate import SchemaError as SchemaError  # raised by the readers
 
 SCHEMA = 2
 
 DEVICES = ("cpu", "cuda")
-
-
-class SchemaError(ValueError):
-    """A record or manifest that this version of the harness cannot read."""
 
 
 @dataclass(frozen=True, order=True)
@@ -332,12 +330,16 @@ class Record:
         return json.dumps(self.to_dict(), sort_keys=False, allow_nan=False, default=_json_default)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Record:
+    def from_dict(cls, d: Any) -> Record:
+        """The record `d` holds, upgraded to `SCHEMA`; `Malformed` (a SchemaError) names the
+        field of a value this harness never writes (harness.store.validate)."""
+        _check_version(d)
+        check_record(d)
         d = upgrade(dict(d))
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["numerics"] = (
-            None if d.get("numerics") is None else [OutputCheck(**o) for o in d["numerics"]]
+            None if d.get("numerics") is None else [_output_check(o) for o in d["numerics"]]
         )
         values["ort_latency_ms"] = Latency.from_dict(d.get("ort_latency_ms"))
         values["eager_latency_ms"] = Latency.from_dict(d.get("eager_latency_ms"))
@@ -347,6 +349,13 @@ class Record:
     @classmethod
     def from_json(cls, line: str) -> Record:
         return cls.from_dict(json.loads(line))
+
+
+_CHECK_FIELDS = {f.name for f in dataclasses.fields(OutputCheck)}
+
+
+def _output_check(d: dict[str, Any]) -> OutputCheck:
+    return OutputCheck(**{k: v for k, v in d.items() if k in _CHECK_FIELDS})
 
 
 def _cell_fields(cell: Cell, run_id: str) -> dict[str, Any]:
@@ -425,17 +434,23 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def upgrade(d: dict[str, Any]) -> dict[str, Any]:
-    """Bring a record dict written by an older harness up to `SCHEMA`; refuse newer ones."""
+def _check_version(d: Any) -> None:
+    if not isinstance(d, dict):
+        raise Malformed("", f"a record must be a JSON object, not {type(d).__name__}")
     version = d.get("schema")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise SchemaError("record has no integer 'schema' field")
     if version > SCHEMA:
         raise SchemaError(
             f"record schema {version} is newer than this harness understands ({SCHEMA}); "
             "upgrade the harness to read it"
         )
-    if version < 2:
+
+
+def upgrade(d: dict[str, Any]) -> dict[str, Any]:
+    """Bring a record dict written by an older harness up to `SCHEMA`; refuse newer ones."""
+    _check_version(d)
+    if d["schema"] < 2:
         d = _update_to_2(d)
     return d
 

@@ -1,7 +1,7 @@
 """The run directory (contract, DESIGN.md): `manifest.json`, `records.jsonl`, artifacts.
 
 Records are appended and flushed one line at a time as cells finish, so a killed driver
-loses nothing already measured. Readers stream the file, tolerate a torn last line (the
+loses nothing already measured. Nothing is written through a symlink (harness.store.files). Readers stream the file, tolerate a torn last line (the
 driver died mid-write) and refuse schemas newer than this harness.
 """
 
@@ -12,18 +12,16 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from harness.store.records import SCHEMA, Record, SchemaError
+from harness.store.files import RunDirError, WriteFailed, append_inside, write_inside
+from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
+from harness.store.validate import Malformed, check_manifest
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
 ARTIFACTS = "artifacts"
-
-
-class RunDirError(Exception):
-    """A run directory that is missing, unreadable or of an incompatible schema."""
 
 
 @dataclass(frozen=True)
@@ -42,49 +40,58 @@ def records_path(run_dir: Path) -> Path:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write the manifest atomically (temp file + rename): it is rewritten at the run's end."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = manifest_path(run_dir).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, manifest_path(run_dir))
+    write_inside(run_dir, MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest, checked (harness.store.validate); RunDirError names the file and
+    the field of anything this harness would not have written."""
     path = manifest_path(run_dir)
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        manifest = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
         raise RunDirError(f"{path} is unreadable: {exc}") from None
-    version = manifest.get("schema")
+    version = manifest.get("schema") if isinstance(manifest, dict) else None
     if not isinstance(version, int) or version > SCHEMA:
         raise RunDirError(
             f"{path} has schema {version!r}; this harness reads schema {SCHEMA} and older, upgrade it"
         )
+    try:
+        check_manifest(manifest)
+    except Malformed as exc:
+        raise RunDirError(f"{path}: {exc}") from None
     return manifest
 
 
 def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:
-    """Stream the records of a run. A line that does not parse is only tolerated as the
-    last line (a write cut short); it is reported through `torn` and skipped."""
+    """Stream the records of a run, each checked (harness.store.validate). A line that is
+    not JSON is only tolerated as the last line (a write cut short); it is reported through
+    `torn` and skipped. A JSON line that is not a record this harness could have written is
+    an error naming the line and the field, wherever it is."""
     path = records_path(run_dir)
     if not path.is_file():
         return
-    with path.open() as f:
+    with path.open("rb") as f:
         pending: TornLine | None = None
-        for number, line in enumerate(f, start=1):
+        for number, raw in enumerate(f, start=1):
             if pending is not None:
                 raise RunDirError(
                     f"{path}:{pending.line_number} is not a JSON record: {pending.text[:80]!r}"
                 )
-            if not line.strip():
+            if not raw.strip():
                 continue
             try:
-                yield Record.from_json(line)
-            except SchemaError as exc:
+                data = json.loads(raw)
+            except ValueError:  # not JSON, or not UTF-8: a torn write if it is the last line
+                pending = TornLine(number, raw.decode("utf-8", "replace").rstrip("\n"))
+                continue
+            try:
+                record = Record.from_dict(data)
+            except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
                 raise RunDirError(f"{path}:{number}: {exc}") from None
-            except (json.JSONDecodeError, KeyError, TypeError):
-                pending = TornLine(number, line.rstrip("\n"))
+            yield record
         if pending is not None and torn is not None:
             torn.append(pending)
 
@@ -103,10 +110,10 @@ def truncate_torn_tail(run_dir: Path) -> TornLine | None:
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
             # The last line was cut mid-write: keep everything up to the last newline.
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
+            write_inside(run_dir, RECORDS, data[: data.rfind(b"\n") + 1])
         elif torn:
             lines = data.splitlines(keepends=True)
-            path.write_bytes(b"".join(lines[: torn[0].line_number - 1]))
+            write_inside(run_dir, RECORDS, b"".join(lines[: torn[0].line_number - 1]))
     return torn[0] if torn else None
 
 
@@ -119,11 +126,13 @@ def _unwritable(record: Record, error: ValueError) -> Record:
 
 
 class RecordWriter:
-    """Appends records to `records.jsonl`, flushing and fsyncing each line."""
+    """Appends records to `records.jsonl`, each line in one write, then fsynced. A write the
+    disk refuses (full, gone read-only) is a `WriteFailed` naming the file; the lines
+    before it are whole, and `--resume` cuts a partial last one."""
 
     def __init__(self, run_dir: Path) -> None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self._file: TextIO = records_path(run_dir).open("a")
+        self.path = records_path(run_dir)
+        self._fd = append_inside(run_dir, RECORDS)
         self.written = 0
 
     def write(self, record: Record) -> None:
@@ -131,13 +140,17 @@ class RecordWriter:
             line = record.to_json()
         except ValueError as exc:  # a NaN or inf (strict JSON has none): a harness bug
             line = _unwritable(record, exc).to_json()
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        data = memoryview((line + "\n").encode("utf-8"))
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise WriteFailed(self.path, exc) from None
         self.written += 1
 
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)
 
     def __enter__(self) -> RecordWriter:
         return self

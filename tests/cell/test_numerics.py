@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from harness.cell.numerics import check_output, compare_outputs
 from harness.store.records import Record
@@ -80,7 +81,8 @@ def test_nan_and_inf_must_sit_where_eager_has_them_with_the_same_sign() -> None:
         c = check_output("y", got, want, None, 1.0, 1.0)
         assert not c.ok and c.mismatches == 1, what
         assert c.note == "1 NaN/inf values where eager has none or another", what
-        assert c.max_abs == 0.0, what  # over the elements finite in both
+        # over the elements finite in both; "new nan" leaves none of them: nothing compared
+        assert c.max_abs == (None if what == "new nan" else 0.0), what
 
 
 def test_output_count_mismatch_is_one_failed_check() -> None:
@@ -108,3 +110,43 @@ def test_schema_1_records_move_the_integer_mismatch_count_out_of_max_abs() -> No
     idx, y = Record.from_dict(old).numerics or []
     assert (idx.mismatches, idx.max_abs) == (3, None)
     assert (y.mismatches, y.max_abs) == (None, 0.5)
+
+
+def test_nothing_compared_is_no_error_size_not_zero() -> None:
+    """NaN throughout on both sides, or no element at all: max_abs used to read 0.0."""
+    nan = check_output("y", np.full(3, NAN), np.full(3, NAN), None, 1e-4, 1e-5)
+    empty = check_output("y", np.zeros((2, 0)), np.zeros((2, 0)), None, 1e-4, 1e-5)
+    for c in (nan, empty):
+        assert c.ok and c.mismatches == 0
+        assert (c.max_abs, c.max_rel, c.rmse) == (None, None, None)
+    zeros = check_output("y", np.zeros(3), np.zeros(3), None, 1e-4, 1e-5)
+    assert (zeros.max_abs, zeros.rmse, zeros.max_rel) == (0.0, 0.0, None)  # no element > atol
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "note"),
+    [
+        (np.array([1, 2], np.int32), np.array([1, 2], np.int64), "dtype int32 where eager gives int64"),
+        (np.array([0.5], np.float64), np.array([0.5], np.float32), "dtype float64 where eager gives float32"),
+        (np.array([1, 0], np.uint8), np.array([True, False]), "dtype uint8 where eager gives bool"),
+    ],
+)  # fmt: skip
+def test_an_output_of_another_dtype_fails_with_its_own_reason(
+    got: np.ndarray, want: np.ndarray, note: str
+) -> None:
+    """Values compared after a cast used to pass: int32 for int64, float64 for float32."""
+    (c,) = compare_outputs([got], [want], None, ["y"], None)
+    assert not c.ok and c.note == note
+    assert c.mismatches == 0  # the values themselves agree
+
+
+def test_a_dtype_difference_keeps_the_values_note() -> None:
+    (c,) = compare_outputs([np.array([1, 5], np.int32)], [np.array([1, 2])], None, ["y"], None)
+    assert c.note == "dtype int32 where eager gives int64; 1 of 2 values differ"
+
+
+def test_a_sampled_cells_error_names_a_dtype_difference_as_such() -> None:
+    from harness.cell.samples import mismatch_text
+
+    (c,) = compare_outputs([np.array([1], np.int32)], [np.array([1])], None, ["y"], None)
+    assert mismatch_text([c], 2) == "1 of 2 outputs differ: dtype differs"

@@ -146,3 +146,50 @@ def test_an_ok_cells_graph_is_kept_once_by_fingerprint(tmp_path: Path) -> None:
     from harness.cell.fingerprint import graph_fingerprint
 
     assert graph_fingerprint(model) == first.graph_fingerprint  # re-saved, same graph
+
+
+# -- odd outputs ---------------------------------------------------------------------------------
+
+ODD = FIXTURES / "odd_outputs" / "models.py"
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_a_model_that_returns_none_is_a_harness_error_at_reference(
+    tmp_path: Path, exporter: str
+) -> None:
+    """It used to be ort_load_failed at ort_session, blaming ONNX Runtime."""
+    r = run_cell(_task(tmp_path, ODD, "returns_none", exporter=exporter))
+    assert (r.status, r.stage, r.error_type) == ("harness_error", "reference", "NoOutputs")
+    assert "the model returns no tensor (NoneType): nothing to compare" in (r.error_message or "")
+    assert r.export_s is None  # nothing was exported
+
+
+@pytest.mark.parametrize("model", ["all_nan", "empty_output"])
+def test_an_output_with_nothing_to_compare_has_no_error_sizes(tmp_path: Path, model: str) -> None:
+    """NaN throughout (on both sides) and no elements used to read max_abs 0.0."""
+    r = run_cell(_task(tmp_path, ODD, model))
+    assert r.status == "ok", r.error_message
+    (check,) = r.numerics or []
+    assert check.ok and check.mismatches == 0
+    assert (check.max_abs, check.max_rel, check.rmse) == (None, None, None)
+
+
+def test_keep_onnx_keeps_the_model_of_a_cell_that_exported_and_then_failed(tmp_path: Path) -> None:
+    """Only passing cells used to keep theirs: the failing one is the one to debug."""
+    source = FIXTURES / "fidelity" / "wrong_constant.py"
+    task = CellTask(Cell("wrong_constant", "dynamo", 18), str(source), "r", str(tmp_path),
+                    protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert (r.status, r.stage) == ("numerics_mismatch", "numerics")
+    kept = tmp_path / r.artifacts["onnx"]
+    assert kept.name == "model.onnx" and {"error", "repro"} <= set(r.artifacts)
+    model = onnx.load(str(kept))  # loads with its external data, as saved
+    assert any(n.domain == "" and n.op_type == "Add" for n in model.graph.node)
+    assert r.onnx_bytes == sum(f.stat().st_size for f in kept.parent.glob("model.onnx*"))
+
+
+def test_keep_onnx_keeps_nothing_where_nothing_exported(tmp_path: Path) -> None:
+    task = CellTask(Cell("tiny_cummax", "torchscript", 17), str(FIXTURES / "tiny" / "models.py"),
+                    "r", str(tmp_path), protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert r.status == "export_failed" and "onnx" not in r.artifacts

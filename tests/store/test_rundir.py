@@ -67,3 +67,19 @@ def test_manifest_schema_too_new(tmp_path: Path) -> None:
 def test_missing_run_dir(tmp_path: Path) -> None:
     with pytest.raises(store.RunDirError, match="not a run directory"):
         store.read_manifest(tmp_path / "nope")
+
+
+def test_records_and_manifest_are_never_written_through_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in (store.RECORDS, store.MANIFEST):
+        (run / name).symlink_to(victim)
+    with pytest.raises(store.RunDirError, match="leads through the symlink"):
+        store.RecordWriter(run)
+    with pytest.raises(store.RunDirError, match="leads through the symlink"):
+        store.write_manifest(run, {"schema": SCHEMA, "run_id": "r"})
+    with pytest.raises(store.RunDirError, match="leads through the symlink"):
+        store.truncate_torn_tail(run)  # a torn last line would be cut through it
+    assert victim.read_text() == "keep me\n"

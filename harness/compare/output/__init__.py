@@ -14,23 +14,21 @@ from harness.compare.output.benchmark import to_pytest_benchmark
 from harness.compare.output.json_report import to_json
 from harness.compare.output.junit import to_junit
 from harness.compare.output.markdown import to_markdown
+from harness.store.files import write_inside
 
 OUTPUT_FILES = ("compare.md", "compare.json", "junit.xml", "benchmark.json")
 
 
 def write_outputs(c: Comparison, out_dir: Path) -> list[Path]:
-    """Write compare.md, compare.json, junit.xml and benchmark.json into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write compare.md, compare.json, junit.xml and benchmark.json into `out_dir`, each
+    beside itself and replaced into place (never through a symlink: harness.store.files)."""
     texts = [
         to_markdown(c),
         json.dumps(to_json(c), indent=2, allow_nan=False) + "\n",
         to_junit(c),
         json.dumps(to_pytest_benchmark(c.candidate), indent=2, allow_nan=False) + "\n",
     ]
-    paths = [out_dir / name for name in OUTPUT_FILES]
-    for path, text in zip(paths, texts, strict=True):
-        path.write_text(text)
-    return paths
+    return [write_inside(out_dir, n, t) for n, t in zip(OUTPUT_FILES, texts, strict=True)]
 
 
 def append_step_summary(markdown: str, env: Mapping[str, str] = os.environ) -> Path | None:

@@ -1,5 +1,6 @@
 """The comparison as markdown: the verdict first, counts per family, the blocking table,
-then the rest folded (GitHub renders it in a step summary or an issue)."""
+then the rest folded (GitHub renders it in a step summary or an issue). Every value from
+the runs is escaped or code-spanned (harness.store.markdown): they are untrusted input."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import IMPROVEMENT, INFO, SEVERITIES, WARNING, Finding
+from harness.store.markdown import md_code, md_text
 from harness.store.runs import Run
 
 
@@ -21,8 +23,8 @@ def to_markdown(c: Comparison) -> str:
         _verdict_line(c),
         "",
         f"Candidate {_run_line(c.candidate)} against {baseline}: {len(c.cells)} cells, {c.unchanged} unchanged.",
-        *([f"Expected statuses: `{c.expected_path}`."] if c.expected_path else []),
-        *(f"> {note}" for note in c.notes),
+        *([f"Expected statuses: {md_code(c.expected_path)}."] if c.expected_path else []),
+        *(f"> {md_text(note)}" for note in c.notes),
         "",
         *_counts_table(c),
     ]
@@ -62,7 +64,7 @@ def findings_table(findings: Sequence[Finding]) -> list[str]:
             threshold,
             f.evidence or "",
         ]
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+        lines.append("| " + " | ".join(md_text(x) for x in cells) + " |")
     return lines
 
 
@@ -71,7 +73,7 @@ def _run_line(run: Run) -> str:
     versions = ", ".join(
         f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime", "transformers") if v.get(k)
     )
-    return f"`{run.run_id}`" + (f" ({versions})" if versions else "")
+    return md_code(run.run_id) + (f" ({md_text(versions)})" if versions else "")
 
 
 def _verdict_line(c: Comparison) -> str:
@@ -90,10 +92,6 @@ def _counts_table(c: Comparison) -> list[str]:
         ]
         lines.append(f"| {fam} | " + " | ".join(str(n) for n in counts) + " |")
     return lines if families else ["No findings."]
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _fmt(value: object) -> str:

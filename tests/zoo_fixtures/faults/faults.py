@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -25,6 +26,17 @@ def _killed() -> torch.nn.Module:
     no faulthandler log names a signal, so only its node's state says whose fault it is."""
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
+
+
+def _kill_worker() -> torch.nn.Module:
+    """Kills the Ray worker that runs the cell (its process's grandparent: cell -> zygote ->
+    worker), as something outside the cell would: the driver then sees the worker die."""
+    zygote = Path(f"/proc/{os.getppid()}/stat").read_text()
+    worker = int(zygote.rsplit(")", 1)[1].split()[1])  # the field after the state: its ppid
+    if "ray::" not in Path(f"/proc/{worker}/cmdline").read_text(errors="replace"):
+        raise RuntimeError("fault_kills_worker runs only under a Ray worker's zygote")
+    os.kill(worker, signal.SIGKILL)
+    return _hang()
 
 
 def _exit_quietly() -> torch.nn.Module:
@@ -72,6 +84,12 @@ SPECS = [
         name="fault_hang_with_child",
         family="seed",
         build=_hang_with_child,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="fault_kills_worker",
+        family="seed",
+        build=_kill_worker,
         example_inputs=lambda: (torch.rand(2, 2),),
     ),
     ModelSpec(

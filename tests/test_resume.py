@@ -1,0 +1,164 @@
+"""`harness run --resume DIR` on a run directory as a user may hand it over: a garbage line
+amid its records, flags that contradict the run, another `--resume` already at work.
+Each is exit 2 with one line, and nothing in the run directory changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from harness.plan.build import RunOptions
+from harness.plan.resume import conflict
+from harness.store import lock, rundir
+from harness.store.manifest import Manifest
+from harness.store.records import Cell, Record
+from tests.conftest import FIXTURES, one_line_error, start_cli, wait_for
+
+OPTIONS = RunOptions(
+    zoo=(str(FIXTURES / "slow"),),  # each model takes 8 s to build
+    models=("slow_0", "slow_1"),
+    exporters=("torchscript",),
+    opsets=(17,),
+    timeout_s=300.0,
+)
+
+
+def _interrupted_run(run_dir: Path, *, records: int = 1) -> Path:
+    """A run whose driver died after `records` of its two cells: its manifest, its records."""
+    manifest = Manifest.begin(
+        run_id="interrupted",
+        command=["harness", "run"],
+        suite=None,
+        settings={"threads": 1, "timeout_s": 300.0},
+        matrix="2 cells = 2 models x 1 exporter (torchscript) x opsets 17 x 1 device (cpu)",
+        cells=2,
+        options=OPTIONS.to_dict(),
+        zoo_problems=[],
+        cluster={},
+        versions={},
+    )
+    rundir.write_manifest(run_dir, manifest.to_dict())
+    with rundir.RecordWriter(run_dir) as writer:
+        for model in OPTIONS.models[:records]:
+            cell = Cell(model, "torchscript", 17, family="seed")
+            writer.write(Record.without_run(cell, "interrupted", status="skipped", reason="x"))
+    return run_dir
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir())}
+
+
+def test_a_garbage_line_amid_the_records_is_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = _interrupted_run(tmp_path / "run", records=2)
+    path = rundir.records_path(run)
+    first, second = path.read_text().splitlines()
+    path.write_text(f"{first}\nnot a record\n{second}\n")
+    before = _files(run)
+    message = one_line_error(capsys, "run", "--resume", str(run))
+    assert f"{path}:2 is not a JSON record" in message
+    assert _files(run) == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--opsets", "99", "--exporters", "bogus"], "--exporters bogus differs"),
+        (["--timeout", "30"], "--timeout 30.0 differs from the run being resumed (300.0)"),
+        (["--threads", "1", "--keep-onnx"], "--keep-onnx True differs"),
+        (["--models", "slow_1"], "--models slow_1 differs"),
+        (["--out", "elsewhere"], "--out elsewhere differs"),
+    ],
+)
+def test_flags_that_contradict_the_run_being_resumed_are_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str], named: str
+) -> None:
+    """They used to be ignored without a word."""
+    run = _interrupted_run(tmp_path / "run")
+    before = _files(run)
+    message = one_line_error(capsys, "run", "--resume", str(run), *flags)
+    assert message.startswith(f"error: --resume {run}: {named}")
+    assert _files(run) == before
+
+
+def test_flags_that_agree_with_the_run_are_no_conflict(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    same = {"exporters": ("torchscript",), "threads": 1, "timeout_s": 300.0, "out": str(run)}
+    assert conflict(OPTIONS, {**same, "address": "auto"}, run) is None
+    assert conflict(OPTIONS, {"zoo": (str(FIXTURES / "slow" / ".." / "slow"),)}, run) is None
+    assert conflict(OPTIONS, {"threads": 2}, run) == (
+        "--threads 2 differs from the run being resumed (1); a resumed run keeps its own"
+        " settings: drop the flag, or start a new run"
+    )
+
+
+def test_a_run_directory_holding_a_symlink_is_not_resumed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Its workers would write their artifacts through it, out of the run directory."""
+    run = _interrupted_run(tmp_path / "run")
+    link = run / "artifacts" / Cell("slow_1", "torchscript", 17).cell_id
+    link.parent.mkdir()
+    link.symlink_to(tmp_path, target_is_directory=True)
+    message = one_line_error(capsys, "run", "--resume", str(run))
+    assert message == f"error: --resume {run}: {link} is a symlink; a run never writes through one"
+
+
+# -- one run at a time ---------------------------------------------------------------------------
+
+
+def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    with lock.holding(tmp_path):
+        with pytest.raises(rundir.RunDirError) as info:
+            with lock.holding(tmp_path):
+                pass
+    assert f"is in use by another harness run (pid {os.getpid()} on " in str(info.value)
+    assert not (tmp_path / lock.LOCK).exists()  # let go: the file goes too
+    with lock.holding(tmp_path):  # and the next run takes it
+        pass
+
+
+def test_a_lock_file_left_by_a_killed_run_does_not_block(tmp_path: Path) -> None:
+    (tmp_path / lock.LOCK).write_text(json.dumps({"pid": 1, "host": "gone", "since": "then"}))
+    with lock.holding(tmp_path):
+        about = json.loads((tmp_path / lock.LOCK).read_text())
+        assert about["pid"] == os.getpid()
+
+
+def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b" / "run"
+    with pytest.raises(RuntimeError), lock.holding(out, create=True):
+        assert (out / lock.LOCK).is_file()
+        raise RuntimeError("refused after the lock was taken")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.e2e
+def test_two_resumes_of_one_run_at_once_the_second_is_refused_naming_the_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Both used to run the pending cells, each appending its own records."""
+    run = _interrupted_run(tmp_path / "run")
+    first = start_cli("run", "--resume", str(run), "--no-report")
+    try:
+        wait_for(lambda: b'"pid"' in _read(run / lock.LOCK), timeout=120, proc=first)
+        message = one_line_error(capsys, "run", "--resume", str(run))
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    assert f"error: {run} is in use by another harness run (pid {first.pid} on " in message
+    assert f"harness run --resume {run} --no-report" in message
+    assert len(rundir.read_records(run)) == 1  # the first run's cell never ran twice
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
