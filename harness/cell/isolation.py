@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.cell import limits
-from harness.cell.timing import freeze_survivors, private_memory_mb, rss_mb
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -61,7 +60,8 @@ _POLL_S = 0.2  # how often the child is checked where the kernel has no pidfd
 
 
 class _Zygote:
-    """This worker's zygote, started on its first cell."""
+    """This worker's zygote, started on its first cell. (The worker itself imports neither
+    torch nor the measuring code: only the zygote and its children do.)"""
 
     pool: concurrent.futures.ProcessPoolExecutor | None = None
 
@@ -101,6 +101,7 @@ def _become_zygote() -> None:
 def _fork_and_run(task: CellTask) -> Record:
     """Prepare what every process running this cell would pay for, then run the cell in a
     forked child and return its record, with where and at what cost it ran."""
+    from harness.cell.timing import freeze_survivors, rss_mb
     from harness.cell.warmup import take_cold_start
 
     start = time.perf_counter()
@@ -294,6 +295,8 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int) -> NoReturn:
     """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
     that none of the zygote's exit handlers runs here."""
     started = time.perf_counter()
+    from harness.cell.timing import private_memory_mb  # the zygote imported it: a lookup
+
     code = 0
     try:
         _own_group(0)  # a timeout kills what the cell started, too
