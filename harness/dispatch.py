@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -100,8 +101,14 @@ def cluster_info(address: str) -> ClusterInfo:
 
 
 def stop() -> None:
+    """Shut Ray down; a local instance started here also loses its runtime_env folder (a
+    variant's pip environment clones this virtualenv, ~2 GB each). Its logs stay."""
+    node = getattr(ray._private.worker, "_global_node", None)  # a head only when started here
+    owned = node.get_runtime_env_dir_path() if node is not None and node.is_head() else None
     if ray.is_initialized():
         ray.shutdown()
+    if owned:
+        shutil.rmtree(owned, ignore_errors=True)
 
 
 _start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)

@@ -12,6 +12,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -207,6 +208,7 @@ def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
     if problem := package_index_problem("onnxscript==0.6.2"):
         pytest.skip(problem)
     out = tmp_path / "variant"
+    clones_before = set(_variant_clones())
     result = run_cli(
         "run",
         "--zoo",
@@ -230,6 +232,13 @@ def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
     versions = store.read_manifest(out)["versions"]
     assert versions["old"]["onnxscript"] == "0.6.2"
     assert versions["base"]["onnxscript"] != "0.6.2"
+    # The variant's clone of the virtualenv (~2 GB) went with the local Ray instance.
+    assert set(_variant_clones()) <= clones_before
+
+
+def _variant_clones() -> list[Path]:
+    """The pip environments Ray's local sessions hold (Ray's default temp folder)."""
+    return list(Path(tempfile.gettempdir(), "ray").glob("session_*/runtime_resources/pip/*"))
 
 
 def _line_count(run_dir: Path) -> int:
