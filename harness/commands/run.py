@@ -250,30 +250,40 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
     _announce(plan, stream)
     cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # nothing written yet
     try:
-        _check_threads(cluster, plan.options.threads)
-        manifest = _manifest(plan, argv, cluster, dispatch)
-        rundir.write_manifest(plan.run_dir, manifest.to_dict())
-        progress = Progress(total=len(plan.pending), stream=stream)
-        with rundir.RecordWriter(plan.run_dir) as writer:
-
-            def on_record(record: Record) -> None:
-                spec = plan.specs.get(record.model)
-                record = spec.judge(record) if spec else record  # expectations: judged here only
-                if spec and spec.metadata:  # every record, a timeout's or a crash's too
-                    record = record.with_changes(metadata=dict(spec.metadata))
-                writer.write(record)
-                progress.update(record)
-
-            runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
-            stats = dispatch.run_tasks(
-                _tasks(plan, runnable, manifest.max_memory_gb),
-                on_record,
-                timeout_s=plan.options.timeout_s,
-                threads=plan.options.threads,
-                variants=plan.variants,
-            )
+        return execute_on(cluster, plan, argv, stream=stream)
     finally:
         dispatch.stop()
+
+
+def execute_on(
+    cluster: ClusterInfo, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
+) -> Path:
+    """Run every pending cell of the plan on a Ray instance already started (`harness
+    bisect` runs one plan per package version on one instance); returns the run directory."""
+    from harness import dispatch
+
+    _check_threads(cluster, plan.options.threads)
+    manifest = _manifest(plan, argv, cluster, dispatch)
+    rundir.write_manifest(plan.run_dir, manifest.to_dict())
+    progress = Progress(total=len(plan.pending), stream=stream)
+    with rundir.RecordWriter(plan.run_dir) as writer:
+
+        def on_record(record: Record) -> None:
+            spec = plan.specs.get(record.model)
+            record = spec.judge(record) if spec else record  # expectations: judged here only
+            if spec and spec.metadata:  # every record, a timeout's or a crash's too
+                record = record.with_changes(metadata=dict(spec.metadata))
+            writer.write(record)
+            progress.update(record)
+
+        runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
+        stats = dispatch.run_tasks(
+            _tasks(plan, runnable, manifest.max_memory_gb),
+            on_record,
+            timeout_s=plan.options.timeout_s,
+            threads=plan.options.threads,
+            variants=plan.variants,
+        )
     finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
     rundir.write_manifest(plan.run_dir, finished.to_dict())
     return plan.run_dir
