@@ -144,7 +144,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=PIP_SPEC[,PIP_SPEC]",
         help="also run every cell in a Ray runtime_env with these packages, e.g. "
-        "old=onnxscript==0.6.2 (repeatable; the workers need pip access)",
+        "old=onnxscript==0.6.2 (repeatable; the workers need pip access); entries starting"
+        " with - are options of that pip, e.g. --no-index,--find-links=DIR",
     )
     p.add_argument(
         "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
@@ -314,9 +315,14 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
 
 
 def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: Any) -> Manifest:
-    """The run's manifest, once the cluster is known: new, or the resumed run's own."""
+    """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
+    variant's versions include those of the packages the variants ask for."""
+    from harness.store.environment import requested_distributions, with_requested
+
     where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
-    versions = dispatch.variant_versions({"base": (), **plan.variants})
+    asked = requested_distributions(plan.variants)
+    found = dispatch.variant_versions({"base": (), **plan.variants}, distributions=asked)
+    versions = {name: with_requested(v) for name, v in found.items()}
     if plan.recorded:
         prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
         return prior.resumed(cluster=where, versions=versions)

@@ -64,6 +64,28 @@ def distribution_status(names: tuple[str, ...]) -> dict[str, dict[str, str | Non
     return found
 
 
+def requested_distributions(variants: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The distributions the variants' pip requirements name (`onnx-ir==0.1.12` ->
+    `onnx-ir`), pip's options left out."""
+    names = set()
+    for specs in variants.values():
+        for spec in specs:
+            match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+            if match and not spec.startswith("-"):
+                names.add(match.group(1))
+    return tuple(sorted(names))
+
+
+def with_requested(found: dict[str, Any]) -> dict[str, Any]:
+    """A worker's `versions()` with the requested distributions' versions beside them (the
+    manifest's flat form: name -> version)."""
+    flat = {k: v for k, v in found.items() if k != "distributions"}
+    for name, status in (found.get("distributions") or {}).items():
+        key = next((k for k in flat if _canonical(k) == _canonical(name)), name)
+        flat[key] = status.get("version")
+    return flat
+
+
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 

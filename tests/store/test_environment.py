@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.store.environment import distribution_status, versions
+from harness.store.environment import (
+    distribution_status,
+    requested_distributions,
+    versions,
+    with_requested,
+)
 
 
 def test_an_installed_package_reports_its_version_and_imports() -> None:
@@ -55,3 +60,21 @@ def test_a_package_that_raises_at_import_reports_the_error(
 
 def test_the_manifest_lists_onnx_ir_beside_onnxscript() -> None:
     assert versions()["onnx-ir"] == importlib.metadata.version("onnx-ir")
+
+
+def test_the_manifest_lists_what_each_variant_asked_for_under_the_name_it_has() -> None:
+    variants = {
+        "old": ("onnx_ir==0.1.12", "--no-index", "--find-links=/w"),
+        "x": ("probe[cpu]>=1",),
+    }
+    assert requested_distributions(variants) == ("onnx_ir", "probe")
+    found = {
+        "python": "3.11.7",
+        "onnx-ir": "0.1.12",
+        "distributions": {
+            "onnx_ir": {"version": "0.1.12", "import_error": None},
+            "probe": {"version": "1.5", "import_error": None},
+        },
+    }
+    assert with_requested(found) == {"python": "3.11.7", "onnx-ir": "0.1.12", "probe": "1.5"}
+    assert with_requested({"error": "runtime_env failed"}) == {"error": "runtime_env failed"}
