@@ -24,6 +24,7 @@ def _tried(t: Tried) -> dict[str, Any]:
         "purpose": t.purpose,
         "requirements": list(t.requirements),
         "run": t.run,
+        "variant": t.variant,
         "skipped": t.skipped,
         "installs": list(t.installs),
         "seconds": t.seconds,
@@ -70,14 +71,10 @@ def to_json(r: BisectResult) -> dict[str, Any]:
 
 
 def _escape(text: object) -> str:
-    """A table cell: no pipes, no line breaks, no HTML (the text may come from an error)."""
+    """A table cell: no pipes, no line breaks, no HTML tag (the text may come from an error;
+    `<` opens a tag, a lone `>` is text)."""
     return (
-        str(text)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("|", "\\|")
-        .replace("\n", " ")
+        str(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")
     )
 
 
@@ -124,6 +121,9 @@ def _evidence_text(c: CellAnswer) -> str:
     if c.package is None or not c.outcome:
         parts.append(c.blame)
     e = c.evidence
+    graphs = [(r or {}).get("graph_fingerprint") for r in (e.last_good, e.first_bad)]
+    if all(graphs) and graphs[0] != graphs[1]:
+        parts.append(f"graph {str(graphs[0])[:12]} -> {str(graphs[1])[:12]}")
     if e.op_count_diff:
         parts.append(
             "ops " + ", ".join(f"{op} {a or 0}->{b or 0}" for op, (a, b) in e.op_count_diff.items())
@@ -146,9 +146,8 @@ def _tried_table(r: BisectResult) -> list[str]:
         verdicts = ", ".join(sorted({str(v.judgement) for v in t.verdicts.values()})) or "-"
         if t.skipped:
             verdicts = f"skipped: {t.skipped}"
-        lines.append(
-            _row(i, " ".join(t.requirements), t.purpose, verdicts, t.run or "-", f"{t.seconds:g}")
-        )
+        run = f"{t.run} ({t.variant})" if t.run and t.variant else t.run or "-"
+        lines.append(_row(i, " ".join(t.requirements), t.purpose, verdicts, run, f"{t.seconds:g}"))
     return lines
 
 

@@ -20,8 +20,9 @@ SCHEMA = 1
 @dataclass(frozen=True)
 class Tried:
     """One package set tried: its label, requirements, the run directory (relative to the
-    bisection's folder) or why it was skipped, what pip installed, how long it took, and
-    what it said about each cell it ran (cell label -> verdict)."""
+    bisection's folder) and its variant there, or why it was skipped, what pip installed,
+    the wall time of the batch it ran in, and what it said about each cell it ran (cell
+    label -> verdict)."""
 
     label: str
     requirements: tuple[str, ...]
@@ -31,6 +32,7 @@ class Tried:
     installs: tuple[str, ...] = ()
     seconds: float = 0.0
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    variant: str | None = None
 
 
 @dataclass(frozen=True)

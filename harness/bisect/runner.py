@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,7 +27,6 @@ from harness.compare.paired import pair_tasks
 from harness.plan.build import RunPlan, new_run_id
 from harness.plan.matrix import Matrix
 from harness.store.paired import PairResult
-from harness.store.records import Cell
 from harness.store.runs import CellKey, Run, read_run, variant_run
 
 RUNS = "runs"
@@ -35,9 +34,24 @@ GRAPHS = "graphs"
 
 
 @dataclass(frozen=True)
+class PackageSet:
+    """Requirements to install on top of this environment, and the cells to run with them."""
+
+    label: str
+    requirements: tuple[str, ...]
+    keys: tuple[CellKey, ...]
+
+    @property
+    def variant(self) -> str:
+        """Its variant name (`[a-z0-9_.-]+`) in the run directory."""
+        return re.sub(r"[^a-z0-9_.\-]+", "_", self.label.lower()).strip("_") or "set"
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One package set run (or skipped): its run relabelled as the `base` variant, so that
-    any two attempts compare cell by cell."""
+    any two attempts compare cell by cell; `run_dir` is where it ran (relative to the
+    bisection's folder), `seconds` the wall time of the batch it ran in."""
 
     label: str
     requirements: tuple[str, ...]
@@ -46,16 +60,14 @@ class Attempt:
     skipped: str | None = None
     installs: tuple[str, ...] = ()
     seconds: float = 0.0
-
-
-def variant_label(text: str) -> str:
-    """A variant name (`[a-z0-9_.-]+`) from a package set's label."""
-    return re.sub(r"[^a-z0-9_.\-]+", "_", text.lower()).strip("_") or "set"
+    variant: str = ""
 
 
 class Runner:
-    """Runs package sets of the selected cells into OUT/runs/<label>/, keeping every ok
-    cell's graph in OUT/graphs (shared, content-addressed) for the paired timings."""
+    """Runs package sets of the selected cells into OUT/runs/, keeping every ok cell's graph
+    in OUT/graphs (shared, content-addressed) for the paired timings. The sets of one batch
+    run together, as variants of one run: their runtime_envs build and their cells run side
+    by side, on as many cores or nodes as Ray has."""
 
     def __init__(
         self, selection: RunPlan, out: Path, source: PipSource, *, stream: TextIO = sys.stderr
@@ -75,83 +87,80 @@ class Runner:
 
         dispatch.stop()
 
-    def attempt(
-        self, label: str, requirements: tuple[str, ...], keys: Iterable[CellKey]
-    ) -> Attempt:
-        """Run `requirements` on top of this environment for the cells `keys`, or say why not."""
+    def run_sets(self, sets: Sequence[PackageSet]) -> list[Attempt]:
+        """Run each set on top of this environment for its cells, or say why it cannot be."""
         started = time.perf_counter()
-        name = variant_label(label)
-        specs = (*requirements, *self.source.options())
-        installable = dry_run(requirements, self.source)
-        skipped = (
-            installable.reason if not installable.ok else self._probe(name, specs, requirements)
-        )
-        if skipped:
-            return Attempt(
-                label, requirements, skipped=skipped, seconds=time.perf_counter() - started
+        checked = {s.label: dry_run(s.requirements, self.source) for s in sets}
+        skipped = {s.label: str(checked[s.label].reason) for s in sets if not checked[s.label].ok}
+        skipped |= self._probe([s for s in sets if s.label not in skipped])
+        runnable = [s for s in sets if s.label not in skipped]
+        run, run_dir = self._run(runnable) if runnable else (None, None)
+        seconds = round(time.perf_counter() - started, 1)
+        attempts = []
+        for s in sets:
+            if s.label in skipped or run is None:
+                attempts.append(
+                    Attempt(s.label, s.requirements, skipped=skipped.get(s.label), seconds=seconds)
+                )
+                continue
+            relabelled = variant_run(run, s.variant, label="base")
+            installs = checked[s.label].installs
+            attempts.append(
+                Attempt(
+                    s.label, s.requirements, relabelled, run_dir, None, installs, seconds, s.variant
+                )
             )
-        run_dir = self._run_dir(name)
-        plan = self._plan(name, specs, [self.cells[k] for k in keys], run_dir)
-        execute_on(
-            self.cluster,
-            plan,
-            ["harness", "bisect", "--variant", f"{name}={','.join(specs)}"],
-            stream=self.stream,
-        )
-        run = variant_run(read_run(run_dir), name, label="base")
-        return Attempt(
-            label,
-            requirements,
-            run=run,
-            run_dir=str(run_dir.relative_to(self.out)),
-            installs=installable.installs,
-            seconds=time.perf_counter() - started,
-        )
+        return attempts
 
-    def _probe(
-        self, name: str, specs: tuple[str, ...], requirements: tuple[str, ...]
-    ) -> str | None:
-        """Why the set cannot be used, as its runtime_env sees it: not installed, another
-        version installed, or an import that fails."""
+    def _probe(self, sets: Sequence[PackageSet]) -> dict[str, str]:
+        """Why each set that cannot be used cannot, as its runtime_env sees it: not set up,
+        a package missing or at another version, or an import that fails."""
         from harness import dispatch
 
-        wanted = dict(r.split("==", 1) for r in requirements)
-        found = dispatch.variant_versions({name: specs}, distributions=tuple(wanted))[name]
-        if "error" in found:
-            return f"its runtime_env could not be set up: {found['error']}"
-        for package, version in wanted.items():
-            status = (found.get("distributions") or {}).get(package) or {}
-            have = status.get("version")
-            if have is None or not _same_version(have, version):
-                return f"{package} {version} asked, {have or 'nothing'} installed"
-            if status.get("import_error"):
-                return f"{package} {version} does not import: {status['import_error']}"
-        return None
+        if not sets:
+            return {}
+        asked = tuple(sorted({r.partition("==")[0] for s in sets for r in s.requirements}))
+        found = dispatch.variant_versions(
+            {s.variant: self._specs(s) for s in sets}, distributions=asked
+        )
+        reasons = {s.label: _unusable(s, found[s.variant]) for s in sets}
+        return {label: reason for label, reason in reasons.items() if reason}
+
+    def _specs(self, s: PackageSet) -> tuple[str, ...]:
+        return (*s.requirements, *self.source.options())
+
+    def _run(self, sets: Sequence[PackageSet]) -> tuple[Run, str]:
+        """The sets' cells as variants of one run: the run, and its directory."""
+        run_dir = self._run_dir("+".join(s.variant for s in sets))
+        plan = self._plan(sets, run_dir)
+        variants = [f"--variant={s.variant}={','.join(self._specs(s))}" for s in sets]
+        execute_on(self.cluster, plan, ["harness", "bisect", *variants], stream=self.stream)
+        return read_run(run_dir), str(run_dir.relative_to(self.out))
 
     def _run_dir(self, name: str) -> Path:
-        base = self.out / RUNS / name
+        base = self.out / RUNS / (name if len(name) <= 120 else f"{name[:100]}+more")
         n, path = 1, base
         while path.exists():  # the same set again, for other cells
             n += 1
-            path = base.with_name(f"{name}.{n}")
+            path = base.with_name(f"{base.name}.{n}")
         return path
 
-    def _plan(self, name: str, specs: tuple[str, ...], cells: list[Cell], run_dir: Path) -> RunPlan:
-        chosen = tuple(replace(c, variant=name) for c in cells)
+    def _plan(self, sets: Sequence[PackageSet], run_dir: Path) -> RunPlan:
+        cells = tuple(replace(self.cells[k], variant=s.variant) for s in sets for k in s.keys)
         options = replace(
             self.selection.options,
             out=str(run_dir),
-            variants=(f"{name}={','.join(specs)}",),
+            variants=tuple(f"{s.variant}={','.join(self._specs(s))}" for s in sets),
             keep_graphs=str((self.out / GRAPHS).resolve()),
         )
-        announcement = f"{len(chosen)} cells with {name}: {', '.join(c.label() for c in cells)}"
+        names = ", ".join(s.variant for s in sets)
         return replace(
             self.selection,
             run_id=new_run_id(),
             run_dir=run_dir,
             options=options,
-            matrix=Matrix(chosen, announcement),
-            variants={name: specs},
+            matrix=Matrix(tuple(sorted(cells)), f"{len(cells)} cells of {names}"),
+            variants={s.variant: self._specs(s) for s in sets},
         )
 
     def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
@@ -182,3 +191,18 @@ def _same_version(installed: str, asked: str) -> bool:
         return Version(installed) == Version(asked)
     except InvalidVersion:
         return installed == asked
+
+
+def _unusable(s: PackageSet, found: dict[str, Any]) -> str | None:
+    if "error" in found:
+        return f"its runtime_env could not be set up: {found['error']}"
+    statuses = found.get("distributions") or {}
+    for requirement in s.requirements:
+        package, _, version = requirement.partition("==")
+        status = statuses.get(package) or {}
+        have = status.get("version")
+        if have is None or not _same_version(have, version):
+            return f"{package} {version} asked, {have or 'nothing'} installed"
+        if status.get("import_error"):
+            return f"{package} {version} does not import: {status['import_error']}"
+    return None

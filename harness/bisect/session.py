@@ -18,17 +18,16 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TextIO
 
 from harness.bisect.culprit import Blame, bad_set, blame, good_set, with_version
 from harness.bisect.result import BisectResult, CellAnswer, Evidence, Tried
-from harness.bisect.runner import Attempt, Runner, variant_label
+from harness.bisect.runner import Attempt, PackageSet, Runner
 from harness.bisect.search import Judgement, Search, Verdict, next_round
 from harness.bisect.verdict import Criterion, Target, judge, op_count_diff, targets
 from harness.bisect.versions import Move
-from harness.compare import Comparison
 from harness.store.paired import PairResult
 from harness.store.records import Record
 from harness.store.runs import CellKey, Run
@@ -66,56 +65,52 @@ class _Session:
         self.runs: dict[tuple[str, str], list[Attempt]] = {}
 
     def run(self) -> BisectResult:
-        keys = list(self.runner.cells)
-        good = self._endpoint("good", good_set(self.moves), keys)
-        bad = self._endpoint("bad", bad_set(self.moves), keys)
-        timed = keys if self.request.criterion.wants(LATENCY) else []
+        good, bad = self._endpoints(tuple(self.runner.cells))
+        timed = list(self.runner.cells) if self.request.criterion.wants(LATENCY) else []
         comparison = self.runner.compare(good, bad, timed=timed)
         found = targets(comparison.findings, good.by_cell(), bad.by_cell(), self.request.criterion)
         self._note_endpoints(found)
         if not found:
             return self._result([], note=self._nothing_found())
-        self._say(
-            f"{len(found)} cells to bisect: "
-            + "; ".join(f"{self._label(k)}: {t.message}" for k, t in found.items())
-        )
+        cells = "; ".join(f"{self._label(k)}: {t.message}" for k, t in found.items())
+        self._say(f"{len(found)} cells to bisect: {cells}")
         blames = self._culprits(found, good)
-        searches = self._search(
-            {
-                k: Search(b.package, self.request.walks[b.package])
-                for k, b in blames.items()
-                if b.package
-            },
-            found,
-            good,
-        )
-        cells = [self._answer(k, t, blames[k], searches.get(k), good) for k, t in found.items()]
-        return self._result(cells)
+        walks = self.request.walks
+        searches = {k: Search(b.package, walks[b.package]) for k, b in blames.items() if b.package}
+        searches = self._search(searches, found, good)
+        answers = [self._answer(k, t, blames[k], searches.get(k)) for k, t in found.items()]
+        return self._result(answers)
 
     # -- the steps -------------------------------------------------------------------------
 
-    def _endpoint(self, side: str, requirements: tuple[str, ...], keys: list[CellKey]) -> Run:
-        label = f"{side}-set" if len(self.moves) > 1 else requirements[0].replace("==", "-")
-        attempt = self._attempt(label, requirements, keys, purpose=side)
-        if attempt.run is None:
-            raise BisectError(
-                f"the {side} set ({' '.join(requirements)}) cannot be used: {attempt.skipped}"
-            )
+    def _endpoints(self, keys: tuple[CellKey, ...]) -> tuple[Run, Run]:
+        """The good and the bad set, run together on every selected cell."""
+        one = len(self.moves) == 1
+        sides = {"good": good_set(self.moves), "bad": bad_set(self.moves)}
+        sets = [
+            PackageSet(reqs[0].replace("==", "-") if one else f"{side}-set", reqs, keys)
+            for side, reqs in sides.items()
+        ]
+        attempts = self._batch(sets, ["good", "bad"])
+        for side, attempt in zip(sides, attempts, strict=True):
+            if attempt.run is None:
+                reqs = " ".join(attempt.requirements)
+                raise BisectError(f"the {side} set ({reqs}) cannot be used: {attempt.skipped}")
         for m in self.moves:
-            version = m.good if side == "good" else m.bad
-            if side == "good" or len(self.moves) == 1:
-                self.runs.setdefault((m.package, version), []).append(attempt)
-        return attempt.run
+            self.runs.setdefault((m.package, m.good), []).append(attempts[0])
+            if one:
+                self.runs.setdefault((m.package, m.bad), []).append(attempts[1])
+        good, bad = (a.run for a in attempts)
+        assert good is not None and bad is not None
+        return good, bad
 
     def _culprits(self, found: Mapping[CellKey, Target], good: Run) -> dict[CellKey, Blame]:
+        """Several packages: each alone at its bad version on the good set, all at once."""
         if len(self.moves) == 1:
             return blame(self.moves, {}, found)
-        alone: dict[str, dict[CellKey, Verdict]] = {}
-        for m in self.moves:
-            requirements = with_version(self.moves, m.package, m.bad)
-            alone[m.package] = self._try(
-                m.package, m.bad, requirements, list(found), found, good, "culprit"
-            )
+        tried = [(m.package, m.bad) for m in self.moves]
+        verdicts = self._try(tried, {v: list(found) for v in tried}, found, good, "culprit")
+        alone = {package: verdicts[(package, version)] for package, version in tried}
         blames = blame(self.moves, alone, found)
         for key, b in blames.items():
             self._say(f"{self._label(key)}: {b.reason}")
@@ -124,83 +119,91 @@ class _Session:
     def _search(
         self, searches: dict[CellKey, Search], found: Mapping[CellKey, Target], good: Run
     ) -> dict[CellKey, Search]:
+        """Round by round, every version the searches ask for runs at once."""
         while wanted := next_round(searches):
-            for (package, version), keys in sorted(wanted.items()):
-                requirements = with_version(self.moves, package, version)
-                verdicts = self._try(package, version, requirements, keys, found, good, "bisect")
+            verdicts = self._try(sorted(wanted), wanted, found, good, "bisect")
+            for tried, keys in wanted.items():
                 for key in keys:
-                    searches[key] = searches[key].with_verdict(verdicts[key])
+                    searches[key] = searches[key].with_verdict(verdicts[tried][key])
             self._say(self._progress(searches))
         return searches
 
     def _try(
         self,
-        package: str,
-        version: str,
-        requirements: tuple[str, ...],
-        keys: list[CellKey],
+        tried: list[tuple[str, str]],
+        keys: Mapping[tuple[str, str], list[CellKey]],
         found: Mapping[CellKey, Target],
         good: Run,
         purpose: str,
-    ) -> dict[CellKey, Verdict]:
-        """Run one set for `keys` and judge each cell against the good set."""
-        label = f"{package}-{version}"
-        attempt = self._attempt(label, requirements, keys, purpose=purpose, record=False)
-        if attempt.run is None:
-            verdicts = {k: Verdict(version, Judgement.SKIP, attempt.skipped or "") for k in keys}
-        else:
-            self.runs.setdefault((package, version), []).append(attempt)
-            timed = [k for k in keys if found[k].family == LATENCY]
-            comparison = self.runner.compare(good, attempt.run, timed=timed)
-            verdicts = {
-                k: self._judge(k, found[k], version, comparison, good, attempt.run) for k in keys
-            }
-        self._record(attempt, purpose, {self._label(k): v for k, v in verdicts.items()})
-        self._say(
-            "    "
-            + "; ".join(
-                f"{self._label(k)}: {v.judgement} ({v.reason})" for k, v in verdicts.items()
+    ) -> dict[tuple[str, str], dict[CellKey, Verdict]]:
+        """Run each (package, version) on the good set for its cells, and judge each cell
+        against the good set."""
+        sets = [
+            PackageSet(f"{p}-{v}", with_version(self.moves, p, v), tuple(keys[(p, v)]))
+            for p, v in tried
+        ]
+        attempts = self._batch(sets, [purpose] * len(sets))
+        first = len(self.tried) - len(sets)
+        verdicts: dict[tuple[str, str], dict[CellKey, Verdict]] = {}
+        for i, ((package, version), attempt) in enumerate(zip(tried, attempts, strict=True)):
+            if attempt.run is not None:
+                self.runs.setdefault((package, version), []).append(attempt)
+            judged = self._judge(version, attempt, keys[(package, version)], found, good)
+            self.tried[first + i] = replace(
+                self.tried[first + i], verdicts={self._label(k): v for k, v in judged.items()}
             )
-        )
+            text = "; ".join(
+                f"{self._label(k)}: {v.judgement} ({v.reason})" for k, v in judged.items()
+            )
+            self._say(f"    {attempt.label}: {text}")
+            verdicts[(package, version)] = judged
         return verdicts
 
     def _judge(
         self,
-        key: CellKey,
-        target: Target,
         version: str,
-        comparison: Comparison,
+        attempt: Attempt,
+        keys: list[CellKey],
+        found: Mapping[CellKey, Target],
         good: Run,
-        step: Run,
-    ) -> Verdict:
-        findings = [f for f in comparison.findings if f.cell is not None and f.cell.key == key]
-        return judge(target, version, findings, good.by_cell()[key], step.by_cell().get(key))
+    ) -> dict[CellKey, Verdict]:
+        if attempt.run is None:
+            return {k: Verdict(version, Judgement.SKIP, attempt.skipped or "") for k in keys}
+        timed = [k for k in keys if found[k].family == LATENCY]
+        comparison = self.runner.compare(good, attempt.run, timed=timed)
+        step = attempt.run.by_cell()
+        judged = {}
+        for k in keys:
+            findings = [f for f in comparison.findings if f.cell is not None and f.cell.key == k]
+            judged[k] = judge(found[k], version, findings, good.by_cell()[k], step.get(k))
+        return judged
 
-    def _attempt(
-        self,
-        label: str,
-        requirements: tuple[str, ...],
-        keys: Iterable[CellKey],
-        *,
-        purpose: str,
-        record: bool = True,
-    ) -> Attempt:
-        keys = list(keys)
-        self._say(
-            f"[{len(self.tried) + 1}] {label} ({purpose}): {' '.join(requirements)}, {len(keys)} cells"
-        )
-        attempt = self.runner.attempt(label, requirements, keys)
-        if attempt.skipped:
-            self._say(f"    skipped: {attempt.skipped}")
-        if record:
-            self._record(attempt, purpose, {})
-        return attempt
+    def _batch(self, sets: list[PackageSet], purposes: list[str]) -> list[Attempt]:
+        """Run the sets together; each is a line of the tried list."""
+        for n, (s, purpose) in enumerate(zip(sets, purposes, strict=True), len(self.tried) + 1):
+            reqs = " ".join(s.requirements)
+            self._say(f"[{n}] {s.label} ({purpose}): {reqs}, {len(s.keys)} cells")
+        attempts = self.runner.run_sets(sets)
+        for attempt, purpose in zip(attempts, purposes, strict=True):
+            if attempt.skipped:
+                self._say(f"    {attempt.label} skipped: {attempt.skipped}")
+            self.tried.append(
+                Tried(
+                    attempt.label,
+                    attempt.requirements,
+                    purpose,
+                    attempt.run_dir,
+                    attempt.skipped,
+                    attempt.installs,
+                    attempt.seconds,
+                    variant=attempt.variant or None,
+                )
+            )
+        return attempts
 
     # -- the answer ------------------------------------------------------------------------
 
-    def _answer(
-        self, key: CellKey, target: Target, b: Blame, search: Search | None, good: Run
-    ) -> CellAnswer:
+    def _answer(self, key: CellKey, target: Target, b: Blame, search: Search | None) -> CellAnswer:
         label = self._label(key)
         if search is None:
             return CellAnswer(label, target, None, b.reason, also=b.also)
@@ -234,20 +237,6 @@ class _Session:
         return next((a for a in attempts if a.run is not None and key in a.run.by_cell()), None)
 
     # -- bookkeeping -----------------------------------------------------------------------
-
-    def _record(self, attempt: Attempt, purpose: str, verdicts: dict[str, Verdict]) -> None:
-        self.tried.append(
-            Tried(
-                attempt.label,
-                attempt.requirements,
-                purpose,
-                attempt.run_dir,
-                attempt.skipped,
-                attempt.installs,
-                round(attempt.seconds, 1),
-                verdicts,
-            )
-        )
 
     def _note_endpoints(self, found: Mapping[CellKey, Target]) -> None:
         """The endpoints' verdicts in the tried list: the good set is the reference, the
@@ -305,8 +294,4 @@ def _paired_dict(r: PairResult) -> dict[str, object]:
 
 def _as_ran(record: Record, attempt: Attempt) -> dict[str, object]:
     """The record as its run directory holds it (its own variant), and where that is."""
-    return {
-        **json.loads(record.to_json()),
-        "variant": variant_label(attempt.label),
-        "run": attempt.run_dir,
-    }
+    return {**json.loads(record.to_json()), "variant": attempt.variant, "run": attempt.run_dir}
