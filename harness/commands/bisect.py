@@ -18,7 +18,12 @@ from harness.bisect.search import rounds_estimate
 from harness.bisect.session import BisectError, Request, bisect
 from harness.bisect.verdict import FAMILIES, GRAPH, Criterion, CriterionError
 from harness.bisect.versions import Move, VersionError, canonical_name, walk
-from harness.commands.run import _check_onnxruntime, _csv, _opsets
+from harness.commands.run import (
+    _check_onnxruntime,
+    _csv,
+    add_selection_arguments,
+    selection_from_args,
+)
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan, new_run_id
 
@@ -105,36 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--index-url", metavar="URL", help="take the versions from this index instead of pip's"
     )
-    cells = p.add_argument_group("which cells (as harness run)")
-    cells.add_argument("--suite", metavar="NAME|PATH.toml", help="suite name or file")
-    cells.add_argument(
-        "--models", type=_csv, default=(), metavar="GLOB[,GLOB]", help="only these models"
-    )
-    cells.add_argument(
-        "--exporters", type=_csv, default=(), metavar="LIST", help="default: the suite's"
-    )
-    cells.add_argument(
-        "--opsets", type=_opsets, default=(), metavar="LIST", help="default: the suite's"
-    )
-    cells.add_argument("--devices", type=_csv, default=(), metavar="LIST", help="cpu[,cuda]")
-    shape = cells.add_mutually_exclusive_group()
-    shape.add_argument(
-        "--dynamic",
-        dest="dynamic",
-        action="store_true",
-        default=None,
-        help="add dynamic-shape cells",
-    )
-    shape.add_argument(
-        "--static-only", dest="dynamic", action="store_false", help="static cells only"
-    )
-    cells.add_argument(
-        "--zoo",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="zoo entry file or folder (repeatable)",
-    )
+    add_selection_arguments(p)  # which cells, as `harness run` chooses them
     run = p.add_argument_group("how each version runs")
     run.add_argument(
         "--out",
@@ -186,13 +162,7 @@ def _source(args: argparse.Namespace) -> PipSource:
 def _selection(args: argparse.Namespace) -> RunPlan:
     """The cells, validated as `harness run` validates them (unknown model: exit 2)."""
     options = RunOptions(
-        suite=args.suite,
-        models=args.models,
-        exporters=args.exporters,
-        opsets=args.opsets,
-        devices=args.devices,
-        dynamic=args.dynamic,
-        zoo=tuple(args.zoo),
+        **selection_from_args(args),
         timeout_s=args.timeout,
         threads=args.threads,
         address=args.address,

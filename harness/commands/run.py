@@ -54,6 +54,13 @@ def _opsets(value: str) -> tuple[int, ...]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_selection_arguments(p)
+    p.add_argument("--out", metavar="DIR", help="the run directory (default: results/<run_id>/)")
+    add_run_arguments(p)
+
+
+def add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that choose the cells (`harness run`, and `harness bisect` as run's)."""
     p.add_argument(
         "--suite", metavar="NAME|PATH.toml", help="suite name (suites/NAME.toml) or a suite file"
     )
@@ -99,7 +106,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a zoo entry file or folder (repeatable); without --suite, run only these models",
     )
-    p.add_argument("--out", metavar="DIR", help="the run directory (default: results/<run_id>/)")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=float,
@@ -155,15 +164,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields that `add_selection_arguments`' flags set."""
+    return {
+        "suite": args.suite,
+        "models": args.models,
+        "exporters": args.exporters,
+        "opsets": args.opsets,
+        "devices": args.devices,
+        "dynamic": args.dynamic,
+        "zoo": tuple(args.zoo),
+    }
+
+
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     return RunOptions(
-        suite=args.suite,
-        models=args.models,
-        exporters=args.exporters,
-        opsets=args.opsets,
-        devices=args.devices,
-        dynamic=args.dynamic,
-        zoo=tuple(args.zoo),
+        **selection_from_args(args),
         out=args.out,
         timeout_s=args.timeout,
         threads=args.threads,
