@@ -62,7 +62,8 @@ class CellAnswer:
 
     @property
     def answered(self) -> bool:
-        return self.outcome is not None and self.outcome.first_bad is not None
+        o = self.outcome
+        return o is not None and o.done and o.first_bad is not None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TextIO
 
@@ -50,36 +50,67 @@ class Request:
     command: tuple[str, ...] = ()
 
 
-def bisect(request: Request, runner: Runner, *, stream: TextIO = sys.stderr) -> BisectResult:
-    started = time.perf_counter()
-    result = _Session(request, runner, stream).run()
-    return replace(result, wall_s=round(time.perf_counter() - started, 1))
+def bisect(
+    request: Request,
+    runner: Runner,
+    *,
+    stream: TextIO = sys.stderr,
+    on_step: Callable[[BisectResult], object] | None = None,
+) -> BisectResult:
+    """Bisect; `on_step` gets the result so far after each step (an interrupted bisection
+    keeps what it tried), and the answer is returned at the end."""
+    return _Session(request, runner, stream, on_step).run()
 
 
 class _Session:
-    def __init__(self, request: Request, runner: Runner, stream: TextIO) -> None:
-        self.request, self.runner, self.stream = request, runner, stream
+    def __init__(
+        self,
+        request: Request,
+        runner: Runner,
+        stream: TextIO,
+        on_step: Callable[[BisectResult], object] | None,
+    ) -> None:
+        self.request, self.runner, self.stream, self.on_step = request, runner, stream, on_step
         self.moves = request.moves
+        self.started = time.perf_counter()
         self.tried: list[Tried] = []
         # (package, version) -> the attempts of the good set with that package at that version
         self.runs: dict[tuple[str, str], list[Attempt]] = {}
+        self.found: dict[CellKey, Target] = {}
+        self.blames: dict[CellKey, Blame] = {}
+        self.searches: dict[CellKey, Search] = {}
 
     def run(self) -> BisectResult:
         good, bad = self._endpoints(tuple(self.runner.cells))
         timed = list(self.runner.cells) if self.request.criterion.wants(LATENCY) else []
         comparison = self.runner.compare(good, bad, timed=timed)
         found = targets(comparison.findings, good.by_cell(), bad.by_cell(), self.request.criterion)
+        self.found = found
         self._note_endpoints(found)
+        self._step()
         if not found:
             return self._result([], note=self._nothing_found())
         cells = "; ".join(f"{self._label(k)}: {t.message}" for k, t in found.items())
         self._say(f"{len(found)} cells to bisect: {cells}")
-        blames = self._culprits(found, good)
+        self.blames = blames = self._culprits(found, good)
         walks = self.request.walks
         searches = {k: Search(b.package, walks[b.package]) for k, b in blames.items() if b.package}
         searches = self._search(searches, found, good)
         answers = [self._answer(k, t, blames[k], searches.get(k)) for k, t in found.items()]
         return self._result(answers)
+
+    def _snapshot(self) -> BisectResult:
+        """The result so far: what was tried, and each cell's search as it stands."""
+        cells = []
+        for key, target in self.found.items():
+            b, search = self.blames.get(key), self.searches.get(key)
+            outcome, verdicts = (search.outcome(), search.verdicts) if search else (None, ())
+            blame_text = b.reason if b else "not blamed yet"
+            package = search.package if search else None
+            cells.append(
+                CellAnswer(self._label(key), target, package, blame_text, outcome, verdicts)
+            )
+        return self._result(cells, note=f"in progress: {len(self.tried)} package sets tried so far")
 
     # -- the steps -------------------------------------------------------------------------
 
@@ -114,18 +145,22 @@ class _Session:
         blames = blame(self.moves, alone, found)
         for key, b in blames.items():
             self._say(f"{self._label(key)}: {b.reason}")
+        self.blames = blames
+        self._step()
         return blames
 
     def _search(
         self, searches: dict[CellKey, Search], found: Mapping[CellKey, Target], good: Run
     ) -> dict[CellKey, Search]:
         """Round by round, every version the searches ask for runs at once."""
+        self.searches = searches
         while wanted := next_round(searches):
             verdicts = self._try(sorted(wanted), wanted, found, good, "bisect")
             for tried, keys in wanted.items():
                 for key in keys:
                     searches[key] = searches[key].with_verdict(verdicts[tried][key])
             self._say(self._progress(searches))
+            self._step()
         return searches
 
     def _try(
@@ -271,11 +306,15 @@ class _Session:
     def _say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
+    def _step(self) -> None:
+        if self.on_step is not None:
+            self.on_step(self._snapshot())
+
     def _result(self, cells: list[CellAnswer], note: str | None = None) -> BisectResult:
         criterion = self.request.criterion.describe()
-        return BisectResult(
-            self.moves, criterion, tuple(self.tried), tuple(cells), self.request.command, note=note
-        )
+        wall_s = round(time.perf_counter() - self.started, 1)
+        tried, command = tuple(self.tried), self.request.command
+        return BisectResult(self.moves, criterion, tried, tuple(cells), command, wall_s, note)
 
 
 def _paired_dict(r: PairResult) -> dict[str, object]:

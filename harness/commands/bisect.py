@@ -207,7 +207,7 @@ def _run(request: Request, selection: RunPlan, source: PipSource, out: Path) -> 
 
     try:
         with Runner(selection, out, source) as runner:
-            return bisect(request, runner)
+            return bisect(request, runner, on_step=lambda so_far: write_outputs(so_far, out))
     except BisectError as exc:
         raise UsageError(str(exc)) from None
 

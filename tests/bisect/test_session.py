@@ -72,9 +72,15 @@ def breaks_at(package: str, first_bad: str, *, skip: str | None = None) -> Oracl
     return oracle
 
 
-def run_bisect(runner: StandIn, *moves: Move, versions: dict[str, tuple[str, ...]]) -> BisectResult:
+def run_bisect(
+    runner: StandIn,
+    *moves: Move,
+    versions: dict[str, tuple[str, ...]],
+    steps: list[BisectResult] | None = None,
+) -> BisectResult:
     request = Request(tuple(moves), versions, Criterion())
-    return bisect(request, runner, stream=io.StringIO())  # type: ignore[arg-type]
+    on_step = steps.append if steps is not None else None
+    return bisect(request, runner, stream=io.StringIO(), on_step=on_step)  # type: ignore[arg-type]
 
 
 CORE = Move("core", "1.0", "1.7")
@@ -142,3 +148,15 @@ def test_a_finding_no_single_move_causes_is_not_bisected() -> None:
     assert cell.package is None and cell.outcome is None
     assert cell.blame.startswith("no package alone at its bad version reproduces it")
     assert len(runner.batches) == 2 and not result.answered
+
+
+def test_each_step_hands_over_the_result_so_far_and_none_claims_an_answer_early() -> None:
+    steps: list[BisectResult] = []
+    runner = StandIn(["widen"], breaks_at("core", "1.5", skip="1.3"))
+    final = run_bisect(runner, CORE, versions={"core": CORE_VERSIONS}, steps=steps)
+    assert [len(s.tried) for s in steps] == [2, 3, 4, 5]  # endpoints, then each round
+    assert all(s.note and s.note.startswith("in progress") for s in steps)
+    assert not any(s.answered for s in steps[:-1])  # a search not done answers nothing
+    assert steps[-1].answered and steps[-1].cells[0].outcome.first_bad == "1.5"
+    assert final.note is None and final.answered
+    assert final.cells[0].evidence.first_bad is not None  # the evidence comes at the end
