@@ -1,5 +1,5 @@
-"""Tiny real packages for the bisection tests: sources generated per version, built into
-wheels by `pip wheel` (setuptools, no network), served from a folder; and a zoo whose models
+"""Tiny real packages for the bisection tests: sources generated per version, packed into
+real wheels (no build backend, no network), served from a folder; and a zoo whose models
 call them, so that what a cell exports depends on the version installed.
 
 `harness-probe-core` (module `harness_probe_core`), versions 1.0 .. 1.7:
@@ -13,8 +13,9 @@ call them, so that what a cell exports depends on the version installed.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import base64
+import hashlib
+import zipfile
 from pathlib import Path
 
 CORE, EXTRA = "harness-probe-core", "harness-probe-extra"
@@ -87,7 +88,6 @@ def core_source(version: str) -> str:
 
 
 def build_wheel(
-    root: Path,
     dist: str,
     version: str,
     module_source: str,
@@ -95,22 +95,33 @@ def build_wheel(
     *,
     requires: tuple[str, ...] = (),
 ) -> Path:
-    """One real wheel of `dist` at `version` whose module holds `module_source`."""
+    """One real wheel of `dist` at `version` whose module holds `module_source`, written as
+    the wheel format says (PEP 427: a zip with the module and a .dist-info holding METADATA,
+    WHEEL and RECORD with each file's hash), so that no build backend is needed: a fresh
+    venv's setuptools cannot build wheels without the `wheel` package."""
     module = dist.replace("-", "_")
-    src = root / f"{module}-{version}"
-    (src / module).mkdir(parents=True)
-    (src / module / "__init__.py").write_text(module_source)
-    (src / "pyproject.toml").write_text(
-        f'[project]\nname = "{dist}"\nversion = "{version}"\ndependencies = {list(requires)!r}\n'
-        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    info = f"{module}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
     )
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "--quiet", "--wheel-dir", str(wheels), str(src)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    (found,) = wheels.glob(f"{module}-{version}-*.whl")
-    return found
+    files = {
+        f"{module}/__init__.py": module_source,
+        f"{info}/METADATA": metadata,
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/top_level.txt": f"{module}\n",
+    }
+    record = [f"{name},sha256={_digest(text)},{len(text.encode())}" for name, text in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    path = wheels / f"{module}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as whl:
+        for name, text in files.items():
+            whl.writestr(name, text)
+    return path
+
+
+def _digest(text: str) -> str:
+    digest = hashlib.sha256(text.encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def build_probe_wheels(root: Path) -> Path:
@@ -118,9 +129,9 @@ def build_probe_wheels(root: Path) -> Path:
     wheels = root / "wheels"
     wheels.mkdir(parents=True)
     for version in CORE_VERSIONS:
-        build_wheel(root / "src", CORE, version, core_source(version), wheels)
+        build_wheel(CORE, version, core_source(version), wheels)
     for version in ("1.0", "1.1"):
-        build_wheel(root / "src", EXTRA, version, 'VALUE = "the same in every version"\n', wheels)
+        build_wheel(EXTRA, version, 'VALUE = "the same in every version"\n', wheels)
     return wheels
 
 

@@ -19,14 +19,10 @@ PROBE = "harness-probe-index"
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """1.0, 1.1 and 1.10 of a probe package; 1.1 depends on a package the folder lacks."""
-    root = tmp_path_factory.mktemp("index")
-    folder = root / "wheels"
-    folder.mkdir()
+    folder = tmp_path_factory.mktemp("wheels")
     for version in ("1.0", "1.10"):
-        build_wheel(root / "src", PROBE, version, "VALUE = 1\n", folder)
-    build_wheel(
-        root / "src", PROBE, "1.1", "VALUE = 1\n", folder, requires=("harness-probe-missing>=1",)
-    )
+        build_wheel(PROBE, version, "VALUE = 1\n", folder)
+    build_wheel(PROBE, "1.1", "VALUE = 1\n", folder, requires=("harness-probe-missing>=1",))
     return folder
 
 
