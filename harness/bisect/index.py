@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.bisect.versions import VersionError, offered_versions
+from harness.bisect.versions import VersionError, offered_versions, offered_versions_text
 
 PIP_TIMEOUT_S = 300.0
 
@@ -68,6 +68,10 @@ def list_versions(package: str, source: PipSource) -> list[str]:
     decides which count), as pip lists them: only those this Python and platform can
     install."""
     done = _pip("index", "versions", package, "--json", "--pre", *source.options())
+    if done.returncode != 0 and "no such option: --json" in done.stderr:
+        done = _pip("index", "versions", package, "--pre", *source.options())
+        if done.returncode == 0:
+            return offered_versions_text(done.stdout)
     if done.returncode != 0:
         raise VersionError(
             f"--package {package}: {source.describe()} offers no such package ({pip_error(done.stderr)})"

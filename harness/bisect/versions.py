@@ -49,6 +49,16 @@ def offered_versions(pip_json: str) -> list[str]:
         raise VersionError(f"cannot read pip's list of versions ({exc})") from None
 
 
+def offered_versions_text(pip_text: str) -> list[str]:
+    """The versions of `pip index versions` text output (a pip without `--json`, before
+    25.0): its `Available versions: a, b, c` line."""
+    for line in pip_text.splitlines():
+        head, sep, listed = line.partition("Available versions:")
+        if sep and not head.strip():
+            return [v.strip() for v in listed.split(",") if v.strip()]
+    raise VersionError("cannot read pip's list of versions (no 'Available versions:' line)")
+
+
 def walk(
     offered: Iterable[str], move: Move, *, pre: bool = False, source: str = "the index"
 ) -> tuple[str, ...]:

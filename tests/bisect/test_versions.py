@@ -12,6 +12,7 @@ from harness.bisect.versions import (
     VersionError,
     canonical_name,
     offered_versions,
+    offered_versions_text,
     walk,
 )
 
@@ -81,3 +82,10 @@ def test_pip_index_json_is_read_and_garbage_is_an_error() -> None:
 def test_package_names_compare_as_pep_503_normalises_them() -> None:
     assert canonical_name("Onnx_IR") == canonical_name("onnx-ir") == canonical_name("onnx.ir")
     assert Move("onnxscript", "0.6.0", "0.7.2").spec("0.6.1") == "onnxscript==0.6.1"
+
+
+def test_an_older_pips_text_listing_is_read_too() -> None:
+    text = "onnxscript (0.7.2)\nAvailable versions: 0.7.2, 0.7.1, 0.7.0\n  INSTALLED: 0.7.2\n"
+    assert offered_versions_text(text) == ["0.7.2", "0.7.1", "0.7.0"]
+    with pytest.raises(VersionError, match="no 'Available versions:' line"):
+        offered_versions_text("ERROR: No matching distribution found for nope")
