@@ -50,8 +50,8 @@ def offered_versions(pip_json: str) -> list[str]:
 
 
 def offered_versions_text(pip_text: str) -> list[str]:
-    """The versions of `pip index versions` text output (a pip without `--json`, before
-    25.0): its `Available versions: a, b, c` line."""
+    """The versions of `pip index versions` text output (an older pip, without `--json`):
+    its `Available versions: a, b, c` line."""
     for line in pip_text.splitlines():
         head, sep, listed = line.partition("Available versions:")
         if sep and not head.strip():
