@@ -48,6 +48,7 @@ from harness.scheduling import (
     kind,
     no_run,
     node_in_message,
+    runtime_env,
 )
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
@@ -69,12 +70,11 @@ OBJECT_STORE_BYTES = 256 * 1024 * 1024
 
 def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> ClusterInfo:
     """Join `address` (auto, HOST:PORT, ray://HOST:PORT) or start a local Ray instance."""
-    runtime_env = {"env_vars": env_vars} if env_vars else None
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
         "logging_level": "ERROR",
-        "runtime_env": runtime_env,
+        "runtime_env": {"env_vars": env_vars} if env_vars else None,
         "configure_logging": True,
     }
     if address:
@@ -157,10 +157,13 @@ _run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_c
 
 
 @ray.remote(max_retries=0)
-def _versions_remote() -> dict[str, Any]:
-    from harness.store.environment import versions
+def _versions_remote(distributions: tuple[str, ...] = ()) -> dict[str, Any]:
+    from harness.store.environment import distribution_status, versions
 
-    return versions()
+    found: dict[str, Any] = dict(versions())
+    if distributions:
+        found["distributions"] = distribution_status(distributions)
+    return found
 
 
 def _whoami() -> dict[str, Any]:
@@ -171,10 +174,13 @@ def _whoami() -> dict[str, Any]:
     }
 
 
-def variant_versions(variants: dict[str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
-    """Package versions as a worker of each variant's runtime_env sees them."""
+def variant_versions(
+    variants: dict[str, tuple[str, ...]], *, distributions: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
+    """Package versions as a worker of each variant's runtime_env sees them; with
+    `distributions`, also theirs and whether they import (`harness bisect`)."""
     refs = {
-        name: _versions_remote.options(runtime_env=_runtime_env(specs)).remote()
+        name: _versions_remote.options(runtime_env=runtime_env(specs)).remote(distributions)
         for name, specs in variants.items()
     }
     found: dict[str, dict[str, Any]] = {}
@@ -186,16 +192,12 @@ def variant_versions(variants: dict[str, tuple[str, ...]]) -> dict[str, dict[str
     return found
 
 
-def _runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
-    return {"pip": list(pip_specs)} if pip_specs else None
-
-
 def _submit(
     task: CellTask, variants: dict[str, tuple[str, ...]], board: Any, flight_id: int
 ) -> Any:
     remote = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
     options: dict[str, Any] = {"num_cpus": task.threads}
-    env = _runtime_env(variants.get(task.cell.variant, ()))
+    env = runtime_env(variants.get(task.cell.variant, ()))
     if env:
         options["runtime_env"] = env
     return remote.options(**options).remote(task, board, flight_id)

@@ -1,5 +1,5 @@
 """What dispatch decides without Ray: how many cells of each kind run at once, when a
-cell's clock starts, and whether a cell whose worker died lost its node (it runs again
+cell's clock starts, how a variant's packages become a Ray runtime_env, and whether a cell whose worker died lost its node (it runs again
 elsewhere) or crashed (that is its record). Pure: `harness/dispatch.py` feeds it what Ray
 reports, and the tests feed it hand-made states.
 """
@@ -325,3 +325,19 @@ def auth_hint() -> str:
         " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
         " or ~/.ray/auth_token"
     )
+
+
+# Ray's own default options of the pip it runs, which `pip_install_options` replaces.
+RAY_PIP_OPTIONS = ("--disable-pip-version-check", "--no-cache-dir")
+
+
+def runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
+    """A variant's packages as Ray's pip runtime_env; entries starting with `-` are options
+    of that pip (`--no-index`, `--find-links=DIR`, `--index-url=URL`, `--pre`)."""
+    packages = [s for s in pip_specs if not s.startswith("-")]
+    if not packages:
+        return None
+    options = [s for s in pip_specs if s.startswith("-")]
+    if not options:
+        return {"pip": packages}
+    return {"pip": {"packages": packages, "pip_install_options": [*RAY_PIP_OPTIONS, *options]}}

@@ -19,6 +19,12 @@ Writes OUT/compare/<run>/{compare.md,compare.json,junit.xml,benchmark.json},
 OUT/summary.md (also appended to $GITHUB_STEP_SUMMARY) and, when something blocks,
 OUT/issue.md: the body of the tracking issue, with the blocking findings table.
 
+With --bisect (off by default), each run with blocking findings is bisected: `harness bisect`
+over the packages (--bisect-packages) whose versions differ between the previous night's
+manifest and tonight's, on the cells that block, into OUT/bisect/<run>/; its answer (the
+package and first bad version per cell) is added to summary.md and issue.md, so the tracking
+issue names it. A bisection that fails is reported there too; it never changes the exit code.
+
 Exit codes as harness compare's: 0 nothing blocking, 1 blocking regression, 2 usage or
 infrastructure error (a missing baseline or run directory, a run without records). An
 error wins over a regression: the verdict is incomplete; issue.md is still written.
@@ -28,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -276,6 +284,81 @@ def _capped(text: str, limit: int, where: str) -> str:
     return text[:limit].rsplit("\n", 1)[0] + f"\n\n… truncated at {limit} characters: {where}.\n"
 
 
+# -- bisecting the blocking findings (--bisect) ------------------------------------------------------
+
+# What a nightly bisects when it moved: torch is left out (its builds come from their own
+# indexes, several GB each), and so are ray and numpy (the harness's own machinery).
+BISECT_PACKAGES = "onnxscript,onnx-ir,onnx,onnxruntime,transformers"
+
+
+def moved_packages(
+    baseline: Run, candidate: Run, packages: Sequence[str]
+) -> list[tuple[str, str, str]]:
+    """(package, last night's version, tonight's) for each package that moved."""
+    before, after = baseline.versions(), candidate.versions()
+    return [
+        (p, str(before[p]), str(after[p]))
+        for p in packages
+        if before.get(p) and after.get(p) and before[p] != after[p]
+    ]
+
+
+def harness_command() -> list[str]:
+    found = shutil.which("harness")
+    return [found] if found else [sys.executable, "-m", "harness.cli"]
+
+
+def bisect_command(
+    comparison: Comparison, moves: Sequence[tuple[str, str, str]], out: Path
+) -> list[str]:
+    """`harness bisect` over the moved packages, on the cells that block tonight."""
+    cells = [f.cell for f in comparison.blocking if f.cell is not None]
+    command = [*harness_command(), "bisect"]
+    for package, good, bad in moves:
+        command += ["--package", package, "--good", good, "--bad", bad]
+    manifest = comparison.candidate.manifest
+    if manifest.get("suite"):
+        command += ["--suite", str(manifest["suite"])]
+    command += [
+        "--models", ",".join(sorted({c.model for c in cells})),
+        "--exporters", ",".join(sorted({c.exporter for c in cells})),
+        "--opsets", ",".join(str(o) for o in sorted({c.opset for c in cells})),
+        "--devices", ",".join(sorted({c.device for c in cells})),
+        "--dynamic" if any(c.dynamic for c in cells) else "--static-only",
+        "--threads", str((manifest.get("settings") or {}).get("threads") or 1),
+        "--out", str(out),
+    ]  # fmt: skip
+    return command
+
+
+def bisect_outcome(o: Outcome, packages: Sequence[str], out: Path) -> str | None:
+    """Bisect one run's blocking findings; the markdown section that says what it found
+    (None where nothing blocks)."""
+    c = o.comparison
+    if c is None or not any(f.cell is not None for f in c.blocking):
+        return None
+    heading = f"#### Bisection of run `{o.pair.name}`"
+    if o.pair.baseline is None:
+        return f"{heading}\n\nNot bisected: no previous night to take the good versions from.\n"
+    try:
+        moves = moved_packages(read_run(o.pair.baseline), c.candidate, packages)
+    except (RunDirError, OSError) as exc:
+        return f"{heading}\n\nNot bisected: the previous night cannot be read ({exc}).\n"
+    if not moves:
+        return f"{heading}\n\nNot bisected: none of {', '.join(packages)} moved since the previous night.\n"
+    command = bisect_command(c, moves, out / o.pair.name)
+    print(f"::group::{' '.join(command[command.index('bisect') :])}", flush=True)
+    done = subprocess.run(
+        command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    print(done.stderr, "::endgroup::", sep="\n", flush=True)
+    answer = out / o.pair.name / "bisect.md"
+    if done.returncode in (0, 1) and answer.is_file():
+        return f"{heading}\n\n" + _demoted(answer.read_text()) + "\n"
+    error = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return f"{heading}\n\n**Bisection failed**: {error}\n"
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
@@ -307,6 +390,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--no-remeasure",
         action="store_true",
         help="do not time changed graphs again together with the previous night's",
+    )
+    p.add_argument(
+        "--bisect",
+        action="store_true",
+        help="bisect each run's blocking findings over the packages that moved since the previous"
+        " night (harness bisect), and add the answer to summary.md and issue.md",
+    )
+    p.add_argument(
+        "--bisect-packages",
+        default=BISECT_PACKAGES,
+        metavar="LIST",
+        help=f"the packages --bisect looks at, comma-separated (default {BISECT_PACKAGES})",
     )
     p.add_argument(
         "--graphs",
@@ -359,8 +454,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     outcomes = [compare_pair(p, sources) for p in pairs]
     url = run_url(env)
     summary = summary_markdown(args.label, outcomes, url=url, baseline_url=args.baseline_url)
+    issue = issue_markdown(args.label, outcomes, url=url)
+    if args.bisect:
+        packages = [p.strip() for p in args.bisect_packages.split(",") if p.strip()]
+        found = [b for o in outcomes if (b := bisect_outcome(o, packages, args.out / "bisect"))]
+        summary += "".join(f"\n{b}" for b in found)
+        issue = issue and issue + "".join(f"\n{b}" for b in found)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_outputs(args.out, outcomes, summary, issue_markdown(args.label, outcomes, url=url))
+    write_outputs(args.out, outcomes, summary, issue)
     append_step_summary(summary, env)
     print(summary)
     if args.graphs is not None and args.graphs.is_dir():

@@ -252,7 +252,8 @@ def test_the_script_runs_from_the_command_line(tmp_path, expected):
 
 FAKE = '''#!{python}
 """A stand-in for `{name}`: there is no GitHub here (nor time for real runs). It records its
-argv (and the text of a --body-file) and answers from canned JSON."""
+argv (and the text of a --body-file), answers from canned JSON, and writes canned files
+into its --out."""
 import json, os, shutil, sys
 
 args = sys.argv[1:]
@@ -272,6 +273,10 @@ if command == "run download":
         print("no valid artifacts found to download", file=sys.stderr)
         sys.exit(1)
     shutil.copytree(source, args[args.index("--dir") + 1])
+for name, text in config.get("writes", {{}}).get(command, {{}}).items():
+    out = args[args.index("--out") + 1]
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, name), "w").write(text)
 print(config.get("stdout", {{}}).get(command, ""))
 '''
 
@@ -461,3 +466,84 @@ def test_nothing_blocking_leaves_the_issue_alone(tmp_path, fakes):
 def test_a_gh_failure_exits_2(findings, fakes):
     fakes.configure(fail=["issue list"])
     assert tracking_issue.main(["--body", str(findings)]) == 2
+
+
+# -- nightly_compare.py --bisect ---------------------------------------------------------------------
+
+BISECT_MD = (
+    "## harness bisect (onnxscript 0.5.0 -> 0.6.0): first bad onnxscript 0.5.3 (last good 0.5.2)\n"
+)
+
+
+def moved_nights(tmp_path: Path, *, tonight: str = "0.6.0") -> tuple[Path, Path]:
+    """Last night with onnxscript 0.5.0; tonight with `tonight` and m3 failing to export."""
+    baseline = nightly_runs(tmp_path / "previous", "night1", seed=1)
+    candidate = nightly_runs(tmp_path / "nightly", "night2", seed=4, broken=True)
+    manifest_path = candidate / "smoke" / "manifest.json"
+    man = json.loads(manifest_path.read_text())
+    man["versions"]["base"].update(onnxscript=tonight, onnx="1.17.0")
+    manifest_path.write_text(json.dumps(man))
+    return baseline, candidate
+
+
+def compare_bisecting(
+    baseline: Path, candidate: Path, expected: Path, out: Path, *more: str
+) -> int:
+    argv = ["--baseline", str(baseline), "--candidate", str(candidate), "--expected", str(expected)]
+    return nightly_compare.main([*argv, "--out", str(out), "--bisect", *more])
+
+
+def test_bisect_runs_harness_bisect_on_the_blocking_cells_and_puts_the_answer_in_the_issue(
+    tmp_path, env, expected, fakes
+):
+    fakes.configure(writes={"bisect --package": {"bisect.md": BISECT_MD}})
+    baseline, candidate = moved_nights(tmp_path)
+    out = tmp_path / "nightly"
+
+    assert compare_bisecting(baseline, candidate, expected, out) == 1  # the verdict is compare's
+
+    (call,) = fakes.calls("harness")
+    assert call["argv"] == [
+        "bisect", "--package", "onnxscript", "--good", "0.5.0", "--bad", "0.6.0",
+        "--suite", "synthetic", "--models", "m3", "--exporters", "dynamo", "--opsets", "18",
+        "--devices", "cpu", "--static-only", "--threads", "2", "--out", str(out / "bisect" / "smoke"),
+    ]  # fmt: skip
+    issue = (out / "issue.md").read_text()
+    assert "#### Bisection of run `smoke`" in issue
+    assert "### harness bisect (onnxscript 0.5.0 -> 0.6.0): first bad onnxscript 0.5.3" in issue
+    assert issue.index("| m3 dynamo@18 cpu |") < issue.index("#### Bisection")  # after the findings
+    assert "first bad onnxscript 0.5.3" in (out / "summary.md").read_text()
+
+
+def test_a_failed_bisection_is_reported_and_changes_no_exit_code(tmp_path, env, expected, fakes):
+    fakes.configure(fail=["bisect --package"])
+    baseline, candidate = moved_nights(tmp_path)
+
+    assert compare_bisecting(baseline, candidate, expected, tmp_path / "out") == 1
+    issue = (tmp_path / "out" / "issue.md").read_text()
+    assert "**Bisection failed**: HTTP 502: canned failure" in issue
+
+
+def test_nothing_moved_nothing_bisected(tmp_path, env, expected, fakes):
+    baseline, candidate = moved_nights(tmp_path, tonight="0.5.0")
+
+    assert (
+        compare_bisecting(
+            baseline, candidate, expected, tmp_path / "out", "--bisect-packages", "onnxscript,onnx"
+        )
+        == 1
+    )
+    assert fakes.calls("harness") == []
+    issue = (tmp_path / "out" / "issue.md").read_text()
+    assert "Not bisected: none of onnxscript, onnx moved since the previous night." in issue
+
+
+def test_without_bisect_or_without_a_block_harness_bisect_never_runs(
+    tmp_path, env, expected, fakes
+):
+    baseline, candidate = moved_nights(tmp_path)
+    assert compare(baseline, candidate, expected, tmp_path / "out") == 1
+    quiet = nightly_runs(tmp_path / "quiet", "night3", seed=2)
+    assert compare_bisecting(baseline, quiet, expected, tmp_path / "out2") == 0
+    assert fakes.calls("harness") == []
+    assert "Bisection" not in (tmp_path / "out" / "issue.md").read_text()

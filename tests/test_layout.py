@@ -17,7 +17,7 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # argparse declarations read best as one list of flags, however long.
 LONG_FUNCTIONS_ALLOWED = {"add_arguments"}
-STAGES = ("plan", "cell", "store", "compare", "report", "coverage", "commands")
+STAGES = ("plan", "cell", "store", "compare", "report", "coverage", "commands", "bisect")
 
 
 def _modules() -> list[Path]:
@@ -77,10 +77,11 @@ def _package_modules(folder: str, *, skip: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("folder", ["plan", "store", "compare", "report"])
+@pytest.mark.parametrize("folder", ["plan", "store", "compare", "report", "bisect"])
 def test_records_stages_import_no_torch_onnx_ort_or_ray(folder: str) -> None:
     """plan, store, compare and report work on records and files: they load in a process
-    without torch, onnx, onnxruntime or ray (matplotlib only when a plot is drawn)."""
+    without torch, onnx, onnxruntime or ray (matplotlib only when a plot is drawn); so does
+    bisect, which reaches Ray through dispatch only once a bisection runs."""
     assert _imported_after(_package_modules(folder)) == set()
 
 

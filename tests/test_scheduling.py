@@ -15,6 +15,7 @@ from harness.scheduling import (
     judge,
     no_run,
     node_in_message,
+    runtime_env,
 )
 from harness.store.records import Cell, CellTask
 from harness.store.status import Status
@@ -178,3 +179,29 @@ def test_the_node_is_read_from_rays_node_death_message() -> None:
     )  # Ray 2.60's NodeDiedError, as seen when a raylet was killed here
     assert node_in_message(message) == "0ac1bf74ee5125e7007a3b08c0749d2f639f157bd69897c529ce3c0c"
     assert node_in_message("The worker died unexpectedly while executing this task.") is None
+
+
+# -- a variant's runtime_env -----------------------------------------------------------------
+
+
+def test_a_variants_packages_become_rays_pip_list() -> None:
+    assert runtime_env(()) is None
+    assert runtime_env(("onnxscript==0.6.2", "onnx==1.19")) == {
+        "pip": ["onnxscript==0.6.2", "onnx==1.19"]
+    }
+
+
+def test_pip_options_of_a_variant_go_to_pip_install_options_after_rays_defaults() -> None:
+    env = runtime_env(("probe==1.3", "--no-index", "--find-links=/wheels"))
+    assert env == {
+        "pip": {
+            "packages": ["probe==1.3"],
+            "pip_install_options": [
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--no-index",
+                "--find-links=/wheels",
+            ],
+        }
+    }
+    assert runtime_env(("--no-index",)) is None  # options without packages install nothing

@@ -231,6 +231,22 @@ def test_the_nightly_steps_compare_keep_history_and_publish():
     assert uploads == ["nightly-${{ inputs.device }}", "findings-${{ inputs.device }}"]
 
 
+def test_the_nightly_bisects_only_when_asked_and_passes_the_option_to_its_script():
+    nightly = load("nightly.yml")
+    assert nightly["on"]["workflow_dispatch"]["inputs"]["bisect"]["default"] is False
+    for job in ("cpu", "gpu"):
+        assert nightly["jobs"][job]["with"]["bisect"] == (
+            "${{ inputs.bisect == true || vars.NIGHTLY_BISECT == 'true' }}"
+        )
+    suites = load("nightly-suites.yml")
+    call = suites["on"]["workflow_call"]["inputs"]["bisect"]
+    assert call["type"] == "boolean" and call["default"] is False
+    assert suites["jobs"]["suites"]["env"]["BISECT"] == "${{ inputs.bisect }}"
+    script = runs(suites)
+    assert 'if [ "$BISECT" = "true" ]; then bisect=(--bisect); fi' in script
+    assert '--out nightly "${bisect[@]}"' in script
+
+
 # -- compare-versions.yml --------------------------------------------------------------------------------
 
 

@@ -60,6 +60,13 @@ def _opsets(value: str) -> tuple[int, ...]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_selection_arguments(p)
+    p.add_argument("--out", metavar="DIR", help="the run directory (default: results/<run_id>/)")
+    add_run_arguments(p)
+
+
+def add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that choose the cells (`harness run`, and `harness bisect` as run's)."""
     p.add_argument(
         "--suite", metavar="NAME|PATH.toml", help="suite name (suites/NAME.toml) or a suite file"
     )
@@ -105,7 +112,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a zoo entry file or folder (repeatable); without --suite, run only these models",
     )
-    p.add_argument("--out", metavar="DIR", help="the run directory (default: results/<run_id>/)")
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout",
         type=float,
@@ -148,7 +157,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=PIP_SPEC[,PIP_SPEC]",
         help="also run every cell in a Ray runtime_env with these packages, e.g. "
-        "old=onnxscript==0.6.2 (repeatable; the workers need pip access)",
+        "old=onnxscript==0.6.2 (repeatable; the workers need pip access); entries starting"
+        " with - are options of that pip, e.g. --no-index,--find-links=DIR",
     )
     p.add_argument(
         "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
@@ -158,9 +168,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def given_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The `RunOptions` fields the command line names (a flag left out names none)."""
-    given = {
+def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields that `add_selection_arguments`' flags name (a flag left out
+    names none)."""
+    return _named({
         "suite": args.suite,
         "models": args.models,
         "exporters": args.exporters,
@@ -168,6 +179,12 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         "devices": args.devices,
         "dynamic": args.dynamic,
         "zoo": tuple(args.zoo),
+    })  # fmt: skip
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RunOptions` fields the command line names (a flag left out names none)."""
+    return selection_from_args(args) | _named({
         "out": args.out,
         "timeout_s": args.timeout,
         "threads": args.threads,
@@ -176,7 +193,10 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         "address": args.address,
         "max_memory_gb": args.max_memory_gb,
         "variants": tuple(args.variant),
-    }
+    })  # fmt: skip
+
+
+def _named(given: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value not in (None, ())}
 
 
@@ -297,30 +317,40 @@ def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
     _announce(plan, stream)
     cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # nothing written yet
     try:
-        _check_threads(cluster, plan.options.threads)
-        manifest = _manifest(plan, argv, cluster, dispatch)
-        rundir.write_manifest(plan.run_dir, manifest.to_dict())
-        progress = Progress(total=len(plan.pending), stream=stream)
-        with rundir.RecordWriter(plan.run_dir) as writer:
-
-            def on_record(record: Record) -> None:
-                spec = plan.specs.get(record.model)
-                record = spec.judge(record) if spec else record  # expectations: judged here only
-                if spec and spec.metadata:  # every record, a timeout's or a crash's too
-                    record = record.with_changes(metadata=dict(spec.metadata))
-                writer.write(record)
-                progress.update(record)
-
-            runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
-            stats = dispatch.run_tasks(
-                _tasks(plan, runnable, manifest.max_memory_gb),
-                on_record,
-                timeout_s=plan.options.timeout_s,
-                threads=plan.options.threads,
-                variants=plan.variants,
-            )
+        return execute_on(cluster, plan, argv, stream=stream)
     finally:
         dispatch.stop()
+
+
+def execute_on(
+    cluster: ClusterInfo, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
+) -> Path:
+    """Run every pending cell of the plan on a Ray instance already started (`harness
+    bisect` runs one plan per package version on one instance); returns the run directory."""
+    from harness import dispatch
+
+    _check_threads(cluster, plan.options.threads)
+    manifest = _manifest(plan, argv, cluster, dispatch)
+    rundir.write_manifest(plan.run_dir, manifest.to_dict())
+    progress = Progress(total=len(plan.pending), stream=stream)
+    with rundir.RecordWriter(plan.run_dir) as writer:
+
+        def on_record(record: Record) -> None:
+            spec = plan.specs.get(record.model)
+            record = spec.judge(record) if spec else record  # expectations: judged here only
+            if spec and spec.metadata:  # every record, a timeout's or a crash's too
+                record = record.with_changes(metadata=dict(spec.metadata))
+            writer.write(record)
+            progress.update(record)
+
+        runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
+        stats = dispatch.run_tasks(
+            _tasks(plan, runnable, manifest.max_memory_gb),
+            on_record,
+            timeout_s=plan.options.timeout_s,
+            threads=plan.options.threads,
+            variants=plan.variants,
+        )
     finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
     rundir.write_manifest(plan.run_dir, finished.to_dict())
     return plan.run_dir
@@ -351,9 +381,14 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
 
 
 def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: Any) -> Manifest:
-    """The run's manifest, once the cluster is known: new, or the resumed run's own."""
+    """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
+    variant's versions include those of the packages the variants ask for."""
+    from harness.store.environment import requested_distributions, with_requested
+
     where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
-    versions = dispatch.variant_versions({"base": (), **plan.variants})
+    asked = requested_distributions(plan.variants)
+    found = dispatch.variant_versions({"base": (), **plan.variants}, distributions=asked)
+    versions = {name: with_requested(v) for name, v in found.items()}
     if plan.recorded:
         prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
         return prior.resumed(cluster=where, versions=versions)

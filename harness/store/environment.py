@@ -7,6 +7,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,17 @@ from typing import Any
 
 from harness import __version__
 
-PACKAGES = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu", "ray", "numpy")
+# onnx-ir is onnxscript's IR: its releases alone have broken exports (onnxscript#2790).
+PACKAGES = (
+    "torch",
+    "onnx",
+    "onnx-ir",
+    "onnxscript",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "ray",
+    "numpy",
+)
 # The model libraries of the adapters (model_zoo/hf, model_zoo/transformers,
 # model_zoo/torchvision): listed where installed, so runs with two versions of them
 # (`--variant new=transformers==X`) say which ran where.
@@ -33,6 +44,59 @@ def versions() -> dict[str, str | None]:
     # The `gpu` extra's onnxruntime-gpu provides the same `onnxruntime` module.
     found["onnxruntime"] = found["onnxruntime"] or found.get("onnxruntime-gpu")
     return found
+
+
+def distribution_status(names: tuple[str, ...]) -> dict[str, dict[str, str | None]]:
+    """Each distribution's installed `version` (None where absent) and, where installed,
+    the first `import_error` of its top-level modules: what `harness bisect` checks in a
+    package version's runtime_env before running cells there."""
+    modules = importlib.metadata.packages_distributions()
+    found: dict[str, dict[str, str | None]] = {}
+    for name in names:
+        try:
+            version: str | None = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = {"version": None, "import_error": f"{name} is not installed"}
+            continue
+        wanted = _canonical(name)
+        tops = sorted(m for m, d in modules.items() if wanted in map(_canonical, d))
+        found[name] = {"version": version, "import_error": _import_error(tops)}
+    return found
+
+
+def requested_distributions(variants: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The distributions the variants' pip requirements name (`onnx-ir==0.1.12` ->
+    `onnx-ir`), pip's options left out."""
+    names = set()
+    for specs in variants.values():
+        for spec in specs:
+            match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+            if match and not spec.startswith("-"):
+                names.add(match.group(1))
+    return tuple(sorted(names))
+
+
+def with_requested(found: dict[str, Any]) -> dict[str, Any]:
+    """A worker's `versions()` with the requested distributions' versions beside them (the
+    manifest's flat form: name -> version)."""
+    flat = {k: v for k, v in found.items() if k != "distributions"}
+    for name, status in (found.get("distributions") or {}).items():
+        key = next((k for k in flat if _canonical(k) == _canonical(name)), name)
+        flat[key] = status.get("version")
+    return flat
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _import_error(modules: list[str]) -> str | None:
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except (Exception, SystemExit) as exc:  # a package's import may raise anything
+            return f"import {module}: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+    return None
 
 
 ORT_BUILDS = ("onnxruntime", "onnxruntime-gpu")

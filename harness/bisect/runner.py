@@ -1,0 +1,208 @@
+"""The shell of `harness bisect`: runs one package set at a time on one Ray instance, as
+`harness run --variant` runs a variant (a Ray runtime_env that pip installs the set on top
+of this environment), and compares it with the good one as `harness compare` does. It
+gathers state and carries decisions out; what to try and what it means is decided in
+`harness.bisect.search` and `harness.bisect.verdict`.
+
+Before a set runs, pip resolves it without installing (`pip install --dry-run`) and a task
+in its runtime_env checks that each package is there at the version asked and imports: a
+set that fails either is skipped with pip's or Python's reason, and no cell runs in it."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from packaging.version import InvalidVersion, Version
+
+from harness.bisect.index import PipSource, dry_run
+from harness.commands.run import execute_on, harness_env
+from harness.compare import Comparison, Options, compare_runs
+from harness.compare.paired import pair_tasks
+from harness.plan.build import RunPlan, new_run_id
+from harness.plan.matrix import Matrix
+from harness.store.paired import PairResult
+from harness.store.runs import CellKey, Run, read_run, variant_run
+
+RUNS = "runs"
+GRAPHS = "graphs"
+
+
+@dataclass(frozen=True)
+class PackageSet:
+    """Requirements to install on top of this environment, and the cells to run with them."""
+
+    label: str
+    requirements: tuple[str, ...]
+    keys: tuple[CellKey, ...]
+
+    @property
+    def variant(self) -> str:
+        """Its variant name (`[a-z0-9_.-]+`) in the run directory."""
+        return re.sub(r"[^a-z0-9_.\-]+", "_", self.label.lower()).strip("_") or "set"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One package set run (or skipped): its run relabelled as the `base` variant, so that
+    any two attempts compare cell by cell; `run_dir` is where it ran (relative to the
+    bisection's folder), `seconds` the wall time of the batch it ran in."""
+
+    label: str
+    requirements: tuple[str, ...]
+    run: Run | None = None
+    run_dir: str | None = None
+    skipped: str | None = None
+    installs: tuple[str, ...] = ()
+    seconds: float = 0.0
+    variant: str = ""
+
+
+class Runner:
+    """Runs package sets of the selected cells into OUT/runs/, keeping every ok cell's graph
+    in OUT/graphs (shared, content-addressed) for the paired timings. The sets of one batch
+    run together, as variants of one run: their runtime_envs build and their cells run side
+    by side, on as many cores or nodes as Ray has."""
+
+    def __init__(
+        self, selection: RunPlan, out: Path, source: PipSource, *, stream: TextIO = sys.stderr
+    ) -> None:
+        self.selection, self.out, self.source, self.stream = selection, out, source, stream
+        self.cells = {c.key: c for c in selection.matrix.cells}
+        self.cluster: Any = None
+
+    def __enter__(self) -> Runner:
+        from harness import dispatch  # ray is imported only when a bisection really starts
+
+        self.cluster = dispatch.start(self.selection.options.address, env_vars=harness_env())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from harness import dispatch
+
+        dispatch.stop()
+
+    def run_sets(self, sets: Sequence[PackageSet]) -> list[Attempt]:
+        """Run each set on top of this environment for its cells, or say why it cannot be."""
+        started = time.perf_counter()
+        checked = {s.label: dry_run(s.requirements, self.source) for s in sets}
+        skipped = {s.label: str(checked[s.label].reason) for s in sets if not checked[s.label].ok}
+        skipped |= self._probe([s for s in sets if s.label not in skipped])
+        runnable = [s for s in sets if s.label not in skipped]
+        run, run_dir = self._run(runnable) if runnable else (None, None)
+        seconds = round(time.perf_counter() - started, 1)
+        attempts = []
+        for s in sets:
+            if s.label in skipped or run is None:
+                attempts.append(
+                    Attempt(s.label, s.requirements, skipped=skipped.get(s.label), seconds=seconds)
+                )
+                continue
+            relabelled = variant_run(run, s.variant, label="base")
+            installs = checked[s.label].installs
+            attempts.append(
+                Attempt(
+                    s.label, s.requirements, relabelled, run_dir, None, installs, seconds, s.variant
+                )
+            )
+        return attempts
+
+    def _probe(self, sets: Sequence[PackageSet]) -> dict[str, str]:
+        """Why each set that cannot be used cannot, as its runtime_env sees it: not set up,
+        a package missing or at another version, or an import that fails."""
+        from harness import dispatch
+
+        if not sets:
+            return {}
+        asked = tuple(sorted({r.partition("==")[0] for s in sets for r in s.requirements}))
+        found = dispatch.variant_versions(
+            {s.variant: self._specs(s) for s in sets}, distributions=asked
+        )
+        reasons = {s.label: _unusable(s, found[s.variant]) for s in sets}
+        return {label: reason for label, reason in reasons.items() if reason}
+
+    def _specs(self, s: PackageSet) -> tuple[str, ...]:
+        return (*s.requirements, *self.source.options())
+
+    def _run(self, sets: Sequence[PackageSet]) -> tuple[Run, str]:
+        """The sets' cells as variants of one run: the run, and its directory."""
+        run_dir = self._run_dir("+".join(s.variant for s in sets))
+        plan = self._plan(sets, run_dir)
+        variants = [f"--variant={s.variant}={','.join(self._specs(s))}" for s in sets]
+        execute_on(self.cluster, plan, ["harness", "bisect", *variants], stream=self.stream)
+        return read_run(run_dir), str(run_dir.relative_to(self.out))
+
+    def _run_dir(self, name: str) -> Path:
+        base = self.out / RUNS / (name if len(name) <= 120 else f"{name[:100]}+more")
+        n, path = 1, base
+        while path.exists():  # the same set again, for other cells
+            n += 1
+            path = base.with_name(f"{base.name}.{n}")
+        return path
+
+    def _plan(self, sets: Sequence[PackageSet], run_dir: Path) -> RunPlan:
+        cells = tuple(replace(self.cells[k], variant=s.variant) for s in sets for k in s.keys)
+        options = replace(
+            self.selection.options,
+            out=str(run_dir),
+            variants=tuple(f"{s.variant}={','.join(self._specs(s))}" for s in sets),
+            keep_graphs=str((self.out / GRAPHS).resolve()),
+        )
+        names = ", ".join(s.variant for s in sets)
+        return replace(
+            self.selection,
+            run_id=new_run_id(),
+            run_dir=run_dir,
+            options=options,
+            matrix=Matrix(tuple(sorted(cells)), f"{len(cells)} cells of {names}"),
+            variants={s.variant: self._specs(s) for s in sets},
+        )
+
+    def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
+        """`harness compare good step`: the cells of `timed` whose graph changed are timed
+        again together with the good version's graph, and that verdict decides latency."""
+        ran = {r.cell.key for r in step.records}
+        good = replace(good, records=tuple(r for r in good.records if r.cell.key in ran))
+        paired = self.time_together(good, step, timed)
+        return compare_runs(good, step, Options(paired=paired))
+
+    def time_together(
+        self, before: Run, after: Run, keys: Iterable[CellKey]
+    ) -> dict[CellKey, PairResult]:
+        from harness import dispatch
+
+        wanted = set(keys)
+        tasks, _ = pair_tasks(before, after, threads=self.selection.options.threads)
+        tasks = [t for t in tasks if t.key in wanted]
+        results: dict[CellKey, PairResult] = {}
+        if tasks:
+            print(f"  timing {len(tasks)} changed graphs in interleaved pairs", file=self.stream)
+            dispatch.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
+        return results
+
+
+def _same_version(installed: str, asked: str) -> bool:
+    try:
+        return Version(installed) == Version(asked)
+    except InvalidVersion:
+        return installed == asked
+
+
+def _unusable(s: PackageSet, found: dict[str, Any]) -> str | None:
+    if "error" in found:
+        return f"its runtime_env could not be set up: {found['error']}"
+    statuses = found.get("distributions") or {}
+    for requirement in s.requirements:
+        package, _, version = requirement.partition("==")
+        status = statuses.get(package) or {}
+        have = status.get("version")
+        if have is None or not _same_version(have, version):
+            return f"{package} {version} asked, {have or 'nothing'} installed"
+        if status.get("import_error"):
+            return f"{package} {version} does not import: {status['import_error']}"
+    return None

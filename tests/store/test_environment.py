@@ -1,0 +1,80 @@
+"""What a runtime_env's worker reports about the packages `harness bisect` asked for: their
+installed version and whether they import (real packages of this environment, and a
+package made here that raises at import)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.store.environment import (
+    distribution_status,
+    requested_distributions,
+    versions,
+    with_requested,
+)
+
+
+def test_an_installed_package_reports_its_version_and_imports() -> None:
+    status = distribution_status(("onnxscript", "Onnx_IR"))
+    assert status["onnxscript"] == {
+        "version": importlib.metadata.version("onnxscript"),
+        "import_error": None,
+    }
+    assert status["Onnx_IR"]["version"] == importlib.metadata.version("onnx-ir")
+
+
+def test_a_missing_package_says_so() -> None:
+    assert distribution_status(("harness-no-such-dist",)) == {
+        "harness-no-such-dist": {
+            "version": None,
+            "import_error": "harness-no-such-dist is not installed",
+        }
+    }
+
+
+def test_a_package_that_raises_at_import_reports_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    (site / "harness_probe_broken").mkdir(parents=True)
+    (site / "harness_probe_broken" / "__init__.py").write_text(
+        'raise ImportError("broken on purpose")\n'
+    )
+    info = site / "harness_probe_broken-1.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: harness-probe-broken\nVersion: 1.3\n"
+    )
+    (info / "top_level.txt").write_text("harness_probe_broken\n")
+    (info / "RECORD").write_text("harness_probe_broken/__init__.py,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    status = distribution_status(("harness-probe-broken",))["harness-probe-broken"]
+    assert status["version"] == "1.3"
+    assert status["import_error"] == ("import harness_probe_broken: ImportError: broken on purpose")
+    assert "harness_probe_broken" not in sys.modules
+
+
+def test_the_manifest_lists_onnx_ir_beside_onnxscript() -> None:
+    assert versions()["onnx-ir"] == importlib.metadata.version("onnx-ir")
+
+
+def test_the_manifest_lists_what_each_variant_asked_for_under_the_name_it_has() -> None:
+    variants = {
+        "old": ("onnx_ir==0.1.12", "--no-index", "--find-links=/w"),
+        "x": ("probe[cpu]>=1",),
+    }
+    assert requested_distributions(variants) == ("onnx_ir", "probe")
+    found = {
+        "python": "3.11.7",
+        "onnx-ir": "0.1.12",
+        "distributions": {
+            "onnx_ir": {"version": "0.1.12", "import_error": None},
+            "probe": {"version": "1.5", "import_error": None},
+        },
+    }
+    assert with_requested(found) == {"python": "3.11.7", "onnx-ir": "0.1.12", "probe": "1.5"}
+    assert with_requested({"error": "runtime_env failed"}) == {"error": "runtime_env failed"}
