@@ -63,6 +63,7 @@ def export(request: ExportRequest) -> Exported:
             # where the call stopped.
             failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
             failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
+            failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
             raise failure from exc
         total = time.perf_counter() - start
     aten_ops = _count_aten_ops(onnx_program.exported_program)
@@ -113,6 +114,17 @@ def first_divergence(
         return locate(exported.path, exported.program, request.inputs, tolerance).to_dict()
     except Exception as exc:  # a diagnosis that fails must not change the cell's verdict
         return Divergence(reason=f"comparison failed: {type(exc).__name__}: {exc}"[:300]).to_dict()
+
+
+def mismatch_stage(
+    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    """Capture, translation, optimization or runtime (harness.cell.exporters.dynamo_stages)."""
+    from harness.cell.exporters.dynamo_stages import mismatch_stage as attribute
+
+    if exported.program is None:
+        return {"stage": None, "reason": "the exporter returned no program to compare with"}
+    return attribute(request, exported, reference, tolerance)
 
 
 def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:
