@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from harness.cell.exporters.dynamo_stages import first_changed
 from harness.cell.worker import run_cell
 from harness.store.records import Cell, CellTask, Record
@@ -104,11 +102,18 @@ def test_the_first_stage_beyond_tolerance_is_named() -> None:
 
 def test_where_no_stage_alone_is_beyond_tolerance_the_largest_change_is_named() -> None:
     """An error built up over stages: each within tolerance, the sum not."""
-    checks = [_check("capture", True, 1e-6), _check("translation", True, 8e-5), _check("runtime", True, 2e-5)]
+    checks = [
+        _check("capture", True, 1e-6),
+        _check("translation", True, 8e-5),
+        _check("runtime", True, 2e-5),
+    ]
     assert first_changed(checks) == "translation"
     assert first_changed([_check("capture", True, None)]) is None
 
 
 def test_a_record_without_an_optimizer_step_reads_back(tmp_path: Path) -> None:
     record = _run(tmp_path, BROKEN, "repro_wrong_constant")
-    assert Record.from_json(record.to_json()).mismatch_stage == json.loads(record.to_json())["mismatch_stage"]
+    assert (
+        Record.from_json(record.to_json()).mismatch_stage
+        == json.loads(record.to_json())["mismatch_stage"]
+    )
