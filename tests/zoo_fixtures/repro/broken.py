@@ -10,7 +10,9 @@ fresh process.
   as a ReduceProd the ONNX checker rejects (axis out of range for rank 0);
 - `repro_export_only`: an export-only branch (`torch.onnx.is_in_onnx_export()`) changes
   a constant deep inside, so the captured program itself differs from eager, and every
-  ONNX node faithfully follows it (a numerics mismatch made at capture).
+  ONNX node faithfully follows it (a numerics mismatch made at capture);
+- `repro_capture_fails`: a Python branch on a tensor's value, which torch.export cannot
+  capture (nothing to shrink: the repro falls back to the record's facts).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Deep(torch.nn.Module):
             return torch.special.polygamma(1, x.abs() + 1.0)
         if self.broken == "checker_invalid":
             return x * torch.prod(x.mean(), 0)
+        if self.broken == "capture_fails":
+            return x + 1.0 if x.sum() > 0 else x - 1.0
         if torch.onnx.is_in_onnx_export():  # export_only: a constant that export changes
             return x * 0.5
         return x * 0.25
@@ -90,4 +94,5 @@ SPECS = [
     _spec("untranslated", 40),
     _spec("checker_invalid", 12),
     _spec("export_only", 12),
+    _spec("capture_fails", 4),
 ]
