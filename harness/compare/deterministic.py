@@ -83,7 +83,11 @@ def status_findings(b: Record, c: Record) -> list[Finding]:
         message = f"{b.status} -> {failure_text(c)}"
     else:
         message = f"{failure_text(b)} -> {c.status}"
-    where = c.divergence_text and f"first divergent node: {c.divergence_text}"
+    facts = (
+        c.divergence_text and f"first divergent node: {c.divergence_text}",
+        c.mismatch_stage_text and f"changed by: {c.mismatch_stage_text}",
+    )
+    where = "; ".join(f for f in facts if f) or None
     return [finding(kind, severity, c, message, b.status, c.status, evidence=where)]
 
 

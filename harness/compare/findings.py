@@ -61,6 +61,10 @@ class Finding:
     ratio: float | None = None
     threshold: float | None = None
     evidence: str | None = None
+    # The candidate cell's minimal repro (harness repro): its script, relative to the
+    # candidate's run directory, and what it showed.
+    repro: str | None = None
+    repro_note: str | None = None
 
     @property
     def family(self) -> str:
@@ -85,6 +89,8 @@ class Finding:
             "ratio": self.ratio,
             "threshold": self.threshold,
             "evidence": self.evidence,
+            "repro": self.repro,
+            "repro_note": self.repro_note,
         }
 
 
@@ -97,7 +103,14 @@ def finding(
     cand: Value = None,
     **more: Any,
 ) -> Finding:
-    """A finding about the cell of record `r`."""
+    """A finding about the cell of record `r`, with its minimal repro where it has one."""
+    repro = (
+        r.artifacts.get("minimal_repro")
+        if not r.status.passing or r.status.by_expectation
+        else None
+    )
+    more.setdefault("repro", repro)
+    more.setdefault("repro_note", r.repro_text if repro else None)
     return Finding(kind, severity, message, cell=r.cell, baseline=base, candidate=cand, **more)
 
 

@@ -27,10 +27,10 @@ def to_markdown(c: Comparison) -> str:
         *_counts_table(c),
     ]
     if c.blocking:
-        lines += ["", "### Blocking", "", *findings_table(c.blocking)]
-    lines += _details("Warnings", c.by_severity(WARNING))
-    lines += _details("Improvements", c.by_severity(IMPROVEMENT))
-    lines += _details("Info", c.by_severity(INFO))
+        lines += ["", "### Blocking", "", *findings_table(c.blocking, c.candidate.path)]
+    lines += _details("Warnings", c.by_severity(WARNING), c.candidate.path)
+    lines += _details("Improvements", c.by_severity(IMPROVEMENT), c.candidate.path)
+    lines += _details("Info", c.by_severity(INFO), c.candidate.path)
     if c.not_compared:
         lines += [
             "",
@@ -41,7 +41,7 @@ def to_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def findings_table(findings: Sequence[Finding]) -> list[str]:
+def findings_table(findings: Sequence[Finding], run_dir: str | None = None) -> list[str]:
     lines = [
         "| cell | finding | baseline | candidate | ratio | threshold | evidence |",
         "|---|---|---|---|---|---|---|",
@@ -62,8 +62,24 @@ def findings_table(findings: Sequence[Finding]) -> list[str]:
             threshold,
             f.evidence or "",
         ]
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+        row = [_md_escape(x) for x in cells]
+        row[-1] = "; ".join(x for x in (row[-1], _repro_link(f, run_dir)) if x)
+        lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _repro_link(f: Finding, run_dir: str | None) -> str:
+    """'minimal repro: [repro_min.py](RUN/artifacts/<cell>/repro_min.py) (reproduces, 600 -> 3
+    nodes)', the path as written from the candidate's run directory."""
+    if not f.repro:
+        return ""
+    target = f"{run_dir.rstrip('/')}/{f.repro}" if run_dir else f.repro
+    note = f" ({_md_escape(f.repro_note)})" if f.repro_note else ""
+    return f"minimal repro: [repro_min.py](<{_link_escape(target)}>){note}"
+
+
+def _link_escape(target: str) -> str:
+    return target.replace("<", "%3C").replace(">", "%3E").replace("|", "%7C").replace("\n", " ")
 
 
 def _run_line(run: Run) -> str:
@@ -104,14 +120,14 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _details(title: str, findings: Sequence[Finding]) -> list[str]:
+def _details(title: str, findings: Sequence[Finding], run_dir: str | None) -> list[str]:
     if not findings:
         return []
     return [
         "",
         f"<details><summary>{title} ({len(findings)})</summary>",
         "",
-        *findings_table(findings),
+        *findings_table(findings, run_dir),
         "",
         "</details>",
     ]
