@@ -46,6 +46,9 @@ def _fails(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         (["run", "--suite", "smoke", "--variant", "oops"], "must look like NAME=PIP_SPEC"),
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
+        (["run", "--suite", "smoke", "--repro-bound", "-1"], "give 0 (none) or a positive"),
+        (["repro", "/no/such/run"], "RUN_DIR /no/such/run: no such run directory"),
+        (["repro", "/tmp", "--bound", "0"], "--bound: 0: give 0 < SECONDS <= 3600"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(

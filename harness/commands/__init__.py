@@ -3,4 +3,4 @@ and `main(args) -> int`. The modules import nothing heavy at import time (no tor
 ray, no matplotlib) so that `harness --help` and user errors answer at once."""
 
 # The verbs, in the order `harness --help` lists them.
-VERBS = ("run", "list", "compare", "history", "report", "coverage")
+VERBS = ("run", "list", "compare", "history", "report", "coverage", "repro")
