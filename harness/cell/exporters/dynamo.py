@@ -64,16 +64,24 @@ def export(request: ExportRequest) -> Exported:
             failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
             failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
             failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
+            failure.details["captured"] = _captured(clock)
             raise failure from exc
         total = time.perf_counter() - start
     aten_ops = _count_aten_ops(onnx_program.exported_program)
     program = onnx_program.exported_program
-    return Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
+    exported = Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
+    exported.captured = _captured(clock)
+    return exported
 
 
 def _last_program(clock: PhaseClock) -> Any:
     """The program the failed call got furthest with: decomposed, else captured."""
-    return clock.kept.get("translate")
+    return clock.kept.get("_exported_program_to_onnx_program") or _captured(clock)
+
+
+def _captured(clock: PhaseClock) -> Any:
+    """The program torch.export captured, before the exporter's decompositions."""
+    return clock.kept.get("_prepare_exported_program_for_export")
 
 
 def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -94,8 +94,12 @@ class Dag:
         radius = 0
         while True:
             ring = self.closure(self.within(focus, radius, upstream_only=upstream_only))
+            if rings and len(ring) == len(rings[-1]) and radius > 1:
+                break  # the focus reaches no further: what it cannot reach comes last
             if not rings or len(ring) > len(rings[-1]):
                 rings.append(ring)
             if set(ring) >= everything:
                 return rings
             radius = max(1, radius * 2)
+        rings.append(self.closure(everything | set(rings[-1])))
+        return rings

@@ -43,7 +43,18 @@ from harness.store.status import Stage
 
 SEED = 0
 PROGRAM = "the program torch.export captured (after the dynamo exporter's decompositions)"
-METHOD = "delta debugging over " + PROGRAM
+CAPTURED = "the program torch.export captured"
+METHOD = "delta debugging over the program torch.export captured"
+NOT_FROM_CODE = (
+    "the whole program, written out as code and exported again, does not fail this way: the"
+    " failure depends on how torch.export traced the model (the strides or metadata it"
+    " recorded), not only on the ops it calls"
+)
+NOT_FROM_TRACE = (
+    "the program torch.export captured, written out as code and exported with the"
+    " TorchScript exporter, does not fail this way: the failure lies in the tracer's own"
+    " graph of the model, which this minimizer does not shrink"
+)
 CAPTURED_WRONG = (
     "capture changed the numbers: the exported program itself differs from eager and every"
     " ONNX node follows it, so no subgraph of it shows the mismatch (the model computes"
@@ -94,7 +105,8 @@ def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
     target = _target(record, subject)
     workdir = Path(tempfile.mkdtemp(prefix="harness-repro-"))
     try:
-        exported, failure = _export(subject, record.opset, workdir / "full")
+        dynamo = record.exporter.startswith("dynamo")
+        exported, failure = _export(subject, record.opset, workdir / "full", captured=not dynamo)
         if exported is None:
             return fallback(record, now=failure)
         program = Program(exported, subject.inputs.leaves())
@@ -147,15 +159,20 @@ def _target(record: Record, subject: Subject) -> Target:
     return Target(record.exporter, record.opset, record.stage, signature, node, subject.tolerance)
 
 
-def _export(subject: Subject, opset: int, workdir: Path) -> tuple[Any, StageFailure | None]:
-    """The dynamo exporter's real call: its translated program, or the program it got
-    furthest with where it failed (None where capture failed)."""
+def _export(
+    subject: Subject, opset: int, workdir: Path, *, captured: bool
+) -> tuple[Any, StageFailure | None]:
+    """The dynamo exporter's real call: the program it translated (or got furthest with
+    where it failed), or with `captured` the one torch.export captured, before the
+    exporter's decompositions (what the TorchScript exporter would see: aten.diff, not
+    the slices it decomposes into); None where capture failed."""
     workdir.mkdir(parents=True)
     request = ExportRequest(subject.model, subject.inputs, opset, workdir / "model.onnx")
     try:
-        return exporters.get("dynamo").export(request).program, None
+        exported = exporters.get("dynamo").export(request)
     except StageFailure as failure:
-        return failure.details.get("program"), failure
+        return failure.details.get("captured" if captured else "program"), failure
+    return exported.captured if captured else exported.program, None
 
 
 _FX_NAME = re.compile(r"%(\w+)")
@@ -237,7 +254,8 @@ def _search(
                 [n for n in ring if n not in keep], fails, keep=keep, out_of_time=out_of_time
             )
             return Found(shrunk.kept, tests + shrunk.tests, shrunk.complete)
-    return Found(None, tests, True, "no subgraph of the program fails this way on its own")
+    why = NOT_FROM_CODE if target.exporter.startswith("dynamo") else NOT_FROM_TRACE
+    return Found(None, tests, True, why)
 
 
 def _write(
@@ -256,7 +274,11 @@ def _write(
     candidate = program.candidate(found.kept, (target.node,) if target.node else None)
     folder = Path(job.run_dir) / "artifacts" / record.cell.cell_id
     about = script.About(
-        record.cell.label(), record.run_id, len(candidate.nodes), program.size, PROGRAM
+        record.cell.label(),
+        record.run_id,
+        len(candidate.nodes),
+        program.size,
+        PROGRAM if record.exporter.startswith("dynamo") else CAPTURED,
     )
     try:
         imports = script.write(folder, candidate, target, about)

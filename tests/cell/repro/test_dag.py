@@ -65,3 +65,12 @@ def test_rings_on_a_long_chain_double_their_radius() -> None:
     chain = Dag(tuple(names), {b: (a,) for a, b in zip(names, names[1:], strict=False)})
     sizes = [len(r) for r in chain.rings(["n99"], upstream_only=True)]
     assert sizes == [1, 2, 3, 5, 9, 17, 33, 65, 100]
+
+
+def test_rings_end_with_the_nodes_the_focus_cannot_reach() -> None:
+    """Two components: growing from one never reaches the other; the last ring has all."""
+    dag = Dag(("a", "b", "x", "y"), {"b": ("a",), "y": ("x",)})
+    rings = dag.rings(["b"], upstream_only=False)
+    assert rings[0] == ("b",)
+    assert set(rings[-1]) == {"a", "b", "x", "y"}
+    assert len(rings) == 3
