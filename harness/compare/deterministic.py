@@ -19,6 +19,7 @@ from harness.compare.findings import (
 from harness.compare.samples import sample_findings
 from harness.compare.thresholds import Thresholds
 from harness.coverage import matrix as coverage
+from harness.store.diagnosis import mismatch_stage_text
 from harness.store.records import OutputCheck, Record
 from harness.store.runs import CellKey, Run
 from harness.store.status import Status
@@ -85,7 +86,7 @@ def status_findings(b: Record, c: Record) -> list[Finding]:
         message = f"{failure_text(b)} -> {c.status}"
     facts = (
         c.divergence_text and f"first divergent node: {c.divergence_text}",
-        c.mismatch_stage_text and f"changed by: {c.mismatch_stage_text}",
+        (stage := mismatch_stage_text(c)) and f"changed by: {stage}",
     )
     where = "; ".join(f for f in facts if f) or None
     return [finding(kind, severity, c, message, b.status, c.status, evidence=where)]

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, Record
 
 Value = str | float | int | None
@@ -110,7 +111,7 @@ def finding(
         else None
     )
     more.setdefault("repro", repro)
-    more.setdefault("repro_note", r.repro_text if repro else None)
+    more.setdefault("repro_note", repro_text(r) if repro else None)
     return Finding(kind, severity, message, cell=r.cell, baseline=base, candidate=cand, **more)
 
 

@@ -30,6 +30,7 @@ from harness.report.document import (
     table,
 )
 from harness.report.layout import Column, Layout, RowKey, layout, unique_cells
+from harness.store.diagnosis import mismatch_stage_text, repro_text
 from harness.store.records import Record
 from harness.store.rundir import ARTIFACTS
 from harness.store.status import Status
@@ -234,7 +235,7 @@ def artifacts_link(record: Record) -> Text:
 def repro_link(record: Record) -> Text:
     """The cell's minimal repro: 'reproduces, 163 → 1 nodes' linking its repro_min.py, or
     why it has none; '—' where none was attempted."""
-    text = record.repro_text
+    text = repro_text(record)
     if text is None:
         return Text(MISSING)
     script = record.artifacts.get("minimal_repro")
@@ -255,7 +256,7 @@ def _failure_section(group: FailureGroup) -> Section:
             Text(r.status, status=r.status),
             Text(r.stage or MISSING),
             *((Text(r.divergence_text or MISSING),) if located else ()),
-            *((Text(r.mismatch_stage_text or MISSING),) if staged else ()),
+            *((Text(mismatch_stage_text(r) or MISSING),) if staged else ()),
             *((repro_link(r),) if repro else ()),
             artifacts_link(r),
         )

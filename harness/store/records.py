@@ -324,36 +324,6 @@ class Record:
         return f"{found['node']} ({what}){where}{size}"
 
     @property
-    def mismatch_stage_text(self) -> str | None:
-        """'optimization: RewritePass (iteration 1), rule FoldSinOfCos': which stage changed
-        the numbers of a mismatch (and which optimizer step), or why none is named."""
-        found = self.mismatch_stage
-        if not found:
-            return None
-        if not found.get("stage"):
-            return found.get("reason")
-        step = found.get("optimizer_step") or {}
-        named = ", ".join(
-            s for s in (step.get("pass"), step.get("rule") and f"rule {step['rule']}") if s
-        )
-        return f"{found['stage']}: {named}" if named else str(found["stage"])
-
-    @property
-    def repro_text(self) -> str | None:
-        """'reproduces, 163 -> 1 nodes': the cell's minimal repro and what its fresh-process
-        run showed; its reason where no script was made; None where none was attempted."""
-        found = self.minimal_repro
-        if not found:
-            return None
-        if found.get("nodes_after") is None or not self.artifacts.get("minimal_repro"):
-            return f"no repro: {found.get('reason') or 'no reason given'}"
-        reproduces = found.get("reproduces")
-        verdict = "reproduces" if reproduces else "does not reproduce"
-        if reproduces is None:
-            verdict = "not run"
-        return f"{verdict}, {found.get('nodes_before')} -> {found['nodes_after']} nodes"
-
-    @property
     def passed(self) -> bool:
         return self.status.passing
 

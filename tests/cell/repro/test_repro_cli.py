@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.store.diagnosis import repro_text
 from harness.store.rundir import read_records
 from tests.conftest import FIXTURES, run_cli
 
@@ -43,8 +44,8 @@ def test_the_run_records_a_verified_repro_for_each_cluster(run_dir: Path) -> Non
 def test_the_report_links_each_repro(run_dir: Path) -> None:
     text = (run_dir / "report.md").read_text()
     record = next(r for r in read_records(run_dir) if r.model == "repro_untranslated")
-    assert f"[{record.repro_text}]({record.artifacts['minimal_repro']})" in text
-    assert (record.repro_text or "").startswith("reproduces, ")
+    assert f"[{repro_text(record)}]({record.artifacts['minimal_repro']})" in text
+    assert (repro_text(record) or "").startswith("reproduces, ")
     assert "| changed by |" in text and "capture" in text
 
 
