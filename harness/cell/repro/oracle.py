@@ -24,13 +24,11 @@ from harness.cell.exporters.request import ExportRequest
 from harness.cell.numerics import check_output
 from harness.cell.ort import OrtRunner
 from harness.cell.repro.program import Candidate
+from harness.cell.repro.select import AFTER_EXPORT
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.store.records import OutputCheck, signature_of
 from harness.store.status import Stage
-
-# The stages a minimal repro can reproduce, in pipeline order.
-AFTER_EXPORT = (Stage.CHECK, Stage.ORT_SESSION, Stage.ORT_RUN, Stage.NUMERICS)
 
 
 @dataclass(frozen=True)

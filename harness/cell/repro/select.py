@@ -17,16 +17,8 @@ from dataclasses import dataclass
 from harness.store.records import Record
 from harness.store.status import Stage, Status
 
-_KINDS = {
-    Stage.CAPTURE: "capture",
-    Stage.TRANSLATE: "export",
-    Stage.OPTIMIZE: "export",
-    Stage.SAVE: "export",
-    Stage.CHECK: "check",
-    Stage.ORT_SESSION: "ort_session",
-    Stage.ORT_RUN: "ort_run",
-    Stage.NUMERICS: "numerics",
-}
+# The stages after the export a repro can show, in pipeline order (an export phase is "export").
+AFTER_EXPORT = (Stage.CHECK, Stage.ORT_SESSION, Stage.ORT_RUN, Stage.NUMERICS)
 
 
 def kind_of(record: Record) -> str | None:
@@ -36,8 +28,13 @@ def kind_of(record: Record) -> str | None:
         return None
     # A clean failure has the status of its stage (a timeout or crash does not); an
     # expected one is xfail and keeps the stage.
-    failed_there = record.status in (record.stage.failure_status, Status.XFAIL)
-    return _KINDS.get(record.stage) if failed_there else None
+    if record.status not in (record.stage.failure_status, Status.XFAIL):
+        return None
+    if record.stage is Stage.CAPTURE:
+        return "capture"
+    if record.stage.is_export:
+        return "export"
+    return str(record.stage) if record.stage in AFTER_EXPORT else None
 
 
 @dataclass(frozen=True)
