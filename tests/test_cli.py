@@ -56,6 +56,9 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
         (["compare", "a", "b", "--alpha", "2"], "--alpha: takes a finite number above 0 and at"),
         (["compare", "a", "b", "--latency-floor", "-1"], "--latency-floor: takes a finite num"),
         (["compare", "a", "b", "--noise-k", "inf"], "--noise-k: takes a finite number above"),
+        (["run", "--suite", "smoke", "--repro-bound", "-1"], "give 0 (none) or a positive"),
+        (["repro", "/no/such/run"], "RUN_DIR /no/such/run: no such run directory"),
+        (["repro", "/tmp", "--bound", "0"], "--bound: 0: give 0 < SECONDS <= 3600"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(

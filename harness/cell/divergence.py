@@ -36,6 +36,7 @@ class Divergence:
     """The first ONNX node over tolerance, or why none could be named (`reason`)."""
 
     node: str | None = None
+    fx_node: str | None = None  # the program's node it came from (a repro ends there)
     op_type: str | None = None
     aten_op: str | None = None
     source: str | None = None
@@ -114,9 +115,11 @@ def _onnx_values(
 
 def _named(node: onnx.NodeProto, output: str, max_abs: float | None, compared: int) -> Divergence:
     meta = {p.key: p.value for p in node.metadata_props}
-    target = _TARGET.search(meta.get("pkg.torch.onnx.fx_node", ""))
+    fx = meta.get("pkg.torch.onnx.fx_node", "")
+    target, fx_name = _TARGET.search(fx), _FX_NAME.search(fx)
     return Divergence(
         node=node.name,
+        fx_node=fx_name.group(1) if fx_name else None,
         op_type=node.op_type,
         aten_op=target.group(1) if target else None,
         source=source_location(meta.get("pkg.torch.onnx.stack_trace", "")),

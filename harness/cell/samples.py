@@ -28,12 +28,13 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.cell import exporters
+from harness.cell import exporters, mismatch
 from harness.cell.artifacts import write_failure_artifacts
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.graph import check
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import OrtRunner
+from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
@@ -118,6 +119,7 @@ def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) 
         outcome.status, outcome.error = Status.HARNESS_ERROR, exc
     if outcome.measured.first_divergence is not None:
         cell.first_divergence = {"sample": sample.index, **outcome.measured.first_divergence}
+        cell.mismatch_stage = outcome.measured.mismatch_stage
     return outcome
 
 
@@ -156,7 +158,8 @@ def _stages(
     bad = [c for c in m.numerics if not c.ok]
     if bad and locate:
         tolerance = sample.tolerance or DEFAULT_TOLERANCE
-        m.first_divergence = exporter.first_divergence(request, exported, tolerance)
+        reference = Reference(inputs, outputs, outputs64)
+        mismatch.diagnose(exporter, request, exported, reference, tolerance, m)
     if bad:
         raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(m.numerics))))
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from harness.cell import exporters, limits
+from harness.cell import exporters, limits, mismatch
 from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check
@@ -109,7 +109,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             check(request.path, m)
             runner = OrtRunner(request.path, task.threads, device)
             m.ort_session_s = runner.session_s
-            _verify(runner, ref, spec, m, lambda: _first_divergence(task, request, exported, spec))
+            _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
             if task.cell.dynamic:
                 _verify_second_shape(runner, model, inputs, spec, m)
             _latency(runner, model, inputs, task.protocol or Protocol(), m)
@@ -191,7 +191,7 @@ def _verify(
     ref: Reference,
     spec: ModelSpec,
     m: Measurements,
-    locate: Callable[[], dict[str, Any]],
+    diagnose: Callable[[], None],
 ) -> None:
     with stage("ort_run"):
         outputs = runner.run(ref.inputs)
@@ -199,15 +199,21 @@ def _verify(
         outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance
     )
     if not all(c.ok for c in m.numerics):
-        m.first_divergence = locate()
+        diagnose()
     _require_ok("numerics", m.numerics)
 
 
-def _first_divergence(
-    task: CellTask, request: ExportRequest, exported: Exported, spec: ModelSpec
-) -> dict[str, Any]:
+def _diagnose(
+    task: CellTask,
+    request: ExportRequest,
+    exported: Exported,
+    spec: ModelSpec,
+    ref: Reference,
+    m: Measurements,
+) -> None:
+    """The first divergent node and the stage that changed the numbers."""
     exporter = exporters.get(task.cell.exporter)
-    return exporter.first_divergence(request, exported, spec.tolerance or DEFAULT_TOLERANCE)
+    mismatch.diagnose(exporter, request, exported, ref, spec.tolerance or DEFAULT_TOLERANCE, m)
 
 
 def _require_ok(stage_name: str, checks: list[Any]) -> None:

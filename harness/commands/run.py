@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import resource
 import sys
@@ -166,6 +167,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-report", action="store_true", help="skip report.md/report.html/plots at the end"
     )
+    p.add_argument(
+        "--repro-bound",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="after the run, shrink the first cell of each failure cluster to a minimal repro"
+        " (artifacts/<cell>/repro_min.py), searching at most SECONDS per cluster; 0: none"
+        " (default: $HARNESS_REPRO_BOUND, else 60)",
+    )
 
 
 def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -206,15 +216,16 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
+    bound = repro_bound(args.repro_bound)  # a bad value ends here, before the run
     run_dir = Path(args.resume) if args.resume else None
     try:
         if run_dir is not None:
-            _resume(run_dir, args)
+            _resume(run_dir, args, bound)
         else:
             plan = make_plan(options_from_args(args))  # checked before anything is written
             run_dir = plan.run_dir
             with lock.holding(run_dir, create=True):
-                _execute_and_finish(plan, args)
+                _execute_and_finish(plan, args, bound)
     except WriteFailed as exc:  # a full disk: one line, and how to go on
         raise UsageError(_after_write_failure(exc, run_dir)) from None
     except rundir.RunDirError as exc:  # in use by another run, a symlink, not writable
@@ -231,18 +242,59 @@ def _after_write_failure(exc: WriteFailed, run_dir: Path | None) -> str:
     )
 
 
-def _resume(run_dir: Path, args: argparse.Namespace) -> None:
+def _resume(run_dir: Path, args: argparse.Namespace, bound: float) -> None:
     """Finish an interrupted run, holding its directory's lock from before its torn last
     line is cut: two `--resume` of one run must not both run its pending cells."""
     if not run_dir.is_dir():
         raise UsageError(f"--resume {run_dir}: no such run directory")
     with lock.holding(run_dir):
-        _execute_and_finish(resume_plan(run_dir, given=given_options(args)), args)
+        _execute_and_finish(resume_plan(run_dir, given=given_options(args)), args, bound)
 
 
-def _execute_and_finish(plan: RunPlan, args: argparse.Namespace) -> None:
+def _execute_and_finish(plan: RunPlan, args: argparse.Namespace, bound: float) -> None:
     run_dir = execute(plan, ["harness", *sys.argv[1:]])
+    if bound > 0:
+        _minimal_repros(plan, run_dir, bound)
     _finish(run_dir, write_report=not args.no_report)
+
+
+def repro_bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
+    """The search bound per failure cluster: the flag, else $HARNESS_REPRO_BOUND, else the
+    default; 0 turns the automatic repros off."""
+    from harness.cell.repro.job import DEFAULT_BOUND_S
+
+    raw = flag if flag is not None else (environ or os.environ).get("HARNESS_REPRO_BOUND")
+    try:
+        bound = DEFAULT_BOUND_S if raw is None else float(raw)
+    except ValueError:
+        raise UsageError(f"HARNESS_REPRO_BOUND={raw!r}: not a number of seconds") from None
+    if not math.isfinite(bound) or bound < 0:
+        raise UsageError(f"--repro-bound {bound:g}: give 0 (none) or a positive number of seconds")
+    return bound
+
+
+def _minimal_repros(plan: RunPlan, run_dir: Path, bound_s: float) -> None:
+    """The first cell of each failure cluster without a repro yet, minimized and verified
+    (harness.cell.repro.runner); the records say how it went."""
+    from harness.cell.repro import runner, select
+    from harness.commands.repro import line
+
+    chosen = [r for r in select.choose(rundir.read_records(run_dir)) if r.minimal_repro is None]
+    if not chosen:
+        return
+    print(
+        f"minimal repros: {len(chosen)} failure clusters, search bound {bound_s:g} s each",
+        file=sys.stderr,
+    )
+    sources = {name: spec.source for name, spec in plan.specs.items()}
+    runner.make_repros(
+        run_dir,
+        chosen,
+        sources,
+        bound_s=bound_s,
+        jobs=runner.default_jobs(),
+        progress=lambda m: print(line(m.record), file=sys.stderr, flush=True),
+    )
 
 
 def _check_onnxruntime() -> None:

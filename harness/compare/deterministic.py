@@ -19,6 +19,7 @@ from harness.compare.findings import (
 from harness.compare.samples import sample_findings
 from harness.compare.thresholds import Thresholds
 from harness.coverage import matrix as coverage
+from harness.store.diagnosis import mismatch_stage_text
 from harness.store.records import OutputCheck, Record
 from harness.store.runs import CellKey, Run
 from harness.store.status import Status
@@ -83,7 +84,11 @@ def status_findings(b: Record, c: Record) -> list[Finding]:
         message = f"{b.status} -> {failure_text(c)}"
     else:
         message = f"{failure_text(b)} -> {c.status}"
-    where = c.divergence_text and f"first divergent node: {c.divergence_text}"
+    facts = (
+        c.divergence_text and f"first divergent node: {c.divergence_text}",
+        (stage := mismatch_stage_text(c)) and f"changed by: {stage}",
+    )
+    where = "; ".join(f for f in facts if f) or None
     return [finding(kind, severity, c, message, b.status, c.status, evidence=where)]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, Record
 
 Value = str | float | int | None
@@ -61,6 +62,10 @@ class Finding:
     ratio: float | None = None
     threshold: float | None = None
     evidence: str | None = None
+    # The candidate cell's minimal repro (harness repro): its script, relative to the
+    # candidate's run directory, and what it showed.
+    repro: str | None = None
+    repro_note: str | None = None
 
     @property
     def family(self) -> str:
@@ -85,6 +90,8 @@ class Finding:
             "ratio": self.ratio,
             "threshold": self.threshold,
             "evidence": self.evidence,
+            "repro": self.repro,
+            "repro_note": self.repro_note,
         }
 
 
@@ -97,7 +104,14 @@ def finding(
     cand: Value = None,
     **more: Any,
 ) -> Finding:
-    """A finding about the cell of record `r`."""
+    """A finding about the cell of record `r`, with its minimal repro where it has one."""
+    repro = (
+        r.artifacts.get("minimal_repro")
+        if not r.status.passing or r.status.by_expectation
+        else None
+    )
+    more.setdefault("repro", repro)
+    more.setdefault("repro_note", repro_text(r) if repro else None)
     return Finding(kind, severity, message, cell=r.cell, baseline=base, candidate=cand, **more)
 
 

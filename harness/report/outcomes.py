@@ -30,6 +30,7 @@ from harness.report.document import (
     table,
 )
 from harness.report.layout import Column, Layout, RowKey, layout, unique_cells
+from harness.store.diagnosis import mismatch_stage_text, repro_text
 from harness.store.records import Record
 from harness.store.rundir import ARTIFACTS
 from harness.store.status import Status
@@ -231,14 +232,32 @@ def artifacts_link(record: Record) -> Text:
     return Text(folder, link=folder, title=", ".join(sorted(record.artifacts)))
 
 
+def repro_link(record: Record) -> Text:
+    """The cell's minimal repro: 'reproduces, 163 → 1 nodes' linking its repro_min.py, or
+    why it has none; '—' where none was attempted."""
+    text = repro_text(record)
+    if text is None:
+        return Text(MISSING)
+    script = record.artifacts.get("minimal_repro")
+    if not script or text.startswith("no repro"):
+        return Text("none", title=text)
+    return Text(
+        text, link=script, title="repro_min.py: python repro_min.py exits 1 where it reproduces"
+    )
+
+
 def _failure_section(group: FailureGroup) -> Section:
     located = any(r.first_divergence for r in group.records)
+    staged = any(r.mismatch_stage for r in group.records)
+    repro = any(r.minimal_repro for r in group.records)
     rows = [
         (
             Text(r.cell.label()),
             Text(r.status, status=r.status),
             Text(r.stage or MISSING),
             *((Text(r.divergence_text or MISSING),) if located else ()),
+            *((Text(mismatch_stage_text(r) or MISSING),) if staged else ()),
+            *((repro_link(r),) if repro else ()),
             artifacts_link(r),
         )
         for r in group.records
@@ -250,6 +269,8 @@ def _failure_section(group: FailureGroup) -> Section:
         "status",
         "stage",
         *(("first divergent node",) if located else ()),
+        *(("changed by",) if staged else ()),
+        *(("minimal repro",) if repro else ()),
         "artifacts",
     )
     cells = table(headers, rows, noun="cells")

@@ -17,7 +17,7 @@ from harness.store.status import Stage, Status
 from harness.store.validate import Malformed, check_record
 from harness.store.validate import SchemaError as SchemaError  # raised by the readers
 
-SCHEMA = 2
+SCHEMA = 3
 
 DEVICES = ("cpu", "cuda")
 
@@ -159,6 +159,9 @@ class Measurements:
     # the two cells ran the same computation, and latency can differ only by noise.
     graph_fingerprint: str | None = None
     ort_runtime: dict[str, Any] | None = None
+    # On a numerics mismatch: which stage changed the numbers (capture, translation,
+    # optimization, runtime), each stage's check, and the optimizer step at fault.
+    mismatch_stage: dict[str, Any] | None = None
 
 
 _MEASURED = [f.name for f in dataclasses.fields(Measurements)]
@@ -207,6 +210,10 @@ class Record:
     metadata: dict[str, Any] | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
     graph_fingerprint: str | None = None
     ort_runtime: dict[str, Any] | None = None
+    mismatch_stage: dict[str, Any] | None = None
+    # A minimal repro made after the run (harness.cell.repro): how, its node counts, and
+    # whether it reproduced in a fresh process; the script is in `artifacts`.
+    minimal_repro: dict[str, Any] | None = None
 
     def same_graph_as(self, other: Record) -> bool:
         """Both timed the same graph (equal fingerprints) in the same runtime."""
@@ -382,8 +389,14 @@ def _error_fields(error: BaseException | None) -> dict[str, Any]:
     return {
         "error_type": type(error).__name__,
         "error_message": message[:4000],
-        "error_signature": error_signature(type(root).__name__, _clean(str(root)) or repr(root)),
+        "error_signature": signature_of(error),
     }
+
+
+def signature_of(error: BaseException) -> str:
+    """The error signature of a raised exception: its root cause's type and first line."""
+    root = root_cause(error)
+    return error_signature(type(root).__name__, _clean(str(root)) or repr(root))
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -409,6 +422,12 @@ _VOLATILE = [
     (re.compile(r"\b\d+(\.\d+)?\b"), "N"),
     (re.compile(r"\s+"), " "),
 ]
+
+
+def normalization_rules() -> list[tuple[str, str]]:
+    """The (regex, replacement) pairs an error signature normalizes a message with, for a
+    standalone repro script that judges its own error the same way."""
+    return [(pattern.pattern, replacement) for pattern, replacement in _VOLATILE]
 
 
 def _normalize(text: str) -> str:
@@ -452,6 +471,8 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     _check_version(d)
     if d["schema"] < 2:
         d = _update_to_2(d)
+    if d["schema"] < 3:
+        d = _update_to_3(d)
     return d
 
 
@@ -465,3 +486,8 @@ def _update_to_2(d: dict[str, Any]) -> dict[str, Any]:
             o["mismatches"], o["max_abs"] = int(o["max_abs"]), None
         checks.append(o)
     return {**d, "numerics": checks if d.get("numerics") is not None else None, "schema": 2}
+
+
+def _update_to_3(d: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 adds `mismatch_stage` and `minimal_repro`: unknown for older records."""
+    return {**d, "mismatch_stage": None, "minimal_repro": None, "schema": 3}

@@ -357,3 +357,30 @@ def test_a_numerics_regression_names_its_first_divergent_node() -> None:
     assert regressed.evidence == (
         "first divergent node: node_shift (Add; aten t.shift.default) at m.py:45 in forward, max_abs 1"
     )
+
+
+def test_a_regression_links_the_candidates_minimal_repro():
+    failed = record(status="export_failed", stage="translate", error=RuntimeError("x"))
+    failed = failed.with_changes(
+        minimal_repro={"reproduces": True, "nodes_before": 600, "nodes_after": 3},
+        artifacts={"minimal_repro": "artifacts/m--dynamo/repro_min.py"},
+    )
+    c = compare_runs(run("A", [record()]), run("B", [failed]))
+    f = one(c, "status_regressed")
+    assert (f.repro, f.repro_note) == (
+        "artifacts/m--dynamo/repro_min.py",
+        "reproduces, 600 -> 3 nodes",
+    )
+    assert f.to_dict()["repro"] == "artifacts/m--dynamo/repro_min.py"
+    from harness.compare.output.markdown import to_markdown
+
+    text = to_markdown(c)
+    assert "minimal repro: [repro_min.py](<results/B/artifacts/m--dynamo/repro_min.py>)" in text
+    assert "(reproduces, 600 -> 3 nodes)" in text
+
+
+def test_a_fixed_cell_links_no_repro():
+    failed = record(status="export_failed", stage="translate", error=RuntimeError("x"))
+    failed = failed.with_changes(artifacts={"minimal_repro": "artifacts/m/repro_min.py"})
+    f = one(compare_runs(run("A", [failed]), run("B", [record()])), "status_fixed")
+    assert f.repro is None

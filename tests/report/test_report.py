@@ -355,3 +355,39 @@ def test_a_numerics_failure_shows_its_first_divergent_node() -> None:
     text = render_markdown(build_report(manifest(), [bad]))
     assert "| cell | status | stage | first divergent node | artifacts |" in text
     assert "node_shift (Add; aten t.shift.default), max_abs 1" in text
+
+
+def test_a_failure_cluster_links_its_minimal_repro_and_names_the_stage(tmp_path: Path) -> None:
+    c = cell("a", "dynamo", 18)
+    stage = {
+        "stage": "optimization",
+        "optimizer_step": {"pass": "RewritePass (iteration 1)", "rule": "FoldSinOfCos"},
+    }
+    found = {"node": "node_Cos_1", "op_type": "Cos", "max_abs": 0.16}
+    bad = Record.finished(
+        c,
+        "r",
+        Measurements(first_divergence=found, mismatch_stage=stage),
+        status="numerics_mismatch",
+        stage="numerics",
+    ).with_changes(
+        minimal_repro={"reproduces": True, "nodes_before": 163, "nodes_after": 2},
+        artifacts={"minimal_repro": f"artifacts/{c.cell_id}/repro_min.py"},
+    )
+    text = render_markdown(build_report(manifest(), [bad]))
+    assert "| first divergent node | changed by | minimal repro | artifacts |" in text
+    assert "optimization: RewritePass (iteration 1), rule FoldSinOfCos" in text
+    assert f"[reproduces, 163 -> 2 nodes](artifacts/{c.cell_id}/repro_min.py)" in text
+    (tmp_path / "artifacts" / c.cell_id).mkdir(parents=True)
+    (tmp_path / "artifacts" / c.cell_id / "repro_min.py").write_text("")
+    html = render_html(build_report(manifest(), [bad]), root=tmp_path)
+    assert f'href="artifacts/{c.cell_id}/repro_min.py"' in html
+
+
+def test_a_cluster_without_a_script_says_none_with_the_reason() -> None:
+    c = cell("a", "dynamo", 18)
+    bad = Record.finished(c, "r", Measurements(), status="export_failed", stage="capture")
+    bad = bad.with_changes(minimal_repro={"reason": "torch.export captured no program"})
+    text = render_markdown(build_report(manifest(), [bad]))
+    assert "| minimal repro |" in text
+    assert "| none |" in text

@@ -115,3 +115,32 @@ def test_error_signature_groups_messages_differing_in_numbers() -> None:
     a = error_signature("ValueError", "shape [2, 3] does not match [4, 5]")
     b = error_signature("ValueError", "shape [7, 1] does not match [8, 9]")
     assert a == b
+
+
+def test_a_schema_2_record_reads_as_schema_3_with_no_repro_and_no_stage() -> None:
+    d = json.loads(_ok_record().to_json())
+    d["schema"] = 2
+    d.pop("minimal_repro"), d.pop("mismatch_stage")
+    record = Record.from_dict(d)
+    assert (record.schema, record.minimal_repro, record.mismatch_stage) == (3, None, None)
+    assert record.export_s == 1.5
+
+
+def test_a_minimal_repro_and_a_mismatch_stage_survive_the_round_trip() -> None:
+    repro = {"kind": "export", "reproduces": True, "nodes_before": 600, "nodes_after": 3}
+    stage = {"stage": "capture", "checks": [{"stage": "capture", "ok": False, "max_abs": 2.0}]}
+    record = _ok_record().with_changes(minimal_repro=repro, mismatch_stage=stage)
+    back = Record.from_json(record.to_json())
+    assert (back.minimal_repro, back.mismatch_stage) == (repro, stage)
+
+
+def test_signature_of_a_raised_error_is_its_root_causes() -> None:
+    from harness.store.records import signature_of
+
+    try:
+        try:
+            raise KeyError("aten.cummax.default at 0x7f00")
+        except KeyError as inner:
+            raise RuntimeError("Failed to convert") from inner
+    except RuntimeError as outer:
+        assert signature_of(outer) == "KeyError: 'aten.cummax.default at 0x?'"

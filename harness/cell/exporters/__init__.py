@@ -63,6 +63,24 @@ class Exporter:
         )
         return found
 
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Any,
+        tolerance: tuple[float, float],
+    ) -> dict[str, Any]:
+        """Which stage changed the numbers of a mismatch (capture, translation,
+        optimization, runtime) and which optimizer step, or why this exporter cannot say.
+        `reference` is the cell's eager `harness.cell.reference.Reference`."""
+        attribute = getattr(self._module(), "mismatch_stage", None)
+        if attribute is None:
+            return {"stage": None, "reason": f"{self.name}: no stage-by-stage comparison"}
+        found: dict[str, Any] = attribute(
+            request, exported, reference, tolerance, **dict(self.options)
+        )
+        return found
+
     def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
         """What a failed export still tells: ATen ops, unsupported ops, the exporter's report."""
         facts: FailureFacts = self._module().on_failure(request, error, **dict(self.options))

@@ -63,16 +63,25 @@ def export(request: ExportRequest) -> Exported:
             # where the call stopped.
             failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
             failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
+            failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
+            failure.details["captured"] = _captured(clock)
             raise failure from exc
         total = time.perf_counter() - start
     aten_ops = _count_aten_ops(onnx_program.exported_program)
     program = onnx_program.exported_program
-    return Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
+    exported = Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
+    exported.captured = _captured(clock)
+    return exported
 
 
 def _last_program(clock: PhaseClock) -> Any:
     """The program the failed call got furthest with: decomposed, else captured."""
-    return clock.kept.get("translate")
+    return clock.kept.get("_exported_program_to_onnx_program") or _captured(clock)
+
+
+def _captured(clock: PhaseClock) -> Any:
+    """The program torch.export captured, before the exporter's decompositions."""
+    return clock.kept.get("_prepare_exported_program_for_export")
 
 
 def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -113,6 +122,17 @@ def first_divergence(
         return locate(exported.path, exported.program, request.inputs, tolerance).to_dict()
     except Exception as exc:  # a diagnosis that fails must not change the cell's verdict
         return Divergence(reason=f"comparison failed: {type(exc).__name__}: {exc}"[:300]).to_dict()
+
+
+def mismatch_stage(
+    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    """Capture, translation, optimization or runtime (harness.cell.exporters.dynamo_stages)."""
+    from harness.cell.exporters.dynamo_stages import mismatch_stage as attribute
+
+    if exported.program is None:
+        return {"stage": None, "reason": "the exporter returned no program to compare with"}
+    return attribute(request, exported, reference, tolerance)
 
 
 def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:

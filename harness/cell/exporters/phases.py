@@ -28,7 +28,7 @@ class Hook:
     phase: str
     owner: str
     attribute: str
-    keep_arg: bool = False
+    keep_arg: bool = False  # kept in PhaseClock.kept under the attribute's name
 
 
 @dataclass
@@ -71,7 +71,7 @@ def _timed(clock: PhaseClock, hook: Hook, fn: Callable[..., Any]) -> Callable[..
             return fn(*args, **kwargs)
         clock.entered.append(hook.phase)
         if hook.keep_arg and args:
-            clock.kept[hook.phase] = args[0]
+            clock.kept[hook.attribute] = args[0]
         clock._depth += 1
         start = time.perf_counter()
         try:

@@ -22,6 +22,8 @@ class Exported:
     # The program the exporter translated (dynamo: its ExportedProgram), for locating the
     # first divergent node of a numerics mismatch; None where there is none.
     program: Any = None
+    # dynamo: the program torch.export captured, before the exporter's decompositions.
+    captured: Any = None
     notes: list[str] = field(default_factory=list)
 
     @property

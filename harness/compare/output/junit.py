@@ -51,7 +51,9 @@ def _testcase(cell: Cell, findings: Sequence[Finding]) -> ET.Element:
             case, "failure", message="; ".join(f.message for f in blocking), type=blocking[0].kind
         )
         failure.text = "\n".join(
-            f"[{f.kind}] {f.message}" + (f"\n  evidence: {f.evidence}" if f.evidence else "")
+            f"[{f.kind}] {f.message}"
+            + (f"\n  evidence: {f.evidence}" if f.evidence else "")
+            + (f"\n  minimal repro: {f.repro} ({f.repro_note})" if f.repro else "")
             for f in blocking
         )
     others = [f for f in findings if f.severity != BLOCKING]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import IMPROVEMENT, INFO, SEVERITIES, WARNING, Finding
-from harness.store.markdown import md_code, md_text
+from harness.store.markdown import md_code, md_link, md_text
 from harness.store.runs import Run
 
 
@@ -29,10 +29,10 @@ def to_markdown(c: Comparison) -> str:
         *_counts_table(c),
     ]
     if c.blocking:
-        lines += ["", "### Blocking", "", *findings_table(c.blocking)]
-    lines += _details("Warnings", c.by_severity(WARNING))
-    lines += _details("Improvements", c.by_severity(IMPROVEMENT))
-    lines += _details("Info", c.by_severity(INFO))
+        lines += ["", "### Blocking", "", *findings_table(c.blocking, c.candidate.path)]
+    lines += _details("Warnings", c.by_severity(WARNING), c.candidate.path)
+    lines += _details("Improvements", c.by_severity(IMPROVEMENT), c.candidate.path)
+    lines += _details("Info", c.by_severity(INFO), c.candidate.path)
     if c.not_compared:
         lines += [
             "",
@@ -43,7 +43,7 @@ def to_markdown(c: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def findings_table(findings: Sequence[Finding]) -> list[str]:
+def findings_table(findings: Sequence[Finding], run_dir: str | None = None) -> list[str]:
     lines = [
         "| cell | finding | baseline | candidate | ratio | threshold | evidence |",
         "|---|---|---|---|---|---|---|",
@@ -64,8 +64,20 @@ def findings_table(findings: Sequence[Finding]) -> list[str]:
             threshold,
             f.evidence or "",
         ]
-        lines.append("| " + " | ".join(md_text(x) for x in cells) + " |")
+        row = [md_text(x) for x in cells]
+        row[-1] = "; ".join(x for x in (row[-1], _repro_link(f, run_dir)) if x)
+        lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _repro_link(f: Finding, run_dir: str | None) -> str:
+    """'minimal repro: [repro_min.py](RUN/artifacts/<cell>/repro_min.py) (reproduces, 600 -> 3
+    nodes)', the path as written from the candidate's run directory."""
+    if not f.repro:
+        return ""
+    target = f"{run_dir.rstrip('/')}/{f.repro}" if run_dir else f.repro
+    note = f" ({md_text(f.repro_note)})" if f.repro_note else ""
+    return f"minimal repro: [repro_min.py]({md_link(target)}){note}"
 
 
 def _run_line(run: Run) -> str:
@@ -102,14 +114,14 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def _details(title: str, findings: Sequence[Finding]) -> list[str]:
+def _details(title: str, findings: Sequence[Finding], run_dir: str | None) -> list[str]:
     if not findings:
         return []
     return [
         "",
         f"<details><summary>{title} ({len(findings)})</summary>",
         "",
-        *findings_table(findings),
+        *findings_table(findings, run_dir),
         "",
         "</details>",
     ]

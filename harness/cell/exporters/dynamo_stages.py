@@ -1,0 +1,283 @@
+"""Which stage of a dynamo export changed the numbers, and which optimizer step did it.
+
+A numerics mismatch is attributed to the first stage whose output differs from the one
+before it, each judged by the cell's rule (its tolerance, float64 eager as the truth):
+
+- capture: the exported program (run in torch) against eager;
+- translation: the ONNX graph before optimization (the same program exported with
+  `optimize=False`, run in the ONNX reference evaluator) against the program;
+- optimization: the exporter's graph against the one before optimization (both in the
+  reference evaluator);
+- runtime: ONNX Runtime against the reference evaluator on the exporter's graph.
+
+Where the reference evaluator cannot run a graph, ONNX Runtime stands in for it and the
+runtime stage is not judged (`note` says so). Where the cell passes with `optimize=False`
+and fails with the default `optimize=True` (same capture), the optimizer's steps are
+bisected (`dynamo_optimizer`): the first pass whose prefix breaks the numbers, and within
+a rewrite pass the first rule; the rule's name is what onnxscript writes into the
+metadata of the nodes it makes (`pkg.onnxscript.rewriter.rule_name`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from harness.cell.exporters import dynamo_optimizer
+from harness.cell.exporters.request import Exported, ExportRequest, quiet
+from harness.cell.numerics import compare_outputs
+from harness.cell.repro.ddmin import first_failing
+from harness.cell.shapes import flatten_outputs
+
+STAGES = ("capture", "translation", "optimization", "runtime")
+RULE_NAME_KEY = "pkg.onnxscript.rewriter.rule_name"
+
+
+def mismatch_stage(
+    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    """{"stage": the first stage that changed the numbers, "checks": each stage's check,
+    "optimizer_step": the pass/rule, where the optimizer did it}; never raises."""
+    try:
+        return _attribute(request, exported, reference, tolerance)
+    except Exception as exc:  # a diagnosis must not change the cell's verdict
+        return {"stage": None, "reason": f"attribution failed: {type(exc).__name__}: {exc}"[:300]}
+
+
+class _Judge:
+    """Compares outputs by the cell's rule: eager's float64 outputs are the truth."""
+
+    def __init__(self, reference: Any, tolerance: tuple[float, float]) -> None:
+        self.eager, self.eager64, self.tolerance = reference.outputs, reference.outputs64, tolerance
+
+    def check(
+        self, stage: str, what: str, got: list[np.ndarray], want: list[np.ndarray]
+    ) -> dict[str, Any]:
+        names = [f"output_{i}" for i in range(len(want))]
+        checks = compare_outputs(got, want, self.eager64, names, self.tolerance)
+        sizes = [c.max_abs for c in checks if c.max_abs is not None]
+        return {
+            "stage": stage,
+            "compared": what,
+            "ok": all(c.ok for c in checks),
+            "max_abs": max(sizes) if sizes else None,
+        }
+
+    def fails_against_eager(self, got: list[np.ndarray]) -> bool:
+        return not self.check("", "", got, self.eager)["ok"]
+
+
+def _attribute(
+    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
+) -> dict[str, Any]:
+    judge = _Judge(reference, tolerance)
+    program_out = _program_outputs(exported.program, request)
+    feeds = {
+        n: t.detach().cpu().numpy()
+        for n, t in zip(request.inputs.names(), request.inputs.leaves(), strict=True)
+    }
+    before = _unoptimized(exported.program, request)
+    after = onnx.load(str(request.path))
+    runs = _Runs(feeds)
+    checks = [
+        judge.check("capture", "the exported program against eager", program_out, judge.eager)
+    ]
+    checks += _onnx_checks(judge, runs, before, after, program_out)
+    result: dict[str, Any] = {"stage": first_changed(checks), "checks": checks}
+    if runs.notes:
+        result["note"] = "; ".join(runs.notes)
+    if not judge.fails_against_eager(runs.ort(before)) and judge.fails_against_eager(
+        runs.ort(after)
+    ):
+        result["optimizer_step"] = optimizer_step(before, after, runs, judge)
+    return result
+
+
+def first_changed(checks: list[dict[str, Any]]) -> str | None:
+    """The first stage that changed the numbers beyond tolerance; where none alone did (the
+    error built up), the stage with the largest change."""
+    for check in checks:
+        if not check["ok"]:
+            return str(check["stage"])
+    sized = [c for c in checks if c.get("max_abs") is not None]
+    return str(max(sized, key=lambda c: c["max_abs"])["stage"]) if sized else None
+
+
+def _onnx_checks(
+    judge: _Judge,
+    runs: _Runs,
+    before: onnx.ModelProto,
+    after: onnx.ModelProto,
+    program_out: list[np.ndarray],
+) -> list[dict[str, Any]]:
+    ref_before, ref_after = runs.reference(before), runs.reference(after)
+    if ref_before is None or ref_after is None:
+        return [
+            judge.check(
+                "translation",
+                "ONNX before optimization (ONNX Runtime) against the program",
+                runs.ort(before),
+                program_out,
+            ),
+            judge.check(
+                "optimization",
+                "ONNX after against before optimization (ONNX Runtime)",
+                runs.ort(after),
+                runs.ort(before),
+            ),
+        ]
+    return [
+        judge.check(
+            "translation",
+            "ONNX before optimization (reference evaluator) against the program",
+            ref_before,
+            program_out,
+        ),
+        judge.check(
+            "optimization",
+            "ONNX after against before optimization (reference evaluator)",
+            ref_after,
+            ref_before,
+        ),
+        judge.check(
+            "runtime", "ONNX Runtime against the reference evaluator", runs.ort(after), ref_after
+        ),
+    ]
+
+
+def _program_outputs(program: Any, request: ExportRequest) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = request.inputs.call(program.module())
+    return [t.detach().cpu().numpy() for t in flatten_outputs(out)]
+
+
+def _unoptimized(program: Any, request: ExportRequest) -> onnx.ModelProto:
+    """The same captured program exported with optimize=False: the graph before the optimizer."""
+    with quiet():
+        onnx_program: Any = torch.onnx.export(
+            program,
+            (),
+            dynamo=True,
+            optimize=False,
+            opset_version=request.opset,
+            input_names=list(request.inputs.names()),
+            output_names=list(request.output_names) or None,
+        )
+    return onnx_program.model_proto  # type: ignore[no-any-return]
+
+
+class _Runs:
+    """Runs of a model in ONNX Runtime and the reference evaluator, memoised per model."""
+
+    def __init__(self, feeds: dict[str, np.ndarray]) -> None:
+        self.feeds = feeds
+        self.notes: list[str] = []
+        self._done: dict[tuple[int, str], Any] = {}
+
+    def _memo(self, model: onnx.ModelProto, kind: str, run: Callable[[], Any]) -> Any:
+        key = (id(model), kind)
+        if key not in self._done:
+            self._done[key] = run()
+        return self._done[key]
+
+    def ort(self, model: onnx.ModelProto) -> list[np.ndarray]:
+        return self._memo(model, "ort", lambda: ort_outputs(model, self.feeds))  # type: ignore[no-any-return]
+
+    def reference(self, model: onnx.ModelProto) -> list[np.ndarray] | None:
+        def run() -> list[np.ndarray] | None:
+            from onnx.reference import ReferenceEvaluator
+
+            try:
+                evaluator = ReferenceEvaluator(model)
+                wanted = {i.name for i in model.graph.input}
+                return list(
+                    evaluator.run(None, {k: v for k, v in self.feeds.items() if k in wanted})
+                )
+            except Exception as exc:
+                self.notes.append(
+                    f"the ONNX reference evaluator cannot run the graph ({type(exc).__name__}: "
+                    f"{str(exc)[:120]}): ONNX Runtime judged translation and optimization, the runtime was not judged"
+                )
+                return None
+
+        return self._memo(model, "reference", run)  # type: ignore[no-any-return]
+
+
+def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    return list(session.run(None, {k: v for k, v in feeds.items() if k in wanted}))
+
+
+# -- the optimizer step ---------------------------------------------------------------------------
+
+
+def optimizer_step(
+    before: onnx.ModelProto, after: onnx.ModelProto, runs: _Runs, judge: _Judge
+) -> dict[str, Any]:
+    """Bisect the optimizer's steps (then a rewrite pass's rules) for the first that makes
+    the numbers fail against eager."""
+    steps = dynamo_optimizer.steps()
+    if steps is None:
+        return {"reason": "the exporter calls an optimizer whose steps this harness does not know"}
+    from onnxscript import ir
+
+    def applied(chosen: list[dynamo_optimizer.Step]) -> onnx.ModelProto:
+        model = ir.serde.deserialize_model(before)
+        for step in chosen:
+            step.apply(model)
+        return ir.serde.serialize_model(model)
+
+    def fails(chosen: list[dynamo_optimizer.Step]) -> bool:
+        return judge.fails_against_eager(ort_outputs(applied(chosen), runs.feeds))
+
+    found = first_failing(len(steps), lambda k: fails(steps[:k]))
+    result: dict[str, Any] = {"steps": len(steps), "tests": found.tests}
+    result["replica_exact"] = _same_graph(applied(steps), after)
+    if found.first is None:
+        return {
+            **result,
+            "reason": "the optimizer's steps, applied here one by one, keep the numbers right",
+        }
+    step = steps[found.first - 1]
+    result["pass"] = step.name
+    if step.rules:
+        earlier = steps[: found.first - 1]
+        rule = first_failing(len(step.rules), lambda j: fails([*earlier, step.with_rules(j)]))
+        result["tests"] += rule.tests
+        if rule.first is not None:
+            result["rule"] = dynamo_optimizer.rule_name(step.rules[rule.first - 1])
+    result["nodes"] = _nodes_made_by(after, result.get("rule"))
+    return result
+
+
+def _same_graph(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
+    """Equal graph fingerprints (names and metadata aside)."""
+    from harness.cell.fingerprint import graph_fingerprint
+
+    with tempfile.TemporaryDirectory(prefix="harness-replica-") as tmp:
+        paths = [Path(tmp) / "a.onnx", Path(tmp) / "b.onnx"]
+        for model, path in zip((a, b), paths, strict=True):
+            onnx.save(model, str(path))
+        return bool(graph_fingerprint(paths[0]) == graph_fingerprint(paths[1]))
+
+
+def _nodes_made_by(model: onnx.ModelProto, rule: str | None) -> list[str]:
+    """The exporter's graph's nodes that the rule made, by their metadata (first 10)."""
+    if rule is None:
+        return []
+    made = [
+        n.name
+        for n in model.graph.node
+        if any(p.key == RULE_NAME_KEY and p.value == rule for p in n.metadata_props)
+    ]
+    return made[:10]

@@ -1,0 +1,77 @@
+"""`harness run` makes a minimal repro for the first cell of each failure cluster, and
+`harness repro` makes them for an existing run: the real CLI, a real local Ray, real
+minimizer processes (issue 27)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.store.diagnosis import repro_text
+from harness.store.rundir import read_records
+from tests.conftest import FIXTURES, run_cli
+
+pytestmark = pytest.mark.e2e
+MODELS = "repro_untranslated,repro_checker_invalid,repro_export_only"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "run"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "repro"), "--models", MODELS, "--exporters", "dynamo",
+        "--opsets", "18", "--out", str(out), "--repro-bound", "60",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "minimal repros: 3 failure clusters, search bound 60 s each" in result.stderr
+    return out
+
+
+def test_the_run_records_a_verified_repro_for_each_cluster(run_dir: Path) -> None:
+    records = {r.model: r for r in read_records(run_dir)}
+    for model in ("repro_untranslated", "repro_checker_invalid"):
+        repro = records[model].minimal_repro or {}
+        assert repro["reproduces"] is True and repro["nodes_after"] <= 3, repro
+        assert (run_dir / records[model].artifacts["minimal_repro"]).is_file()
+    assert (records["repro_export_only"].minimal_repro or {})["reason"].startswith("capture")
+    assert (records["repro_export_only"].mismatch_stage or {})["stage"] == "capture"
+
+
+def test_the_report_links_each_repro(run_dir: Path) -> None:
+    text = (run_dir / "report.md").read_text()
+    record = next(r for r in read_records(run_dir) if r.model == "repro_untranslated")
+    assert f"[{repro_text(record)}]({record.artifacts['minimal_repro']})" in text
+    assert (repro_text(record) or "").startswith("reproduces, ")
+    assert "| changed by |" in text and "capture" in text
+
+
+def test_harness_repro_remakes_one_cell(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = next(r for r in read_records(run_dir) if r.model == "repro_checker_invalid")
+    before = (run_dir / "records.jsonl").read_text().splitlines()
+    assert main(["repro", str(run_dir), record.cell.cell_id, "--bound", "30", "--no-report"]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 cells with a repro that reproduces in a fresh process" in out
+    after = (run_dir / "records.jsonl").read_text().splitlines()
+    assert len(after) == len(before) == 3
+    changed = [json.loads(a)["model"] for a, b in zip(after, before, strict=True) if a != b]
+    assert changed == ["repro_checker_invalid"]  # the others are kept byte for byte
+    remade = next(json.loads(a) for a in after if json.loads(a)["model"] == "repro_checker_invalid")
+    assert remade["minimal_repro"]["bound_s"] == 30 and remade["minimal_repro"]["reproduces"]
+
+
+def test_bad_cells_and_unfinished_runs_exit_2(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["repro", str(run_dir), "no--such--cell"]) == 2
+    assert "no cell 'no--such--cell' in this run" in capsys.readouterr().err
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(run_dir, unfinished)
+    manifest = json.loads((unfinished / "manifest.json").read_text())
+    manifest["finished"] = None
+    (unfinished / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["repro", str(unfinished)]) == 2
+    assert "is not finished" in capsys.readouterr().err
