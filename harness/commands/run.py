@@ -92,6 +92,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--static-only", dest="dynamic", action="store_false", help="static cells only"
     )
+    shape.add_argument(
+        "--dynamic-only",
+        dest="dynamic",
+        action="store_const",
+        const="only",
+        help="dynamic-shape cells only (models that declare no dynamic dims get none)",
+    )
     p.add_argument(
         "--zoo",
         action="append",
@@ -147,6 +154,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "old=onnxscript==0.6.2 (repeatable; the workers need pip access)",
     )
     p.add_argument(
+        "--patches",
+        type=_csv,
+        default=(),
+        metavar="LIST",
+        help="export-time patches, each a value of the cells' patch axis: none (the plain"
+        " call) and/or patches `harness list` names (default: the suite's, else none)",
+    )
+    p.add_argument(
         "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
     )
     p.add_argument(
@@ -171,6 +186,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         address=args.address,
         max_memory_gb=args.max_memory_gb,
         variants=tuple(args.variant),
+        patches=args.patches,
     )
 
 
