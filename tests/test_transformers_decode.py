@@ -124,6 +124,7 @@ def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:
 def test_the_suite_runs_every_entry_dynamic_only() -> None:
     suite = load_suite("transformers-decode")
     assert suite.dynamic == "only" and suite.models == (f"family:{FAMILY}",)
+    assert suite.patches == ("none", "sliding-window")
     assert suite.exporters == ("dynamo", "torchscript") and suite.opsets_for("dynamo") == (18,)
 
 
@@ -252,8 +253,13 @@ def test_a_few_decode_entries_end_to_end(tmp_path: Path) -> None:
     assert "6 cells = 3 models x 1 exporters (dynamo)" in result.stdout + result.stderr
     records = {(r.model, r.patch): r for r in store.read_records(out)}
     assert len(records) == 6
+    assert records[("hf.gpt2.decode", "none")].status is Status.OK
+    # GPT-2's cache has no sliding-window layer: the patch would change nothing.
+    pointless = records[("hf.gpt2.decode", "sliding-window")]
+    assert pointless.status is Status.SKIPPED and "no sliding-window layer" in (
+        pointless.reason or ""
+    )
     for patch in ("none", "sliding-window"):
-        assert records[("hf.gpt2.decode", patch)].status is Status.OK
         assert records[(unbuildable, patch)].status is Status.SKIPPED
     gemma = records[("hf.gemma2.decode", "none")]
     assert gemma.status in (Status.EXPORT_FAILED, Status.XFAIL), gemma.error_signature

@@ -83,6 +83,7 @@ def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
         spec.missing_requirement()
         or exporters.get(task.cell.exporter).unavailable()
         or patches.get(task.cell.patch).unavailable()
+        or patches.get(task.cell.patch).pointless(spec.metadata)
     )
     if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
         reason = "no CUDA device on this worker"

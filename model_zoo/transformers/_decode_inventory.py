@@ -52,7 +52,12 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
         "name": name,
         "family": DECODE_FAMILY,
         "requires": ("transformers",),
-        "metadata": {"model_type": model_type, "head": head, "cache": entry.get("cache")},
+        "metadata": {
+            "model_type": model_type,
+            "head": head,
+            "cache": entry.get("cache"),
+            "cache_layers": entry.get("layers"),
+        },
     }
     reason = skip_reason(entry)
     if reason is not None:

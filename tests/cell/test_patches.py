@@ -69,3 +69,12 @@ def test_transformers_own_patches_are_applied_and_undone() -> None:
     with patch.applied():
         assert torch.where is not where  # transformers' onnx patches swap torch.where
     assert torch.where is where
+
+
+def test_a_patch_for_layers_the_cache_does_not_have_is_pointless() -> None:
+    patch = patches.get("sliding-window")
+    gpt2 = {"cache_layers": ["DynamicLayer"]}
+    assert patch.pointless(gpt2) == "the model's cache has no sliding-window layer (DynamicLayer)"
+    assert patch.pointless({"cache_layers": ["DynamicLayer", "DynamicSlidingWindowLayer"]}) is None
+    assert patch.pointless({}) is None, "an entry that does not say may need it"
+    assert patches.get("none").pointless(gpt2) is None

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 NONE = "none"
 
@@ -32,6 +33,14 @@ class Patch:
             return None
         reason: str | None = importlib.import_module(self.implementation).unavailable()
         return reason
+
+    def pointless(self, metadata: Mapping[str, Any]) -> str | None:
+        """Why the patch would change nothing for a model, known from its zoo entry's
+        metadata (a patch of sliding-window cache layers, for a cache without one): its
+        cells are skipped with the reason, the plain cell says it all. None: it may matter."""
+        module = importlib.import_module(self.implementation) if self.implementation else None
+        check = getattr(module, "pointless", None)
+        return check(metadata) if check is not None else None
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:

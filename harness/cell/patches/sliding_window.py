@@ -16,11 +16,14 @@ graph does not know. Eager behaviour is unchanged: with a Python int the two are
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 LAYER = "transformers.cache_utils:DynamicSlidingWindowLayer"
 METHODS = ("get_seq_length", "get_mask_sizes")
+# A zoo entry may say which cache layer classes its model has (the transformers-decode
+# entries do): without a sliding one, the patch changes nothing.
+CACHE_LAYERS = "cache_layers"
 
 
 def _layer() -> Any:
@@ -38,6 +41,13 @@ def unavailable() -> str | None:
     if cls is None or not all(callable(getattr(cls, m, None)) for m in METHODS):
         return f"this transformers has no {LAYER.replace(':', '.')} with {', '.join(METHODS)}"
     return None
+
+
+def pointless(metadata: Mapping[str, Any]) -> str | None:
+    layers = metadata.get(CACHE_LAYERS)
+    if layers is None or any("SlidingWindow" in str(name) for name in layers):
+        return None
+    return f"the model's cache has no sliding-window layer ({', '.join(map(str, layers))})"
 
 
 def _below_window(layer: Any) -> bool:
