@@ -121,7 +121,11 @@ _NO_FUNCTION = re.compile(
 def missing_translation(text: str) -> str | None:
     """The dynamo exporter found no ONNX function for an op (the ATen or custom op)."""
     m = _NO_FUNCTION.search(text)
-    return f"no ONNX translation for {m.group(1)}.{m.group(2)}" if m else None
+    if not m:
+        return None
+    # torchlib has the op, but not for complex tensors (RoPE written with complex numbers)
+    complex_only = " (complex input)" if "complex-valued input" in text else ""
+    return f"no ONNX translation for {m.group(1)}.{m.group(2)}{complex_only}"
 
 
 RULES: tuple[Rule, ...] = (

@@ -126,5 +126,15 @@ def test_a_missing_translation_names_the_op(tmp_path: Path) -> None:
     assert found is not None and found.endswith("no ONNX translation for aten.cummax.default")
 
 
+def test_a_translation_missing_for_complex_inputs_says_so() -> None:
+    text = (
+        "No ONNX function found for <OpOverload(op='aten.unsqueeze', overload='default')>."
+        " Failure message: No decompositions registered for the complex-valued input"
+    )
+    assert failures.missing_translation(text) == (
+        "no ONNX translation for aten.unsqueeze.default (complex input)"
+    )
+
+
 def test_other_failures_keep_the_generic_signature() -> None:
     assert failures.signature(ValueError("something else entirely")) is None
