@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import onnx
@@ -30,6 +31,13 @@ INVENTORY = _inventory.read_inventory(_decode_inventory.DECODE_INVENTORY)
 ENTRIES = INVENTORY["models"]
 BUILT = sorted(n for n, e in ENTRIES.items() if "reason" not in e)
 FAMILY = _decode_inventory.DECODE_FAMILY
+
+
+def _installed_transformers() -> str | None:
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _spec(name: str):  # type: ignore[no-untyped-def]
@@ -119,6 +127,16 @@ def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:
         assert [
             n.replace("present.", "past_key_values.", 1) for n in spec.output_names[1:]
         ] == cache
+
+
+@pytest.mark.skipif(
+    _installed_transformers() != INVENTORY["transformers"],
+    reason=f"the decode inventory is for transformers {INVENTORY['transformers']}; refresh it",
+)
+def test_the_inventory_covers_the_installed_heads() -> None:
+    from model_zoo.transformers._refresh import _decode_named, decode_registry
+
+    assert sorted(ENTRIES) == sorted(_decode_named({item: {} for item in decode_registry()}))
 
 
 def test_the_suite_runs_every_entry_dynamic_only() -> None:

@@ -106,11 +106,15 @@ def write(path: Path, rows: Sequence[Expect], *, header: str = HEADER) -> None:
     with path.open("w", newline="") as f:
         f.write(header)
         writer = csv.writer(f, lineterminator="\n")
-        # The patch column only where a row names a patch: files of runs without patches
-        # stay as they were.
-        width = len(COLUMNS) if any(e.patch != ANY for e in rows) else len(COLUMNS) - 1
-        writer.writerow(COLUMNS[:width])
-        writer.writerows(_fields(e)[:width] for e in rows)
+        columns = columns_for(rows)
+        writer.writerow(columns)
+        writer.writerows(_fields(e)[: len(columns)] for e in rows)
+
+
+def columns_for(rows: Sequence[Expect]) -> tuple[str, ...]:
+    """The columns a file of these rows has: the patch column (the last) only where a row
+    names a patch, so that files of runs without patches stay as they were."""
+    return COLUMNS if any(e.patch != ANY for e in rows) else COLUMNS[:-1]
 
 
 def _fields(e: Expect) -> list[str]:
