@@ -95,31 +95,22 @@ def _user_dynamic_shapes(spec: Any) -> Any:
 
 def _export(step: Any, args: tuple[Any, ...], spec: Any, path: Path, a: Any) -> None:
     if a.exporter == "dynamo":
-        torch.onnx.export(
-            step,
-            args,
-            str(path),
-            dynamo=True,
-            opset_version=a.opset,
-            dynamic_shapes=_user_dynamic_shapes(spec),
-            input_names=list(spec.input_names),
-            output_names=list(spec.output_names),
-        )
-        return
-    axes = {
-        name: {int(k): v for k, v in dims.items()}
-        for name, dims in zip(spec.input_names, _flat_dims(spec), strict=True)
-        if dims
-    }
+        dynamic: dict[str, Any] = {"dynamo": True, "dynamic_shapes": _user_dynamic_shapes(spec)}
+    else:
+        axes = {
+            name: {int(k): v for k, v in dims.items()}
+            for name, dims in zip(spec.input_names, _flat_dims(spec), strict=True)
+            if dims
+        }
+        dynamic = {"dynamo": False, "dynamic_axes": axes}
     torch.onnx.export(
         step,
         args,
         str(path),
-        dynamo=False,
         opset_version=a.opset,
-        dynamic_axes=axes,
         input_names=list(spec.input_names),
         output_names=list(spec.output_names),
+        **dynamic,
     )
 
 

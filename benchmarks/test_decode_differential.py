@@ -18,6 +18,7 @@ from typing import Any
 
 import onnx
 
+from benchmarks import differential
 from benchmarks.conftest import REPO, Figures, harness
 from harness.store import rundir
 from harness.store.records import Record
@@ -30,18 +31,9 @@ MODELS = (
     "hf.phi3.decode",
     "hf.gpt2.decode",
 )
-COARSE = {
-    Stage.CAPTURE: "export",
-    Stage.TRANSLATE: "export",
-    Stage.OPTIMIZE: "export",
-    Stage.SAVE: "export",
-    Stage.CHECK: "check",
-    Stage.ORT_SESSION: "ort_session",
-    Stage.ORT_RUN: "ort_run",
-    Stage.NUMERICS: "numerics",
-    Stage.DYNAMIC: "dynamic",  # the plain script checks the prefill and the decode step too
-    Stage.LATENCY: "ok",
-}
+# The differential check's coarse verdicts, except that the plain script checks the
+# prefill and the decode step too: a failure there is "dynamic" on both sides.
+COARSE = {**differential.COARSE, Stage.DYNAMIC: "dynamic"}
 
 
 @dataclass(frozen=True)
