@@ -35,6 +35,16 @@ def harness(*args: str, timeout: float = 3600, env: dict[str, str] | None = None
     return time.perf_counter() - start
 
 
+def timed_sweep(
+    benchmark: Any, *args: str, timeout: float
+) -> tuple[float, list[float], list[float]]:
+    """One `harness` run timed once by pytest-benchmark: its wall time, and the machine's
+    load average (1, 5, 15 min) before and after it (the machine is shared)."""
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    wall = benchmark.pedantic(lambda: harness(*args, timeout=timeout), rounds=1, iterations=1)
+    return wall, load_before, [round(x, 2) for x in os.getloadavg()]
+
+
 def plain(script: str, *args: str, timeout: float = 900) -> dict[str, Any]:
     """Run one plain script in a fresh Python process; returns its JSON line."""
     result = subprocess.run(

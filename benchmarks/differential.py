@@ -32,7 +32,7 @@ from harness.store.records import Record
 from harness.store.status import Stage, Status
 
 HERE = Path(__file__).resolve().parent
-_COARSE = {
+COARSE = {
     Stage.CAPTURE: "export",
     Stage.TRANSLATE: "export",
     Stage.OPTIMIZE: "export",
@@ -84,7 +84,7 @@ def harness_side(run_dir: Path, r: Record) -> Side:
     """The record's verdict, and the graph of the model it kept (--keep-onnx)."""
     if r.status in (Status.TIMEOUT, Status.CRASHED, Status.OOM):
         return Side(str(r.status))
-    verdict = "ok" if r.stage is None else _COARSE.get(r.stage, str(r.stage))
+    verdict = "ok" if r.stage is None else COARSE.get(r.stage, str(r.stage))
     kept = r.artifacts.get("onnx")
     if not kept:
         return Side(verdict, r.onnx_ops, error=r.error_signature)

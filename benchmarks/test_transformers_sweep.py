@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.conftest import Figures, harness
+from benchmarks.conftest import Figures, timed_sweep
 from benchmarks.overhead import overhead
 from harness.plan.zoo_expected import raw_status
 from harness.store import rundir as store
@@ -115,16 +115,12 @@ def _table(f: dict[str, Any], wall_s: float, load: tuple[list[float], list[float
 
 def test_transformers_sweep(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     out = Path(os.environ.get("HARNESS_SWEEP_OUT") or tmp_path / "transformers")
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    wall = benchmark.pedantic(
-        lambda: harness(
-            "run", "--suite", "transformers", "--opsets", "18", "--out", str(out),
-            "--timeout", CELL_TIMEOUT_S, timeout=3 * TARGET_S,
-        ),
-        rounds=1,
-        iterations=1,
+    wall, load_before, load_after = timed_sweep(
+        benchmark,
+        "run", "--suite", "transformers", "--opsets", "18", "--out", str(out),
+        "--timeout", CELL_TIMEOUT_S,
+        timeout=3 * TARGET_S,
     )  # fmt: skip
-    load_after = [round(x, 2) for x in os.getloadavg()]
     records = store.read_records(out)
     result = sweep_figures(records, read_inventory())
     result.update(wall_s=round(wall, 1), load_before=load_before, load_after=load_after)

@@ -61,8 +61,22 @@ class ModelSpec:
     # harness derives TorchScript dynamic_axes from it.
     dynamic_shapes: Any = None
     # Sizes the named dynamic dimensions take at the second verification shape
-    # (default: dimensions on axis 0 become 1, the others half their example size).
-    dynamic_sizes: dict[str, int] | None = None
+    # (default: dimensions on axis 0 become 1, the others half their example size); a
+    # tuple of such dicts verifies a dynamic cell at each of them.
+    dynamic_sizes: dict[str, int] | tuple[dict[str, int], ...] | None = None
+    # Named shapes ({name: sizes of the named dynamic dimensions}) a dynamic cell is timed
+    # at instead of the example shape, e.g. a decode step and a prefill; the first gives
+    # the record's ort/eager latency, each is kept in `shape_latency`.
+    latency_shapes: Mapping[str, dict[str, int]] | None = None
+    # The inputs at given sizes of the named dynamic dimensions, from the built model:
+    # (model, {name: size}) -> positional inputs (called under the seed). The shapes a
+    # dynamic cell is verified and timed at come from here where slicing the example
+    # would not give valid inputs (a KV cache holds its length beside its tensors).
+    inputs_at: Callable[[Any, Mapping[str, int]], tuple[Any, ...]] | None = None
+    # The ONNX graph's input names, one per tensor of the inputs in flattening order, and
+    # its output names (default input_0.., output_0..).
+    input_names: tuple[str, ...] | None = None
+    output_names: tuple[str, ...] | None = None
     tolerance: tuple[float, float] | None = None
     tags: tuple[str, ...] = ()
     # Expected outcomes (harness.plan.expect.Expect; the older `(pattern, reason)` tuples

@@ -6,8 +6,12 @@ the first failing one. Each OUT/S is created first, so a suite that wrote nothin
 leaves an empty directory that `nightly_compare.py` reports as an error instead of missing
 it silently.
 
-    python scripts/nightly_run.py --suites smoke,vision --devices cpu --out nightly/runs \
+    python scripts/nightly_run.py --devices cpu --out nightly/runs \
         --keep-graphs nightly/graphs --previous-graphs previous/graphs
+
+Without --suites it runs the nightly's own (DEFAULT_SUITES): the smoke and vision suites,
+the transformers registry's static suite and its decode suite (one generation step with a
+KV cache per causal-/seq2seq-LM head), which need the hf extra.
 
 --keep-graphs keeps each ok cell's graph in a store shared by the suites (content-addressed
 by graph fingerprint), so that the next night can time its changed graphs against these;
@@ -26,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.store import graphs
+
+DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode"
 
 
 def split_list(text: str) -> list[str]:
@@ -62,7 +68,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--suites", required=True, help="comma- or space-separated suite names or files")
+    p.add_argument(
+        "--suites",
+        default=DEFAULT_SUITES,
+        help=f"comma- or space-separated suite names or files (default: {DEFAULT_SUITES})",
+    )
     p.add_argument("--opsets", default="", help="e.g. 18,20 (default: each suite's)")
     p.add_argument("--devices", default="", help="e.g. cpu or cuda (default: each suite's)")
     p.add_argument("--out", type=Path, required=True, help="folder of the run directories")

@@ -49,6 +49,11 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
             "budget.py: exists and is not a directory",
         ),
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
+        (["run", "--suite", "smoke", "--patches", "monkey"], "unknown patch 'monkey'"),
+        (
+            ["run", "--suite", "smoke", "--dynamic", "--dynamic-only"],
+            "not allowed with argument --dynamic",
+        ),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
         # a NaN floor or threshold never judges anything
         (["report", "r", "--threshold", "nan"], "--threshold: takes a finite number above 0"),
@@ -178,6 +183,22 @@ def test_an_empty_matrix_is_a_usage_error_not_a_green_run(
     line = one_line_error(capsys, "run", "--zoo", str(zoo), "--out", str(out))
     assert line.startswith(f"error: nothing to run: no model loaded from --zoo {zoo}; 2 file(s)")
     assert "RuntimeError: broken on purpose" in line
+    assert not out.exists()
+
+
+def test_dynamic_only_over_static_models_is_an_empty_matrix(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "static.py").write_text(
+        "import torch\nfrom harness.zoo import ModelSpec\n"
+        "SPEC = ModelSpec(name='static_only', family='seed', build=torch.nn.ReLU,"
+        " example_inputs=lambda: (torch.ones(2),))\n"
+    )
+    out = tmp_path / "run"
+    line = one_line_error(capsys, "run", "--zoo", str(zoo), "--dynamic-only", "--out", str(out))
+    assert "nothing to run: the selection gives an empty matrix" in line
     assert not out.exists()
 
 

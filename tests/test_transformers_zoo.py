@@ -204,6 +204,7 @@ def test_every_model_type_is_an_entry_and_the_unbuildable_say_why() -> None:
         else:
             assert spec.skip_reason is None
             assert len(spec.dynamic_shapes) == len(entry["inputs"])
+            assert spec.input_names == tuple(entry["inputs"])  # the graph's input names
             assert all(e.model == spec.name for e in spec.expect)
 
 

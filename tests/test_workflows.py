@@ -165,8 +165,8 @@ def test_the_gpu_runner_installs_onnxruntime_gpu_alone():
     steps = load("nightly-suites.yml")["jobs"]["suites"]["steps"]
     gpu = [s["run"] for s in steps if s.get("if") == "inputs.device == 'cuda'"]
     cpu = [s["run"] for s in steps if s.get("if") == "inputs.device != 'cuda'"]
-    assert any('pip install -e ".[gpu]"' in run for run in gpu)
-    assert any('pip install -e ".[cpu]"' in run for run in cpu)
+    assert any('pip install -e ".[gpu,hf]"' in run for run in gpu)
+    assert any('pip install -e ".[cpu,hf]"' in run for run in cpu)
 
 
 @pytest.mark.parametrize("name", ["ci.yml", "nightly-suites.yml", "compare-versions.yml"])
@@ -186,10 +186,34 @@ def test_nightly_runs_on_a_schedule_and_by_hand_with_inputs():
     nightly = load("nightly.yml")
     assert re.fullmatch(r"[\d*/,-]+( [\d*/,-]+){4}", nightly["on"]["schedule"][0]["cron"])
     inputs = nightly["on"]["workflow_dispatch"]["inputs"]
-    assert inputs["suites"]["default"] == "smoke,vision"
+    assert inputs["suites"]["default"] == NIGHTLY_SUITES
     assert inputs["opsets"]["default"] == ""
     assert inputs["packages"]["default"] == ""
     assert nightly["concurrency"]["cancel-in-progress"] is False
+
+
+NIGHTLY_SUITES = "smoke,vision,transformers,transformers-decode"
+
+
+def test_the_nightly_script_and_workflow_default_to_the_same_suites():
+    from scripts.nightly_run import DEFAULT_SUITES
+
+    assert DEFAULT_SUITES == NIGHTLY_SUITES
+
+
+def test_the_nightly_runs_both_transformers_suites_with_the_library_they_need():
+    """The wide static suite and the decode suite, on both devices; each names suites that
+    exist, and each device installs the hf extra they need."""
+    nightly = load("nightly.yml")
+    for job in ("cpu", "gpu"):
+        assert (
+            nightly["jobs"][job]["with"]["suites"]
+            == f"${{{{ inputs.suites || '{NIGHTLY_SUITES}' }}}}"
+        )
+    for suite in NIGHTLY_SUITES.split(","):
+        assert (REPO / "suites" / f"{suite}.toml").is_file()
+    targets = INSTALL_HARNESS.findall(runs(load("nightly-suites.yml")))
+    assert targets and all("hf" in t.strip('".[]').split(",") for t in targets)
 
 
 def test_the_gpu_job_runs_only_where_a_gpu_runner_is_configured():

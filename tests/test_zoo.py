@@ -22,11 +22,13 @@ ZOO = discovery.discover(entry_points=False)
 # each; tests/coverage/test_opinfo.py checks them as a family.
 SAMPLED = sorted(n for n, s in ZOO.models.items() if s.samples is not None)
 MODELS = sorted(set(ZOO.models) - set(SAMPLED))
-# The generated transformers zoo (hundreds of model types, model_zoo/transformers/) is
-# tested by a sample in tests/test_transformers_zoo.py; its full sweep is a benchmark
-# (benchmarks/test_transformers_sweep.py). Its metadata is checked here like any other.
-GENERATED_FAMILY = "transformers"
-HAND_WRITTEN = [n for n in MODELS if ZOO.get(n).family != GENERATED_FAMILY]
+# The generated transformers zoos (hundreds of model types and LM heads,
+# model_zoo/transformers/) are tested by samples in tests/test_transformers_zoo.py and
+# tests/test_transformers_decode.py; their full sweeps are benchmarks
+# (benchmarks/test_transformers_sweep.py, test_transformers_decode.py). Their metadata is
+# checked here like any other.
+GENERATED_FAMILIES = {"transformers", "transformers-decode"}
+HAND_WRITTEN = [n for n in MODELS if ZOO.get(n).family not in GENERATED_FAMILIES]
 # Only what this machine can build is parametrized (nothing is skipped): models whose
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere
 # (tests/test_adapters.py, where their cells must come out `skipped` or ok).

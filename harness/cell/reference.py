@@ -32,7 +32,8 @@ def build(spec: ModelSpec, device: str) -> tuple[torch.nn.Module, Inputs]:
         args = tuple(spec.example_inputs())
         kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
         params = tuple(inspect.signature(model.forward).parameters)
-        inputs = Inputs(args, kwargs, params)
+        inputs = Inputs(args, kwargs, params, tuple(spec.input_names or ()))
+        inputs.names()  # a zoo entry naming more or fewer inputs than it gives fails here
         if device != "cpu":
             model, inputs = model.to(device), to_device(inputs, device)
     return model, inputs

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 
 @dataclass(frozen=True)
@@ -17,19 +18,42 @@ class Inputs:
     kwargs: dict[str, Any]
     # The model's forward parameter names, to align a spec keyed by parameter name.
     params: tuple[str, ...] = ()
+    # The ONNX graph's input names, one per tensor leaf (the zoo entry's `input_names`);
+    # empty: input_0, input_1, ...
+    input_names: tuple[str, ...] = ()
 
     def leaves(self) -> list[torch.Tensor]:
         """The tensors in the order both exporters flatten them into graph inputs."""
         return [t for t, _ in _walk((self.args, self.kwargs), None)]
 
     def names(self) -> list[str]:
-        return [f"input_{i}" for i in range(len(self.leaves()))]
+        count = len(self.leaves())
+        if not self.input_names:
+            return [f"input_{i}" for i in range(count)]
+        if len(self.input_names) != count:
+            raise ValueError(
+                f"the entry names {len(self.input_names)} graph inputs"
+                f" ({', '.join(self.input_names[:4])}, ...) but its inputs hold {count} tensors"
+            )
+        return list(self.input_names)
 
     def map_tensors(self, fn: Any) -> Inputs:
-        return Inputs(_map(self.args, fn), _map(self.kwargs, fn), self.params)
+        return Inputs(_map(self.args, fn), _map(self.kwargs, fn), self.params, self.input_names)
 
     def call(self, model: Any) -> Any:
-        return model(*self.args, **self.kwargs)
+        """One eager call. A model may change what it is given in place (a KV cache grows by
+        the new tokens), so objects other than plain tuples, lists and dicts (a registered
+        pytree node such as transformers' DynamicCache) are passed as fresh copies: every
+        call sees the inputs the graph is fed."""
+        return model(*_fresh(self.args), **_fresh(self.kwargs))
+
+
+def _pytree_node(value: Any) -> Any:
+    """The pytree registration of a container other than tuple, list and dict (a
+    transformers cache, registered by transformers' export helpers), or None."""
+    if isinstance(value, tuple | list | dict):
+        return None
+    return pytree.SUPPORTED_NODES.get(type(value))
 
 
 def _map(value: Any, fn: Any) -> Any:
@@ -41,6 +65,23 @@ def _map(value: Any, fn: Any) -> Any:
         return [_map(v, fn) for v in value]
     if isinstance(value, dict):
         return {k: _map(v, fn) for k, v in value.items()}
+    node = _pytree_node(value)
+    if node is not None:
+        children, context = node.flatten_fn(value)
+        return node.unflatten_fn([_map(c, fn) for c in children], context)
+    return value
+
+
+def _fresh(value: Any) -> Any:
+    """`value` with every registered pytree node rebuilt around copies of its tensors."""
+    if isinstance(value, tuple):
+        return tuple(_fresh(v) for v in value)
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if _pytree_node(value) is not None:
+        return _map(value, torch.Tensor.clone)
     return value
 
 
@@ -57,6 +98,10 @@ def _walk(value: Any, spec: Any) -> Iterator[tuple[torch.Tensor, dict[int, str]]
         named = spec if isinstance(spec, dict) else {}
         for k, v in value.items():
             yield from _walk(v, named.get(k))
+    elif (node := _pytree_node(value)) is not None:
+        # A registered container: its children in its flattening order, with a spec given
+        # as a list of the same length (torch.export's form for such an input).
+        yield from _walk(node.flatten_fn(value)[0], spec)
 
 
 def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
@@ -73,11 +118,10 @@ def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
 def dynamic_axes(inputs: Inputs, dynamic_shapes: Any) -> dict[str, dict[int, str]]:
     """TorchScript `dynamic_axes` ({input name: {axis: name}}) derived from the spec."""
     axes: dict[str, dict[int, str]] = {}
-    for i, (_, dims) in enumerate(
-        _walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))
-    ):
+    leaves = _walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))
+    for name, (_, dims) in zip(inputs.names(), leaves, strict=True):
         if dims:
-            axes[f"input_{i}"] = {int(a): str(n) for a, n in dims.items()}
+            axes[name] = {int(a): str(n) for a, n in dims.items()}
     return axes
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
-from harness.cell import exporters, limits, mismatch
+from harness.cell import exporters, failures, limits, mismatch, patches
 from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artifacts
+from harness.cell.dynamic import fixed_dims, latency_shapes, specialised_error, verification_shapes
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check
 from harness.cell.graph_store import keep_graph
@@ -27,13 +28,13 @@ from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.reference import Reference, build, reference
 from harness.cell.samples import run_sampled
-from harness.cell.shapes import Inputs, second_shape
+from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss, freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.plan.discovery import load_source
 from harness.plan.suites import Protocol
-from harness.store.records import CellTask, Latency, Measurements, Record
+from harness.store.records import CellTask, Measurements, Record, ShapeLatency
 from harness.store.status import Status
 from harness.zoo import ModelSpec
 
@@ -79,7 +80,12 @@ def find_spec(source: str, model: str) -> ModelSpec:
 
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
-    reason = spec.missing_requirement() or exporters.get(task.cell.exporter).unavailable()
+    reason = (
+        spec.missing_requirement()
+        or exporters.get(task.cell.exporter).unavailable()
+        or patches.get(task.cell.patch).unavailable()
+        or patches.get(task.cell.patch).pointless(spec.metadata)
+    )
     if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
         reason = "no CUDA device on this worker"
     if reason is None:
@@ -111,8 +117,9 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             m.ort_session_s = runner.session_s
             _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
             if task.cell.dynamic:
-                _verify_second_shape(runner, model, inputs, spec, m)
-            _latency(runner, model, inputs, task.protocol or Protocol(), m)
+                _verify_dynamic(runner, model, inputs, spec, m)
+            shapes = _timed_shapes(task, spec, model, inputs)
+            _latency(runner, model, shapes, task.protocol or Protocol(), m)
         finally:  # a model that exported and then failed is the one a user keeps to debug
             if m.export_s is not None:
                 keep_onnx(task, request.path, m)
@@ -136,12 +143,34 @@ def _request(
         opset=task.cell.opset,
         path=workdir / "model.onnx",
         dynamic_shapes=spec.dynamic_shapes if task.cell.dynamic else None,
-        output_names=tuple(f"output_{i}" for i in range(n_outputs)),
+        output_names=_output_names(spec, n_outputs),
         artifacts=artifacts_dir(task),
     )
 
 
+def _output_names(spec: ModelSpec, n_outputs: int) -> tuple[str, ...]:
+    """The entry's output names (logits, present.0.key, ...), else output_0, output_1, ..."""
+    if spec.output_names is None:
+        return tuple(f"output_{i}" for i in range(n_outputs))
+    if len(spec.output_names) != n_outputs:
+        raise StageFailure(
+            "build",
+            ValueError(
+                f"the entry names {len(spec.output_names)} outputs but the model returns {n_outputs}"
+            ),
+        )
+    return tuple(spec.output_names)
+
+
 def _export(
+    task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
+) -> Exported:
+    """The export call, with the cell's patch in place around it (none: the plain call)."""
+    with patches.get(task.cell.patch).applied():
+        return _export_call(task, request, m, memory_ratio)
+
+
+def _export_call(
     task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
 ) -> Exported:
     exporter = exporters.get(task.cell.exporter)
@@ -227,40 +256,72 @@ def _require_ok(stage_name: str, checks: list[Any]) -> None:
         )
 
 
-def _verify_second_shape(
+def _verify_dynamic(
     runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
 ) -> None:
-    """Dynamic cells run again at a second shape (batch 1, shorter sequences)."""
-    with stage("dynamic"):
-        other = second_shape(inputs, spec.dynamic_shapes, spec.dynamic_sizes)
-        ref = reference(model, other)
-        outputs = runner.run(other)
-    names = [f"{n}@second_shape" for n in runner.output_names]
-    checks = compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+    """Dynamic cells: every declared-dynamic dimension stays dynamic in the graph (else a
+    `dynamic_mismatch` naming it, even where other shapes would run), and the graph gives
+    eager's numbers again at each verification shape (default: batch 1, shorter sequences)."""
+    fixed = fixed_dims(runner.path, inputs, spec.dynamic_shapes)
+    if fixed:
+        raise StageFailure("dynamic", specialised_error(fixed))
+    checks = []
+    for label, other in _shapes(lambda: verification_shapes(spec, model, inputs)):
+        with stage("dynamic"):
+            ref = reference(model, other)
+            outputs = runner.run(other)
+        names = [f"{n}@{label}" for n in runner.output_names]
+        checks += compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
     m.numerics = [*(m.numerics or []), *checks]
     _require_ok("dynamic", checks)
 
 
+def _shapes(make: Callable[[], Any]) -> Any:
+    """Inputs at other shapes, made by the entry (a prefill builds a cache): a failure to make
+    them is the entry's, at its stage (build), not the exported graph's."""
+    with stage("build"):
+        return make()
+
+
+def _timed_shapes(
+    task: CellTask, spec: ModelSpec, model: torch.nn.Module, inputs: Inputs
+) -> dict[str, tuple[dict[str, int] | None, Inputs]]:
+    """Where the cell is timed: the entry's named latency shapes in a dynamic cell (a decode
+    step, a prefill), else the example shape."""
+    named = _shapes(lambda: latency_shapes(spec, model, inputs)) if task.cell.dynamic else {}
+    return {**named} if named else {"example": (None, inputs)}
+
+
 def _latency(
-    runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, protocol: Protocol, m: Measurements
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    shapes: dict[str, tuple[dict[str, int] | None, Inputs]],
+    protocol: Protocol,
+    m: Measurements,
 ) -> None:
     """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
-    drift. The session used here has ORT's intra-op spinning off (its own `ort_runtime`):
-    an idle ORT pool spinning while eager runs would share its cores (DESIGN.md: latency in
-    a clean state; seen here: a model timed 3x slower beside a spinning session). The
-    checked session is dropped first."""
+    drift, at each shape in turn; the first shape's figures are the record's latencies, and
+    named shapes are also kept by name (`shape_latency`). The session used here has ORT's
+    intra-op spinning off (its own `ort_runtime`): an idle ORT pool spinning while eager
+    runs would share its cores (DESIGN.md: latency in a clean state; seen here: a model
+    timed 3x slower beside a spinning session). The checked session is dropped first."""
     with stage("latency"):
         path, threads, device = runner.path, runner.threads, runner.device
         del runner.session
         gc.collect()
         timed = OrtRunner(path, threads, device, spinning=False)
         m.ort_runtime = timed.runtime
-        call, eager = timed.bind(inputs), _eager_call(model, inputs)
-        with torch.inference_mode():
-            ort_ms, eager_ms = time_interleaved(call, eager, protocol)
-        m.ort_latency_ms = Latency.from_samples(ort_ms)
-        m.eager_latency_ms = Latency.from_samples(eager_ms)
-        del call, timed
+        by_shape: dict[str, ShapeLatency] = {}
+        for name, (sizes, inputs) in shapes.items():
+            call, eager = timed.bind(inputs), _eager_call(model, inputs)
+            with torch.inference_mode():
+                ort_ms, eager_ms = time_interleaved(call, eager, protocol)
+            by_shape[name] = ShapeLatency.of(sizes, ort_ms, eager_ms)
+            del call
+        first = next(iter(by_shape.values()))
+        m.ort_latency_ms, m.eager_latency_ms = first.ort_latency_ms, first.eager_latency_ms
+        m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
+        del timed
 
 
 def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:
@@ -282,6 +343,8 @@ def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
     oom = limits.is_out_of_memory(failure.error)
     status = Status.OOM if oom else failure.stage.failure_status
     m.artifacts.update(write_failure_artifacts(task, failure))
-    return Record.finished(
+    record = Record.finished(
         task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error
     )
+    classified = failures.signature(failure.error)
+    return record.with_changes(error_signature=classified) if classified else record

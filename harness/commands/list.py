@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from harness.cell import patches
 from harness.plan.discovery import BUILTIN_ZOO, discover
 from harness.plan.suites import available_suites, load_suite
 from harness.zoo import Expect, ModelSpec
@@ -94,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
                 {
                     "models": [_model_row(m) for m in models],
                     "suites": suites,
+                    "patches": _patch_rows(),
                     "problems": [vars(p) for p in zoo.problems],
                 },
                 indent=2,
@@ -108,6 +110,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"\n{len(suites)} suites")
     for s in suites:
         print(f"  {s['name']:<12} {s['description']}")
+    print("\npatches (--patches; `none` is the plain export call)")
+    for row in _patch_rows():
+        print(f"  {row['name']:<24} {row['description']}")
     for p in zoo.problems:
         print(f"\nwarning: zoo file {p.source} failed to import: {p.error}")
     return 0
@@ -145,4 +150,9 @@ def _suite_row(name: str) -> dict[str, Any]:
         "exporters": list(suite.exporters),
         "opsets": {e: list(suite.opsets_for(e)) for e in suite.exporters},
         "dynamic": suite.dynamic,
+        "patches": list(suite.patches),
     }
+
+
+def _patch_rows() -> list[dict[str, str]]:
+    return [{"name": p.name, "description": p.description} for p in patches.REGISTRY.values()]

@@ -106,6 +106,13 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--static-only", dest="dynamic", action="store_false", help="static cells only"
     )
+    shape.add_argument(
+        "--dynamic-only",
+        dest="dynamic",
+        action="store_const",
+        const="only",
+        help="dynamic-shape cells only (models that declare no dynamic dims get none)",
+    )
     p.add_argument(
         "--zoo",
         action="append",
@@ -162,6 +169,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         " with - are options of that pip, e.g. --no-index,--find-links=DIR",
     )
     p.add_argument(
+        "--patches",
+        type=_csv,
+        default=(),
+        metavar="LIST",
+        help="export-time patches, each a value of the cells' patch axis: none (the plain"
+        " call) and/or patches `harness list` names (default: the suite's, else none)",
+    )
+    p.add_argument(
         "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
     )
     p.add_argument(
@@ -189,6 +204,7 @@ def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "devices": args.devices,
         "dynamic": args.dynamic,
         "zoo": tuple(args.zoo),
+        "patches": args.patches,
     })  # fmt: skip
 
 

@@ -27,9 +27,10 @@ from harness.plan.suites import (
     validate_devices,
     validate_exporters,
     validate_opsets,
+    validate_patches,
 )
 from harness.store.lock import LOCK
-from harness.store.records import Cell
+from harness.store.records import NO_PATCH, Cell
 from harness.zoo import ModelSpec
 
 
@@ -42,7 +43,7 @@ class RunOptions:
     exporters: tuple[str, ...] = ()
     opsets: tuple[int, ...] = ()
     devices: tuple[str, ...] = ()
-    dynamic: bool | None = None
+    dynamic: bool | str | None = None  # True, False, "only" (dynamic cells only), None: the suite's
     zoo: tuple[str, ...] = ()
     out: str | None = None
     timeout_s: float = 600.0
@@ -53,6 +54,7 @@ class RunOptions:
     address: str | None = None
     max_memory_gb: float | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
+    patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -114,9 +116,20 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
     )
     variants = parse_variants(options.variants)
+    patches = (
+        validate_patches(options.patches, "--patches")
+        if options.patches
+        else (suite.patches if suite else (NO_PATCH,))
+    )
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
     matrix = expand(
-        refs, exporters, lambda e: opsets[e], devices, dynamic=dynamic, variants=("base", *variants)
+        refs,
+        exporters,
+        lambda e: opsets[e],
+        devices,
+        dynamic=dynamic,
+        variants=("base", *variants),
+        patches=patches,
     )
     if not matrix.cells:
         raise UsageError(_why_empty(options, zoo))

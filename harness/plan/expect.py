@@ -1,7 +1,7 @@
 """Expected outcomes: one type and one matching grammar for a zoo entry's `expect=` and for
 the expected-status file (`expected/status.csv`).
 
-An `Expect` selects cells (model, exporter, opset, device, shape, variant: each a glob)
+An `Expect` selects cells (model, exporter, opset, device, shape, variant, patch: each a glob)
 and names the outcome it expects: a status, the stage a failure happens at, and a regular
 expression its error must contain. A cell the expectation selects but that fails some
 other way is a failure, shown with the expectation it did not match: a new way of failing
@@ -41,6 +41,7 @@ class Expect:
     shape: str = ANY  # static | dynamic | *
     variant: str = ANY
     source: str = field(default="", compare=False)  # where it is written (file:line)
+    patch: str = ANY  # the export-time patch (`none`: the plain call)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "opset", str(self.opset))
@@ -72,7 +73,15 @@ class Expect:
 
     @property
     def globs(self) -> tuple[str, ...]:
-        return (self.model, self.exporter, self.opset, self.device, self.shape, self.variant)
+        return (
+            self.model,
+            self.exporter,
+            self.opset,
+            self.device,
+            self.shape,
+            self.variant,
+            self.patch,
+        )
 
     def selects(self, cell: Cell) -> bool:
         values = (
@@ -82,6 +91,7 @@ class Expect:
             cell.device,
             _shape(cell),
             cell.variant,
+            cell.patch,
         )
         return all(fnmatch.fnmatchcase(v, g) for v, g in zip(values, self.globs, strict=True))
 

@@ -1,10 +1,11 @@
 """The expected-status file (`expected/status.csv`): CI's ratchet, kept in the repository.
 
 One `Expect` per row, in the grammar zoo entries use (harness.plan.expect): the cell globs
-(model, exporter, opset, device, shape, variant), the expected status, and optionally the
-stage and a regular expression the error must match. Lines starting with `#` are comments.
-Files written before the stage/match/shape/variant columns existed still read (those
-columns then match anything).
+(model, exporter, opset, device, shape, variant, patch), the expected status, and optionally
+the stage and a regular expression the error must match. Lines starting with `#` are
+comments. Files written before the stage/match/shape/variant/patch columns existed still
+read (those columns then match anything); a file whose rows all match any patch is written
+without the patch column, as before it existed (the last column where it is written).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ COLUMNS = (
     "match",
     "reason",
     "expires",
+    "patch",
 )
 REQUIRED = ("model", "exporter", "opset", "device", "expected_status")
 HEADER = """\
@@ -91,6 +93,7 @@ def _row(row: dict[str, str | None], source: str) -> Expect:
             device=value("device") or ANY,
             shape=value("shape") or ANY,
             variant=value("variant") or ANY,
+            patch=value("patch") or ANY,
             source=source,
         )
     except ValueError as exc:  # unknown status or stage, a bad date, glob or pattern
@@ -103,8 +106,15 @@ def write(path: Path, rows: Sequence[Expect], *, header: str = HEADER) -> None:
     with path.open("w", newline="") as f:
         f.write(header)
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(COLUMNS)
-        writer.writerows(_fields(e) for e in rows)
+        columns = columns_for(rows)
+        writer.writerow(columns)
+        writer.writerows(_fields(e)[: len(columns)] for e in rows)
+
+
+def columns_for(rows: Sequence[Expect]) -> tuple[str, ...]:
+    """The columns a file of these rows has: the patch column (the last) only where a row
+    names a patch, so that files of runs without patches stay as they were."""
+    return COLUMNS if any(e.patch != ANY for e in rows) else COLUMNS[:-1]
 
 
 def _fields(e: Expect) -> list[str]:
@@ -120,4 +130,5 @@ def _fields(e: Expect) -> list[str]:
         e.match or "",
         e.reason,
         e.expires.isoformat() if e.expires else "",
+        e.patch,
     ]

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.store.records import Cell
+from harness.store.records import NO_PATCH, Cell
+
+# `dynamic`: False (static cells), True (static and dynamic), or "only" (dynamic cells only:
+# a suite of entries that only make sense dynamic, such as a decode step with a KV cache).
+DYNAMIC_ONLY = "only"
 
 
 @dataclass(frozen=True)
@@ -32,27 +36,36 @@ def expand(
     opsets_for: Callable[[str], Sequence[int]],
     devices: Sequence[str] = ("cpu",),
     *,
-    dynamic: bool = False,
+    dynamic: bool | str = False,
     variants: Sequence[str] = ("base",),
+    patches: Sequence[str] = (NO_PATCH,),
 ) -> Matrix:
-    """Every (model, exporter, opset, device, shape, variant) combination, sorted.
+    """Every (model, exporter, opset, device, shape, variant, patch) combination, sorted.
 
     With `dynamic`, models that declare dynamic dimensions also get a dynamic cell per
-    combination; models without them get only static cells.
+    combination; models without them get only static cells. With `dynamic="only"`, models
+    get dynamic cells only (none where they declare no dynamic dimension).
     """
     cells = sorted(
-        Cell(m.name, e, o, d, dyn, v, family=m.family)
+        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p)
         for m in models
         for e in exporters
         for o in opsets_for(e)
         for d in devices
-        for dyn in ((False, True) if dynamic and m.has_dynamic else (False,))
+        for dyn in _shapes(dynamic, m)
         for v in variants
+        for p in patches
     )
     return Matrix(
         tuple(cells),
-        announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants),
+        announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants, patches),
     )
+
+
+def _shapes(dynamic: bool | str, model: ModelRef) -> tuple[bool, ...]:
+    if dynamic == DYNAMIC_ONLY:
+        return (True,) if model.has_dynamic else ()
+    return (False, True) if dynamic and model.has_dynamic else (False,)
 
 
 def announce(
@@ -61,11 +74,19 @@ def announce(
     exporters: Sequence[str],
     opsets_for: Callable[[str], Sequence[int]],
     devices: Sequence[str],
-    dynamic: bool,
+    dynamic: bool | str,
     variants: Sequence[str],
+    patches: Sequence[str] = (NO_PATCH,),
 ) -> str:
     opsets = sorted({o for e in exporters for o in opsets_for(e)})
-    shapes = "static + dynamic" if dynamic and any(m.has_dynamic for m in models) else "static"
+    any_dynamic = any(m.has_dynamic for m in models)
+    shapes = (
+        "dynamic only"
+        if dynamic == DYNAMIC_ONLY
+        else "static + dynamic"
+        if dynamic and any_dynamic
+        else "static"
+    )
     parts = [
         f"{len(models)} models",
         f"{len(exporters)} exporters ({', '.join(exporters)})",
@@ -75,4 +96,6 @@ def announce(
     ]
     if list(variants) != ["base"]:
         parts.append(f"{len(variants)} variants ({', '.join(variants)})")
+    if list(patches) != [NO_PATCH]:
+        parts.append(f"{len(patches)} patches ({', '.join(patches)})")
     return f"{total} cells = " + " x ".join(parts)

@@ -30,6 +30,7 @@ FLAGS = {
     "keep_graphs": "--keep-graphs",
     "max_memory_gb": "--max-memory-gb",
     "variants": "--variant",
+    "patches": "--patches",
 }
 
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cell import exporters
+from harness.cell import exporters, patches
 from harness.errors import UsageError
-from harness.store.records import DEVICES
+from harness.plan.matrix import DYNAMIC_ONLY
+from harness.store.records import DEVICES, NO_PATCH
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
@@ -52,9 +53,10 @@ class Suite:
     exporters: tuple[str, ...] = DEFAULT_EXPORTERS
     opsets: dict[str, tuple[int, ...]] = field(default_factory=dict)
     devices: tuple[str, ...] = ("cpu",)
-    dynamic: bool = False
+    dynamic: bool | str = False  # True, False, or "only" (dynamic cells only)
     description: str = ""
     protocol: Protocol = Protocol()
+    patches: tuple[str, ...] = (NO_PATCH,)
 
     def opsets_for(self, exporter: str) -> tuple[int, ...]:
         return self.opsets.get(exporter, self.opsets.get("*", DEFAULT_OPSETS))
@@ -103,7 +105,16 @@ def _text(path: Path) -> str:
         ) from None
 
 
-_SUITE_KEYS = {"description", "models", "exporters", "opsets", "devices", "dynamic", "protocol"}
+_SUITE_KEYS = {
+    "description",
+    "models",
+    "exporters",
+    "opsets",
+    "devices",
+    "dynamic",
+    "protocol",
+    "patches",
+}
 
 
 def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
@@ -119,8 +130,9 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     devices = validate_devices(_string_list(table, "devices", source) or ("cpu",), source)
     opsets = _opsets(table.get("opsets", list(DEFAULT_OPSETS)), exporters, source)
     dynamic = table.get("dynamic", False)
-    if not isinstance(dynamic, bool):
-        raise UsageError(f"{source}: 'dynamic' must be true or false")
+    if not isinstance(dynamic, bool) and dynamic != DYNAMIC_ONLY:
+        raise UsageError(f"{source}: 'dynamic' must be true, false or \"{DYNAMIC_ONLY}\"")
+    chosen = validate_patches(_string_list(table, "patches", source) or (NO_PATCH,), source)
     description = table.get("description", "")
     if not isinstance(description, str):
         raise UsageError(f"{source}: 'description' must be a string")
@@ -130,7 +142,9 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
             f"{source}: 'protocol' must be a table ([protocol] with key = value lines)"
         )
     protocol = Protocol.from_table(protocol_table, source)
-    return Suite(name, source, models, exporters, opsets, devices, dynamic, description, protocol)
+    return Suite(
+        name, source, models, exporters, opsets, devices, dynamic, description, protocol, chosen
+    )
 
 
 def _string_list(
@@ -166,6 +180,14 @@ def validate_exporters(names: tuple[str, ...] | list[str], source: str) -> tuple
         if name not in exporters.REGISTRY:
             known = ", ".join(exporters.NAMES)
             raise UsageError(f"{source}: unknown exporter {name!r} (known: {known})")
+    return tuple(dict.fromkeys(names))
+
+
+def validate_patches(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
+    for name in names:
+        if name not in patches.REGISTRY:
+            known = ", ".join(patches.NAMES)
+            raise UsageError(f"{source}: unknown patch {name!r} (known: {known})")
     return tuple(dict.fromkeys(names))
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from harness.plan import expected_file
 from harness.plan.expect import ANY, Expect
-from harness.store.records import Record
+from harness.store.records import NO_PATCH, Record
 from harness.store.status import Status
 
 DETERMINISTIC = frozenset(
@@ -64,7 +64,7 @@ class ZooExpected:
         return len(old), len(rows)
 
 
-Key = tuple[str, str, str, str]  # model, exporter, device, shape
+Key = tuple[str, str, str, str, str]  # model, exporter, device, shape, patch
 
 
 def raw_status(record: Record) -> Status | None:
@@ -82,22 +82,23 @@ def updated_rows(
     for r in records:
         groups.setdefault(_key(r), []).append(r)
     kept = [e for e in old if not any(_names(e, key) for key in groups)]
-    fresh = [row for key, rs in groups.items() for row in _group_rows(key, rs, old, zoo)]
+    patched = any(r.patch != NO_PATCH for r in records)
+    fresh = [row for key, rs in groups.items() for row in _group_rows(key, rs, old, zoo, patched)]
     return sorted([*kept, *fresh], key=lambda e: e.globs)
 
 
 def _key(r: Record) -> Key:
-    return (r.model, r.exporter, r.device, "dynamic" if r.dynamic else "static")
+    return (r.model, r.exporter, r.device, "dynamic" if r.dynamic else "static", r.patch)
 
 
 def _group_rows(
-    key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected
+    key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected, patched: bool
 ) -> list[Expect]:
-    """One model's rows for one exporter, device and shape: one row for every opset where
+    """One model's rows for one exporter, device, shape and patch: one row for every opset where
     two or more opsets ran and each failed alike, else one per opset."""
     previous = [e for e in old if _names(e, key)]
     ordered = sorted(records, key=lambda r: r.opset)
-    rows = [row for r in ordered if (row := _row(r, previous, zoo))]
+    rows = [row for r in ordered if (row := _row(r, previous, zoo, patched))]
     if not rows:
         return []
     alike = {(e.status, e.stage, e.reason, e.match) for e in rows}
@@ -107,12 +108,13 @@ def _group_rows(
 
 
 def _names(e: Expect, key: Key) -> bool:
-    """The row is about this model, exporter, device and shape (its globs select them)."""
-    globs = (e.model, e.exporter, e.device, e.shape)
+    """The row is about this model, exporter, device, shape and patch (its globs select
+    them)."""
+    globs = (e.model, e.exporter, e.device, e.shape, e.patch)
     return all(fnmatch.fnmatchcase(v, g) for v, g in zip(key, globs, strict=True))
 
 
-def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected) -> Expect | None:
+def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected, patched: bool) -> Expect | None:
     mine = [replace(e, opset=str(r.opset)) for e in previous if e.opset in (ANY, str(r.opset))]
     if r.status is Status.XFAIL:
         return next((e for e in mine if e.status is not None), None)
@@ -132,6 +134,9 @@ def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected) -> Expect | No
         model=r.model,
         device=r.device,
         shape="dynamic" if r.dynamic else "static",
+        # A patched cell's row names its patch; a plain cell's row names `none` only where
+        # the run has patches, so that a file of a run without them keeps its columns.
+        patch=r.patch if r.patch != NO_PATCH or patched else ANY,
     )
 
 

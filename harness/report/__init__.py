@@ -17,6 +17,7 @@ from typing import Any
 from harness.report.data import DEFAULT_THRESHOLD, PLOT_TITLES
 from harness.report.document import Document, Image
 from harness.report.environment import environment_section
+from harness.report.generation import generation_section, patches_section
 from harness.report.html import render_html
 from harness.report.layout import layout, unique_cells
 from harness.report.markdown import render_markdown
@@ -110,11 +111,13 @@ def build_report(
         summary_section(records),
         environment_section(manifest),
         matrix_section(lay, figure.get("matrix")),
+        patches_section(records),
         failures_section(records),
         expectations_section(records),
         skipped_section(records),
         export_section(lay, figure.get("export_cost"), manifest),
         latency_section(lay, figure.get("latency")),
+        generation_section(records, figure.get("generation_latency")),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))
         if baseline is not None

@@ -207,6 +207,7 @@ class LatencyData:
     eager_ms: tuple[Spread | None, ...]  # [row]
     speedup: tuple[tuple[Spread | None, ...], ...]
     omitted: int = 0  # rows not drawn
+    title: str = "How fast is the exported model? (each exporter at its highest timed opset)"
 
     @property
     def is_empty(self) -> bool:
@@ -458,6 +459,7 @@ PLOT_TITLES = {
     "opset_effect": "Opset effect",
     "coverage": "ATen op coverage",
     "comparison": "Latency against the baseline run",
+    "generation_latency": "Decode step and prefill latency",
     "trends": "Latency trends per cell",
     "suite_trend": "Suite trends",
 }
@@ -476,4 +478,8 @@ def run_plot_data(
     }
     if baseline is not None:
         data["comparison"] = comparison_data(baseline, records)
+    # generation.py builds on this module's LatencyData: imported here, not at the top.
+    from harness.report.generation import generation_latency_data
+
+    data["generation_latency"] = generation_latency_data(records)
     return data

@@ -1,6 +1,6 @@
 """The grid every table and plot of a run shares.
 
-Rows are (model, shape), columns exporter@opset (with device and variant where a run
+Rows are (model, shape), columns exporter@opset (with device, variant and patch where a run
 has several), exporters in the registry's order (harness.cell.exporters).
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.cell.exporters import NAMES as EXPORTERS
-from harness.store.records import Record
+from harness.store.records import NO_PATCH, Record
 
 # == the grid ==================================================================================
 
@@ -24,6 +24,7 @@ class Column:
     opset: int
     device: str = "cpu"
     variant: str = "base"
+    patch: str = NO_PATCH
 
 
 def _exporter_rank(exporter: str) -> int:
@@ -38,14 +39,16 @@ def _column_order(c: Column) -> tuple[Any, ...]:
         c.opset,
         c.variant != "base",
         c.variant,
+        c.patch != NO_PATCH,
+        c.patch,
     )
 
 
 @dataclass(frozen=True, eq=False)
 class Layout:
-    """Rows (model, shape) x columns (exporter@opset [device] [variant]) of a run.
+    """Rows (model, shape) x columns (exporter@opset [device] [variant] [patch]) of a run.
 
-    Device and variant appear in labels only when the run has more than one of them.
+    Device, variant and patch appear in labels only when the run has more than one of them.
     """
 
     rows: tuple[RowKey, ...]
@@ -53,6 +56,7 @@ class Layout:
     cells: Mapping[tuple[RowKey, Column], Record]
     show_device: bool
     show_variant: bool
+    show_patch: bool = False
 
     def record(self, row: RowKey, column: Column) -> Record | None:
         return self.cells.get((row, column))
@@ -80,6 +84,8 @@ class Layout:
             text += f" {column.device}"
         if self.show_variant and column.variant != "base":
             text += f" [{column.variant}]"
+        if self.show_patch and column.patch != NO_PATCH:
+            text += f" [patch {column.patch}]"
         return text
 
     def series(self) -> tuple[str, ...]:
@@ -91,7 +97,7 @@ def row_key(record: Record) -> RowKey:
 
 
 def column_of(record: Record) -> Column:
-    return Column(record.exporter, record.opset, record.device, record.variant)
+    return Column(record.exporter, record.opset, record.device, record.variant, record.patch)
 
 
 def layout(records: Iterable[Record]) -> Layout:
@@ -105,6 +111,7 @@ def layout(records: Iterable[Record]) -> Layout:
         cells=cells,
         show_device=len({c.device for c in columns}) > 1,
         show_variant=len({c.variant for c in columns}) > 1,
+        show_patch=len({c.patch for c in columns}) > 1,
     )
 
 

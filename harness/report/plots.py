@@ -118,7 +118,7 @@ def plot_latency(data: LatencyData, path: Path) -> Path:
     speed_ax.axvline(1.0, color="black", linewidth=0.8)
     lat_ax.set_title("Latency: eager vs ONNX Runtime", fontsize=10)
     speed_ax.set_title("Speedup of ORT over eager (>1: ORT faster)", fontsize=10)
-    title = "How fast is the exported model? (each exporter at its highest timed opset)"
+    title = data.title
     if data.omitted:
         title += f"\nthe {len(data.rows)} smallest speedups; {data.omitted} more rows not drawn"
     fig.suptitle(title, fontsize=11)
@@ -340,6 +340,7 @@ DRAW: dict[str, Callable[[Any, Path], Path]] = {
     "opset_effect": plot_opset_effect,
     "coverage": plot_coverage,
     "comparison": plot_comparison,
+    "generation_latency": plot_latency,
     "trends": plot_trends,
     "suite_trend": plot_suite_trend,
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-CellKey = tuple[str, str, int, str, bool, str]
+from harness.store.records import CellKey
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from harness.store.status import Stage, Status
 from harness.store.validate import Malformed, check_record
@@ -22,9 +22,14 @@ SCHEMA = 3
 DEVICES = ("cpu", "cuda")
 
 
+NO_PATCH = "none"  # the plain export call: no patch (harness.cell.patches)
+CellKey = tuple[str, str, int, str, bool, str, str]  # Cell.key
+
+
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One (model, exporter, opset, device, dynamic, variant) combination of the matrix."""
+    """One (model, exporter, opset, device, dynamic, variant, patch) combination of the
+    matrix; `patch` names the export-time patch the cell ran with (`none`: the plain call)."""
 
     model: str
     exporter: str
@@ -33,23 +38,28 @@ class Cell:
     dynamic: bool = False
     variant: str = "base"
     family: str = field(default="", compare=False)
+    patch: str = NO_PATCH
 
     @property
-    def key(self) -> tuple[str, str, int, str, bool, str]:
-        return (self.model, self.exporter, self.opset, self.device, self.dynamic, self.variant)
+    def key(self) -> CellKey:
+        c = self
+        return (c.model, c.exporter, c.opset, c.device, c.dynamic, c.variant, c.patch)
 
     @property
     def cell_id(self) -> str:
         """A file-system safe name, unique within a run; names the artifacts folder."""
         shape = "dynamic" if self.dynamic else "static"
+        patch = "" if self.patch == NO_PATCH else f"--patch-{self.patch}"
         return (
             f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
+            + patch
         )
 
     def label(self) -> str:
         shape = " dynamic" if self.dynamic else ""
         variant = "" if self.variant == "base" else f" [{self.variant}]"
-        return f"{self.model} {self.exporter}@{self.opset} {self.device}{shape}{variant}"
+        patch = "" if self.patch == NO_PATCH else f" [patch {self.patch}]"
+        return f"{self.model} {self.exporter}@{self.opset} {self.device}{shape}{variant}{patch}"
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,30 @@ class Latency:
 
 
 @dataclass(frozen=True)
+class ShapeLatency:
+    """A cell timed at one named shape (a decode step, a prefill): the sizes of its dynamic
+    dimensions, ORT's and eager's latency there, and eager p50 / ORT p50."""
+
+    sizes: dict[str, int] | None
+    ort_latency_ms: Latency
+    eager_latency_ms: Latency
+    speedup: float | None
+
+    @classmethod
+    def of(cls, sizes: dict[str, int] | None, ort_ms: list[float], eager_ms: list[float]) -> Self:
+        ort, eager = Latency.from_samples(ort_ms), Latency.from_samples(eager_ms)
+        return cls(sizes, ort, eager, eager.p50 / ort.p50 if ort.p50 > 0 else None)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ShapeLatency:
+        load = Latency.from_dict
+        ort, eager = load(d["ort_latency_ms"]), load(d["eager_latency_ms"])
+        if ort is None or eager is None:
+            raise ValueError("a shape's latency needs both ort_latency_ms and eager_latency_ms")
+        return cls(d.get("sizes"), ort, eager, d.get("speedup"))
+
+
+@dataclass(frozen=True)
 class OutputCheck:
     """How one ONNX output compares with the eager reference."""
 
@@ -162,6 +196,9 @@ class Measurements:
     # On a numerics mismatch: which stage changed the numbers (capture, translation,
     # optimization, runtime), each stage's check, and the optimizer step at fault.
     mismatch_stage: dict[str, Any] | None = None
+    # A dynamic cell timed at named shapes (the entry's `latency_shapes`: a decode step, a
+    # prefill): each one's sizes and latencies; the first is also the record's latency.
+    shape_latency: dict[str, ShapeLatency] | None = None
 
 
 _MEASURED = [f.name for f in dataclasses.fields(Measurements)]
@@ -214,6 +251,8 @@ class Record:
     # A minimal repro made after the run (harness.cell.repro): how, its node counts, and
     # whether it reproduced in a fresh process; the script is in `artifacts`.
     minimal_repro: dict[str, Any] | None = None
+    shape_latency: dict[str, ShapeLatency] | None = None  # latency at named shapes
+    patch: str = NO_PATCH  # the export-time patch the cell ran with (harness.cell.patches)
 
     def same_graph_as(self, other: Record) -> bool:
         """Both timed the same graph (equal fingerprints) in the same runtime."""
@@ -301,6 +340,7 @@ class Record:
             self.dynamic,
             self.variant,
             self.family,
+            self.patch,
         )
 
     @property
@@ -351,6 +391,10 @@ class Record:
         values["ort_latency_ms"] = Latency.from_dict(d.get("ort_latency_ms"))
         values["eager_latency_ms"] = Latency.from_dict(d.get("eager_latency_ms"))
         values["artifacts"] = d.get("artifacts") or {}
+        shapes = d.get("shape_latency")
+        values["shape_latency"] = (
+            None if shapes is None else {k: ShapeLatency.from_dict(v) for k, v in shapes.items()}
+        )
         return cls(**values)
 
     @classmethod
@@ -376,6 +420,7 @@ def _cell_fields(cell: Cell, run_id: str) -> dict[str, Any]:
         "device": cell.device,
         "dynamic": cell.dynamic,
         "variant": cell.variant,
+        "patch": cell.patch,
     }
 
 

@@ -7,10 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.store.records import Record
+from harness.store.records import CellKey, Record
 from harness.store.rundir import read_manifest, read_records
-
-CellKey = tuple[str, str, int, str, bool, str]
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ def _spec(model_type: str, entry: dict[str, Any], expected: tuple[Expect, ...]) 
         build=partial(_build, model_type, class_name, recipe),
         example_inputs=partial(_example_inputs, model_type, recipe, entry.get("image_tokens", 0)),
         dynamic_shapes=dynamic_shapes(recipe),
+        input_names=recipe,  # the graph's inputs carry the model's input names
         tags=(FAMILY, modality(recipe), "base" if class_name.endswith("Model") else "task-head"),
         expect=tuple(e for e in expected if _selects_model(e, name)),
         requires=("transformers",),

@@ -39,7 +39,7 @@ def probe(model_type: str) -> dict[str, Any]:
     try:
         shrunk_config(model_type)
     except Exception as exc:
-        return _failed("config", exc)
+        return failure_entry("config", exc)
     classes = candidate_classes(model_type)
     if not classes:
         return {"stage": "class", "reason": "no model class is registered for this config"}
@@ -59,7 +59,7 @@ def _probe_class(model_type: str, class_name: str) -> dict[str, Any]:
         torch.manual_seed(SEED)
         model = build_model(model_type, class_name)
     except Exception as exc:
-        return _failed("build", exc, class_name)
+        return failure_entry("build", exc, class_name)
     build_s = time.perf_counter() - start
     failure: dict[str, Any] | None = None
     for recipe in candidate_recipes(model):
@@ -88,13 +88,13 @@ def _try_recipe(model: torch.nn.Module, recipe: tuple[str, ...]) -> dict[str, An
         torch.manual_seed(SEED)
         inputs = generate(model.config, recipe, image_tokens=image_tokens)
     except Exception as exc:
-        return _failed("inputs", exc)
+        return failure_entry("inputs", exc)
     start = time.perf_counter()
     try:
         with torch.no_grad():
             outputs = exportable(model, recipe)(*inputs)
     except Exception as exc:
-        return _failed("eager", exc)
+        return failure_entry("eager", exc)
     if not any(t.is_floating_point() for t in outputs):
         return {"stage": "eager", "reason": "the model returns no float tensor"}
     entry: dict[str, Any] = {"inputs": list(recipe), "outputs": len(outputs)}
@@ -104,7 +104,7 @@ def _try_recipe(model: torch.nn.Module, recipe: tuple[str, ...]) -> dict[str, An
     return entry
 
 
-def _failed(stage: str, exc: BaseException, class_name: str | None = None) -> dict[str, Any]:
+def failure_entry(stage: str, exc: BaseException, class_name: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"class": class_name} if class_name else {}
     message = _message(exc)
     entry.update(

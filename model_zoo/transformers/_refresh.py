@@ -6,9 +6,13 @@ reason and the others still get probed.
     python -m model_zoo.transformers._refresh                 # the whole registry, 2 processes
     python -m model_zoo.transformers._refresh --types bert,gpt2 --out /tmp/inventory.json
     python -m model_zoo.transformers._refresh --types gemma4,gemma4_text --merge   # update a few
+    python -m model_zoo.transformers._refresh --decode      # the decode suite's inventory
 
 About 800 model types take 15-20 minutes on 2 cores. Run it when transformers is upgraded,
-then commit the file (and refresh `_expected.csv` from a run of the suite).
+then commit the file (and refresh `_expected.csv` from a run of the suite). `--decode`
+probes every causal-LM and seq2seq-LM head of the registry with a KV cache instead
+(`_decode_inventory.json`, read by the `transformers-decode` suite; --types then names
+heads as TYPE:causal-lm or TYPE:seq2seq-lm).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from model_zoo.transformers._decode_inventory import DECODE_INVENTORY
 from model_zoo.transformers._inventory import (
     INVENTORY,
     inventory_document,
@@ -43,14 +48,31 @@ def registry() -> list[str]:
     return sorted(CONFIG_MAPPING_NAMES)
 
 
+def decode_registry() -> list[str]:
+    """Every (type, head) with a causal-LM or seq2seq-LM head, as `type:head`."""
+    from model_zoo.transformers._decode import CAUSAL, SEQ2SEQ, head_types
+
+    return sorted(f"{t}:{head}" for head in (CAUSAL, SEQ2SEQ) for t in head_types(head))
+
+
+def _probe_item(item: str, *, decode: bool) -> dict[str, Any]:
+    if not decode:
+        from model_zoo.transformers._probe import probe
+
+        return probe(item)
+    from model_zoo.transformers._decode_probe import probe as decode_probe
+
+    model_type, _, head = item.partition(":")
+    return decode_probe(model_type, head)
+
+
 # -- the probing process ------------------------------------------------------------------------
 
 
-def serve(memory_gb: float) -> None:
-    """Probe the model types named on stdin, one JSON line on stdout for each."""
+def serve(memory_gb: float, *, decode: bool = False) -> None:
+    """Probe the model types (or decode heads) named on stdin, one JSON line on stdout for
+    each."""
     import warnings
-
-    from model_zoo.transformers._probe import probe
 
     warnings.simplefilter("ignore")
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -60,7 +82,7 @@ def serve(memory_gb: float) -> None:
     for line in sys.stdin:
         model_type = line.strip()
         try:
-            entry = probe(model_type)
+            entry = _probe_item(model_type, decode=decode)
         except MemoryError:
             entry = {"stage": "build", "reason": f"needs more than {memory_gb:g} GiB"}
         except BaseException as exc:  # noqa: BLE001 - a probe must always answer
@@ -75,12 +97,13 @@ def serve(memory_gb: float) -> None:
 @dataclass
 class _Worker:
     process: subprocess.Popen[str]
+    decode: bool = False
     current: str | None = None
     started: float = 0.0
     buffer: str = field(default="")
 
 
-def _spawn(memory_gb: float) -> _Worker:
+def _spawn(memory_gb: float, decode: bool) -> _Worker:
     process = subprocess.Popen(
         [
             sys.executable,
@@ -89,6 +112,7 @@ def _spawn(memory_gb: float) -> _Worker:
             "--serve",
             "--memory-gb",
             str(memory_gb),
+            *(["--decode"] if decode else []),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -101,16 +125,23 @@ def _spawn(memory_gb: float) -> _Worker:
             "OMP_NUM_THREADS": "1",
         },
     )
-    return _Worker(process)
+    return _Worker(process, decode=decode)
 
 
 def probe_all(
-    model_types: list[str], *, jobs: int, timeout_s: float, memory_gb: float, say: Any = print
+    model_types: list[str],
+    *,
+    jobs: int,
+    timeout_s: float,
+    memory_gb: float,
+    say: Any = print,
+    decode: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Probe every model type across `jobs` processes; one entry per type, always."""
+    """Probe every model type (or decode head) across `jobs` processes; one entry per
+    item, always."""
     pending = list(reversed(model_types))
     results: dict[str, dict[str, Any]] = {}
-    workers = [_spawn(memory_gb) for _ in range(min(jobs, len(model_types)) or 1)]
+    workers = [_spawn(memory_gb, decode) for _ in range(min(jobs, len(model_types)) or 1)]
     selector = selectors.DefaultSelector()
     for w in workers:
         selector.register(_stdout(w), selectors.EVENT_READ, w)
@@ -172,7 +203,7 @@ def _reap(
         results[w.current] = {"stage": "build", "reason": reason}
     w.process.kill()
     w.process.wait()
-    return _spawn(memory_gb)
+    return _spawn(memory_gb, w.decode)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,31 +214,73 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=PROBE_TIMEOUT_S)
     p.add_argument("--memory-gb", type=float, default=PROBE_MEMORY_GB)
-    p.add_argument("--out", type=Path, default=INVENTORY)
+    p.add_argument("--out", type=Path, help="default: the inventory beside this file")
     p.add_argument(
         "--merge", action="store_true", help="keep the other model types of --out, update these"
+    )
+    p.add_argument(
+        "--decode", action="store_true", help="probe the causal-/seq2seq-LM heads with a KV cache"
     )
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.serve:
-        serve(args.memory_gb)
+        serve(args.memory_gb, decode=args.decode)
         return 0
-    types = args.types.split(",") if args.types else registry()
+    out = args.out or (DECODE_INVENTORY if args.decode else INVENTORY)
+    known = decode_registry() if args.decode else registry()
+    types = args.types.split(",") if args.types else known
     start = time.perf_counter()
-    entries = probe_all(types, jobs=args.jobs, timeout_s=args.timeout, memory_gb=args.memory_gb)
+    entries = probe_all(
+        types,
+        jobs=args.jobs,
+        timeout_s=args.timeout,
+        memory_gb=args.memory_gb,
+        decode=args.decode,
+    )
     seconds = time.perf_counter() - start
-    if args.merge and args.out.is_file():
-        old = read_inventory(args.out)
-        entries, seconds = {**old["models"], **entries}, old["probe_s"]  # the full probe's time
-    unknown = sorted(set(entries) - set(registry()))
+    if args.merge and out.is_file():
+        old = read_inventory(out)["models"]
+        old = _decode_items(old) if args.decode else old
+        entries, seconds = {**old, **entries}, read_inventory(out)["probe_s"]  # the full probe's
+    unknown = sorted(set(entries) - set(known))
     if unknown:
         print(f"not in this transformers' registry, dropped: {', '.join(unknown)}")
     entries = {t: e for t, e in entries.items() if t not in unknown}
-    document = inventory_document(entries, registry_size=len(registry()), seconds=seconds)
-    write_inventory(document, args.out)
     built = sum("reason" not in e for e in entries.values())
-    print(f"{built} of {len(entries)} model types build and run in eager; wrote {args.out}")
+    document = inventory_document(
+        _decode_named(entries) if args.decode else entries,
+        registry_size=len(known),
+        seconds=seconds,
+    )
+    write_inventory(document, out)
+    what = (
+        "heads build and run a step with a cache"
+        if args.decode
+        else "model types build and run in eager"
+    )
+    print(f"{built} of {len(entries)} {what}; wrote {out}")
     return 0
+
+
+def _decode_named(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`type:head` -> the entry's zoo name, with its type and head inside."""
+    from model_zoo.transformers._decode_inventory import decode_name
+
+    named = {}
+    for item, entry in items.items():
+        model_type, _, head = item.partition(":")
+        named[decode_name(model_type, head)] = {"model_type": model_type, "head": head, **entry}
+    return named
+
+
+def _decode_items(named: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The inverse of `_decode_named`, for --merge."""
+    return {
+        f"{e['model_type']}:{e['head']}": {
+            k: v for k, v in e.items() if k not in ("model_type", "head")
+        }
+        for e in named.values()
+    }
 
 
 if __name__ == "__main__":

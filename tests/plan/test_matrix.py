@@ -33,3 +33,30 @@ def test_cell_ids_are_unique() -> None:
     m = expand(MODELS, ["dynamo", "torchscript"], lambda e: (17, 18), dynamic=True)
     ids = [c.cell_id for c in m.cells]
     assert len(ids) == len(set(ids))
+
+
+def test_dynamic_only_gives_dynamic_cells_and_none_to_static_models() -> None:
+    m = expand(MODELS, ["dynamo", "torchscript"], lambda e: (18,), dynamic="only")
+    assert [(c.model, c.exporter, c.dynamic) for c in m.cells] == [
+        ("b_model", "dynamo", True),
+        ("b_model", "torchscript", True),
+    ]
+    assert "dynamic only" in m.announcement
+
+
+def test_patches_are_an_axis_of_their_own_beside_variants() -> None:
+    m = expand(
+        MODELS[:1], ["dynamo"], lambda e: (18,), variants=("base", "old"), patches=("none", "p")
+    )
+    assert sorted((c.variant, c.patch) for c in m.cells) == [
+        ("base", "none"),
+        ("base", "p"),
+        ("old", "none"),
+        ("old", "p"),
+    ]
+    assert len({c.cell_id for c in m.cells}) == 4
+    assert "2 patches (none, p)" in m.announcement
+    plain = expand(MODELS[:1], ["dynamo"], lambda e: (18,))
+    assert "patch" not in plain.announcement
+    # A plain cell keeps the name it had before patches existed (artifacts, old runs).
+    assert plain.cells[0].cell_id == "b_model--dynamo--op18--cpu--static--base"

@@ -72,3 +72,22 @@ def test_parse_suite_defaults() -> None:
     suite = parse_suite({"models": ["x"]}, name="x", source="inline")
     assert suite.exporters == ("dynamo", "torchscript")
     assert suite.opsets_for("dynamo") == (17, 18, 20)
+
+
+def test_a_suite_may_run_dynamic_cells_only_and_name_its_patches(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, 'models = ["a"]\ndynamic = "only"\npatches = ["none"]\n'))
+    assert suite.dynamic == "only" and suite.patches == ("none",)
+    assert parse_suite({"models": ["x"]}, name="x", source="inline").patches == ("none",)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('models = ["a"]\ndynamic = "sometimes"', "'dynamic' must be true, false or \"only\""),
+        ('models = ["a"]\npatches = ["monkey"]', "unknown patch 'monkey' \\(known: none"),
+        ('models = ["a"]\npatches = []', "'patches' must be a non-empty list of strings"),
+    ],
+)
+def test_suite_shape_and_patch_errors(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        load_suite(_write(tmp_path, text))

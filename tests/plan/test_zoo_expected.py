@@ -72,3 +72,25 @@ def test_one_row_where_every_opset_failed_alike_else_one_per_opset_run(tmp_path:
 
 def _fields(e: Expect) -> dict[str, object]:
     return {f: getattr(e, f) for f in e.__dataclass_fields__ if f != "source"}
+
+
+def test_rows_name_the_patch_where_the_run_has_patches(tmp_path: Path) -> None:
+    """A plain row must not judge the patched cell of the same model (that one passes or
+    fails on its own): rows of a run with patches pin theirs; a run without patches keeps
+    the file's columns as they were."""
+    zoo = _zoo(tmp_path, pin=True)
+    plain = _failed("m.a", KeyError("x"))
+    patched = Record.finished(
+        Cell("m.a", "dynamo", 18, family=FAMILY, patch="p"), "r", Measurements()
+    )
+    zoo.update([plain, patched])
+    (row,) = expected_file.read(zoo.path).rows
+    assert (row.model, row.patch) == ("m.a", "none")
+    assert zoo.path.read_text().splitlines()[1].endswith(",expires,patch")
+    assert judge(patched, (row,), date.today()).status is Status.OK  # not xpass
+    assert judge(plain, (row,), date.today()).status is Status.XFAIL
+
+    alone = _zoo(tmp_path / "plain", pin=True)
+    alone.update([plain])
+    (row,) = expected_file.read(alone.path).rows
+    assert row.patch == "*" and alone.path.read_text().splitlines()[1].endswith(",expires")

@@ -12,6 +12,8 @@ import pytest
 
 from harness.report import data as plot_data
 from harness.report import plots, trends
+from harness.report.generation import generation_latency_data
+from tests.report.test_generation import decode_records
 from tests.report.test_report_synthetic import (
     as_json,
     baseline_records,
@@ -33,6 +35,7 @@ def _data(name: str) -> Any:
         "opset_effect": lambda: plot_data.opset_effect_data(records),
         "coverage": lambda: plot_data.coverage_data(records),
         "comparison": lambda: plot_data.comparison_data(baseline_records(), records),
+        "generation_latency": lambda: generation_latency_data(decode_records()),
         "trends": lambda: trends.trend_data(history_runs()),
         "suite_trend": lambda: trends.suite_trend_data(history_runs()),
     }[name]()

@@ -12,6 +12,7 @@ from harness.store.records import (
     OutputCheck,
     Record,
     SchemaError,
+    ShapeLatency,
     error_signature,
 )
 
@@ -144,3 +145,26 @@ def test_signature_of_a_raised_error_is_its_root_causes() -> None:
             raise RuntimeError("Failed to convert") from inner
     except RuntimeError as outer:
         assert signature_of(outer) == "KeyError: 'aten.cummax.default at 0x?'"
+
+
+def test_a_patched_cell_timed_at_named_shapes_round_trips() -> None:
+    cell = Cell(
+        "hf.llama.decode", "dynamo", 18, "cpu", True, family="transformers-decode", patch="p"
+    )
+    decode = ShapeLatency.of({"batch": 1, "past": 32}, [1.0, 2.0, 3.0], [3.0, 4.0, 5.0])
+    m = Measurements(shape_latency={"decode_step": decode})
+    record = Record.finished(cell, "run1", m)
+    again = Record.from_json(record.to_json())
+    assert again == record and again.cell == cell and again.cell.key[-1] == "p"
+    assert again.shape_latency is not None
+    assert again.shape_latency["decode_step"].speedup == pytest.approx(4.0 / 2.0)
+    assert again.shape_latency["decode_step"].sizes == {"batch": 1, "past": 32}
+    assert cell.cell_id.endswith("--base--patch-p") and "[patch p]" in cell.label()
+
+
+def test_a_record_written_before_patches_is_a_plain_call() -> None:
+    d = json.loads(_ok_record().to_json())
+    del d["patch"], d["shape_latency"]
+    again = Record.from_dict(d)
+    assert again.patch == "none" and again.shape_latency is None
+    assert again.cell.key == CELL.key

@@ -1,0 +1,142 @@
+"""The `transformers-decode` suite's inventory: what the decode probe found for every causal-LM
+and seq2seq-LM head of the registry (the class, its cache, the graph's input and output
+names and dynamic dimensions, or the reason it does not build or run a step with a cache),
+committed as `_decode_inventory.json`; and the zoo entries made from it.
+
+Imports neither torch nor transformers: the zoo file is imported for every cell and by
+`harness list`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from harness.plan.expect import Expect
+from harness.zoo import ModelSpec
+from model_zoo.transformers._inventory import HERE, model_name, skip_reason
+
+DECODE_INVENTORY = HERE / "_decode_inventory.json"
+DECODE_EXPECTED = HERE / "_decode_expected.csv"
+DECODE_FAMILY = "transformers-decode"
+CAUSAL, SEQ2SEQ = "causal-lm", "seq2seq-lm"
+SUFFIX = {CAUSAL: ".decode", SEQ2SEQ: ".decode-seq2seq"}
+DECODE_REFRESH = "python -m model_zoo.transformers._refresh --decode"
+
+# Where a dynamic cell is verified again: a prefill (another batch, no past, a prompt) and
+# a decode step (another batch, another past, one new token). Sizes stay inside the
+# shrunk configs' 128 positions.
+PREFILL_CHECK = {"batch": 1, "sequence": 4, "past": 0, "encoder": 6}
+DECODE_CHECK = {"batch": 3, "sequence": 1, "past": 9, "encoder": 6}
+# What deployments time: one new token after a past of 32, and a prompt of 32 tokens.
+LATENCY = {
+    "decode_step": {"batch": 1, "sequence": 1, "past": 32, "encoder": 16},
+    "prefill": {"batch": 1, "sequence": 32, "past": 0, "encoder": 16},
+}
+
+
+def decode_name(model_type: str, head: str) -> str:
+    """`hf.llama.decode`, `hf.t5.decode-seq2seq`: the zoo name of a type's decode entry."""
+    return model_name(model_type) + SUFFIX[head]
+
+
+def decode_specs(document: dict[str, Any], expected: tuple[Expect, ...] = ()) -> list[ModelSpec]:
+    """One entry per (type, head) of the inventory; the ones that do not build or run a step
+    with a cache carry their reason, so their (dynamic) cells are skipped with it."""
+    return [_spec(name, entry, expected) for name, entry in sorted(document["models"].items())]
+
+
+def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> ModelSpec:
+    model_type, head = entry["model_type"], entry["head"]
+    common: dict[str, Any] = {
+        "name": name,
+        "family": DECODE_FAMILY,
+        "requires": ("transformers",),
+        "metadata": {
+            "model_type": model_type,
+            "head": head,
+            "cache": entry.get("cache"),
+            "cache_layers": entry.get("layers"),
+        },
+    }
+    reason = skip_reason(entry)
+    if reason is not None:
+        return ModelSpec(
+            **common,
+            build=partial(_unbuildable, reason),
+            example_inputs=partial(_unbuildable, reason),
+            # a dynamic spec, so that the suite's dynamic-only matrix records the skip
+            dynamic_shapes=({0: "batch"},),
+            tags=(DECODE_FAMILY, head, "does-not-build", entry.get("stage", "build")),
+            skip_reason=reason,
+            description=f"transformers {head} {model_type!r} with a KV cache: {reason[:120]}",
+        )
+    mask_past = entry.get("mask") != "sequence"
+    # A cache of recurrent states cannot be emptied: its prefill starts from one token.
+    prefill_past = 0 if entry.get("empty_cache") is None else 1
+
+    def sizes(named: dict[str, int], **changes: int) -> dict[str, int]:
+        # The encoder's length is a dimension of encoder-decoder steps only.
+        kept = {k: v for k, v in named.items() if k != "encoder" or entry["step"] != "decoder"}
+        return {**kept, **changes}
+
+    return ModelSpec(
+        **common,
+        build=partial(_build, model_type, head, mask_past),
+        example_inputs=partial(_example_inputs, model_type, head, mask_past),
+        inputs_at=_inputs_at,
+        dynamic_shapes=dynamic_shapes(entry),
+        dynamic_sizes=(sizes(PREFILL_CHECK, past=prefill_past), sizes(DECODE_CHECK)),
+        latency_shapes={k: sizes(v, past=max(v["past"], prefill_past)) for k, v in LATENCY.items()},
+        input_names=tuple(entry["inputs"]),
+        output_names=tuple(entry["outputs"]),
+        tags=(DECODE_FAMILY, head, entry.get("cache") or "cache"),
+        expect=tuple(e for e in expected if _selects_model(e, name)),
+        description=(
+            f"transformers {entry['class']} ({model_type}), one generation step with a"
+            f" {entry.get('cache')} of the past, shrunk config"
+        ),
+    )
+
+
+def dynamic_shapes(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """The torch.export-style spec of the step's positional inputs: the token inputs' axes,
+    then one entry per cache tensor (a list, as torch.export takes it for a cache that
+    flattens into its tensors)."""
+    dims = {name: {int(a): d for a, d in axes.items()} for name, axes in entry["dims"].items()}
+    names = entry["inputs"]
+    cache = [n for n in names if n.startswith("past_key_values.")]
+    plain = [dims.get(n) or None for n in names if n not in cache]
+    if entry.get("step") == "decoder" and "position_ids" not in names:
+        plain.append(None)  # the position_ids argument the model does not take
+    return (*plain, [dims.get(n) or None for n in cache])
+
+
+def _selects_model(expect: Expect, name: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, expect.model)
+
+
+def _unbuildable(reason: str) -> Any:
+    raise RuntimeError(reason)
+
+
+def _build(model_type: str, head: str, mask_past: bool) -> Any:
+    from model_zoo.transformers._decode import build_lm, decode_step
+
+    return decode_step(build_lm(model_type, head), head, mask_past=mask_past)
+
+
+def _example_inputs(model_type: str, head: str, mask_past: bool) -> tuple[Any, ...]:
+    """The inputs at the example shape (the prefill that makes their cache needs the model:
+    it is built again, under the same seed)."""
+    from model_zoo.transformers._decode import EXAMPLE, inputs_at
+
+    return inputs_at(_build(model_type, head, mask_past), EXAMPLE)
+
+
+def _inputs_at(model: Any, sizes: dict[str, int]) -> tuple[Any, ...]:
+    from model_zoo.transformers._decode import inputs_at
+
+    return inputs_at(model, sizes)
