@@ -335,7 +335,8 @@ def test_compare_across_transformers_versions_with_a_variant(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-3000:]
     records = {r.variant: r for r in store.read_records(out)}
     assert set(records) == {"base", "old"}
-    assert all(r.status is Status.OK for r in records.values()), records
+    outcome = {v: (str(r.status), r.error_signature) for v, r in records.items()}
+    assert all(r.status is Status.OK for r in records.values()), outcome
     versions = store.read_manifest(out)["versions"]
     assert versions["old"]["transformers"] == VARIANT_TRANSFORMERS.split("==")[1]
     assert versions["base"]["transformers"] == _installed("transformers")
