@@ -16,7 +16,6 @@ comes from. Latency is not timed: these cells measure coverage, not speed.
 from __future__ import annotations
 
 import copy
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -38,8 +37,8 @@ from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
-from harness.store.records import CellTask, Measurements, OutputCheck, Record, error_signature
-from harness.store.records import root_cause as _root
+from harness.store.error_text import first_line, signature_of
+from harness.store.records import CellTask, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
 
@@ -94,7 +93,7 @@ def run_sampled(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     try:
         sample_set = spec.samples()
     except Exception as exc:  # the source cannot build its samples: say so, never drop
-        reason = f"samples cannot be built: {_first_line(exc)}"
+        reason = f"samples cannot be built: {first_line(exc)}"
         return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
     workdir = Path(tempfile.mkdtemp(prefix="harness-samples-"))
     try:
@@ -197,7 +196,7 @@ def _reference(
             first = _eager(model, inputs, SEED)
         second = _eager(model, inputs, SEED + 1) if sample.compare_values else first
     except Exception as exc:
-        raise SkipSample(f"eager fails on this sample: {_first_line(exc)}") from exc
+        raise SkipSample(f"eager fails on this sample: {first_line(exc)}") from exc
     if not first:
         raise SkipSample("the op returns no tensor")
     if seeded.found and sample.compare_values:
@@ -420,8 +419,7 @@ def _after_export(where: Stage | None) -> bool:
 def _failure(o: Outcome) -> dict[str, Any]:
     signature = None
     if o.error is not None:
-        root = _root(o.error)
-        signature = error_signature(type(root).__name__, _ANSI.sub("", str(root)) or repr(root))
+        signature = signature_of(o.error)
     return {
         "index": o.sample.index,
         "status": str(o.status),
@@ -431,11 +429,3 @@ def _failure(o: Outcome) -> dict[str, Any]:
         "inputs": o.sample.description or None,
         "tolerance": o.tolerance,
     }
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -166,3 +168,54 @@ def _sources(run_dir: Path) -> dict[str, str]:
     paths = [Path(p) for p in options.get("zoo") or () if Path(p).exists()]
     zoo = discover(paths)
     return {name: spec.source for name, spec in zoo.models.items()}
+
+
+def add_bound_argument(p: argparse.ArgumentParser) -> None:
+    """`harness run --repro-bound`: the automatic repros after a run."""
+    p.add_argument(
+        "--repro-bound",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="after the run, shrink the first cell of each failure cluster to a minimal repro"
+        " (artifacts/<cell>/repro_min.py), searching at most SECONDS per cluster; 0: none"
+        " (default: $HARNESS_REPRO_BOUND, else 60)",
+    )
+
+
+def bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
+    """The search bound per failure cluster: the flag, else $HARNESS_REPRO_BOUND, else the
+    default; 0 turns the automatic repros off."""
+    from harness.cell.repro.job import DEFAULT_BOUND_S
+
+    raw = flag if flag is not None else (environ or os.environ).get("HARNESS_REPRO_BOUND")
+    try:
+        bound = DEFAULT_BOUND_S if raw is None else float(raw)
+    except ValueError:
+        raise UsageError(f"HARNESS_REPRO_BOUND={raw!r}: not a number of seconds") from None
+    if not math.isfinite(bound) or bound < 0:
+        raise UsageError(f"--repro-bound {bound:g}: give 0 (none) or a positive number of seconds")
+    return bound
+
+
+def after_run(sources: dict[str, str], run_dir: Path, bound_s: float) -> None:
+    """The first cell of each failure cluster without a repro yet, minimized and verified
+    (harness.cell.repro.runner); the records say how it went."""
+    from harness.cell.repro import runner, select
+    from harness.store.rundir import read_records
+
+    chosen = [r for r in select.choose(read_records(run_dir)) if r.minimal_repro is None]
+    if not chosen:
+        return
+    print(
+        f"minimal repros: {len(chosen)} failure clusters, search bound {bound_s:g} s each",
+        file=sys.stderr,
+    )
+    runner.make_repros(
+        run_dir,
+        chosen,
+        sources,
+        bound_s=bound_s,
+        jobs=runner.default_jobs(),
+        progress=lambda m: print(line(m.record), file=sys.stderr, flush=True),
+    )

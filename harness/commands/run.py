@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import resource
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.commands import repro
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
+from harness.progress import Progress
 from harness.scheduling import ClusterInfo
 from harness.store import lock, rundir
 from harness.store.files import WriteFailed
@@ -95,6 +94,26 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--devices", type=_csv, default=(), metavar="LIST", help="cpu[,cuda] (default: the suite's)"
     )
+    _add_shape_arguments(p)
+    p.add_argument(
+        "--zoo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a zoo entry file or folder (repeatable); without --suite, run only these models",
+    )
+    p.add_argument(
+        "--patches",
+        type=_csv,
+        default=(),
+        metavar="LIST",
+        help="export-time patches, each a value of the cells' patch axis: none (the plain"
+        " call) and/or patches `harness list` names (default: the suite's, else none)",
+    )
+
+
+def _add_shape_arguments(p: argparse.ArgumentParser) -> None:
+    """Static, dynamic or both: one of three flags."""
     shape = p.add_mutually_exclusive_group()
     shape.add_argument(
         "--dynamic",
@@ -113,16 +132,10 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         const="only",
         help="dynamic-shape cells only (models that declare no dynamic dims get none)",
     )
-    p.add_argument(
-        "--zoo",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a zoo entry file or folder (repeatable); without --suite, run only these models",
-    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    _add_output_arguments(p)
     p.add_argument(
         "--timeout",
         type=float,
@@ -134,18 +147,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="CPU cores per cell, reserved in Ray and used by ORT and torch (default 1)",
-    )
-    p.add_argument(
-        "--keep-onnx", action="store_true", help="keep each exported .onnx under artifacts/"
-    )
-    p.add_argument(
-        "--keep-graphs",
-        nargs="?",
-        const="run",
-        metavar="DIR",
-        help="keep each ok cell's graph and inputs, by fingerprint, under the run's graphs/ or a"
-        " folder DIR shared by runs (an unchanged graph is stored once), so that `harness"
-        " compare` can time baseline and candidate graphs together",
     )
     p.add_argument(
         "--address",
@@ -169,28 +170,28 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         " with - are options of that pip, e.g. --no-index,--find-links=DIR",
     )
     p.add_argument(
-        "--patches",
-        type=_csv,
-        default=(),
-        metavar="LIST",
-        help="export-time patches, each a value of the cells' patch axis: none (the plain"
-        " call) and/or patches `harness list` names (default: the suite's, else none)",
+        "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
+    )
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """What a run keeps and writes beside its records."""
+    p.add_argument(
+        "--keep-onnx", action="store_true", help="keep each exported .onnx under artifacts/"
     )
     p.add_argument(
-        "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
+        "--keep-graphs",
+        nargs="?",
+        const="run",
+        metavar="DIR",
+        help="keep each ok cell's graph and inputs, by fingerprint, under the run's graphs/ or a"
+        " folder DIR shared by runs (an unchanged graph is stored once), so that `harness"
+        " compare` can time baseline and candidate graphs together",
     )
     p.add_argument(
         "--no-report", action="store_true", help="skip report.md/report.html/plots at the end"
     )
-    p.add_argument(
-        "--repro-bound",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="after the run, shrink the first cell of each failure cluster to a minimal repro"
-        " (artifacts/<cell>/repro_min.py), searching at most SECONDS per cluster; 0: none"
-        " (default: $HARNESS_REPRO_BOUND, else 60)",
-    )
+    repro.add_bound_argument(p)
 
 
 def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -232,7 +233,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
-    bound = repro_bound(args.repro_bound)  # a bad value ends here, before the run
+    bound = repro.bound(args.repro_bound)  # a bad value ends here, before the run
     run_dir = Path(args.resume) if args.resume else None
     try:
         if run_dir is not None:
@@ -270,47 +271,8 @@ def _resume(run_dir: Path, args: argparse.Namespace, bound: float) -> None:
 def _execute_and_finish(plan: RunPlan, args: argparse.Namespace, bound: float) -> None:
     run_dir = execute(plan, ["harness", *sys.argv[1:]])
     if bound > 0:
-        _minimal_repros(plan, run_dir, bound)
+        repro.after_run({n: spec.source for n, spec in plan.specs.items()}, run_dir, bound)
     _finish(run_dir, write_report=not args.no_report)
-
-
-def repro_bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
-    """The search bound per failure cluster: the flag, else $HARNESS_REPRO_BOUND, else the
-    default; 0 turns the automatic repros off."""
-    from harness.cell.repro.job import DEFAULT_BOUND_S
-
-    raw = flag if flag is not None else (environ or os.environ).get("HARNESS_REPRO_BOUND")
-    try:
-        bound = DEFAULT_BOUND_S if raw is None else float(raw)
-    except ValueError:
-        raise UsageError(f"HARNESS_REPRO_BOUND={raw!r}: not a number of seconds") from None
-    if not math.isfinite(bound) or bound < 0:
-        raise UsageError(f"--repro-bound {bound:g}: give 0 (none) or a positive number of seconds")
-    return bound
-
-
-def _minimal_repros(plan: RunPlan, run_dir: Path, bound_s: float) -> None:
-    """The first cell of each failure cluster without a repro yet, minimized and verified
-    (harness.cell.repro.runner); the records say how it went."""
-    from harness.cell.repro import runner, select
-    from harness.commands.repro import line
-
-    chosen = [r for r in select.choose(rundir.read_records(run_dir)) if r.minimal_repro is None]
-    if not chosen:
-        return
-    print(
-        f"minimal repros: {len(chosen)} failure clusters, search bound {bound_s:g} s each",
-        file=sys.stderr,
-    )
-    sources = {name: spec.source for name, spec in plan.specs.items()}
-    runner.make_repros(
-        run_dir,
-        chosen,
-        sources,
-        bound_s=bound_s,
-        jobs=runner.default_jobs(),
-        progress=lambda m: print(line(m.record), file=sys.stderr, flush=True),
-    )
 
 
 def _check_onnxruntime() -> None:
@@ -335,40 +297,6 @@ def _finish(run_dir: Path, *, write_report: bool) -> None:
 
 
 # -- the core: plan -> dispatch -> store -------------------------------------------------------
-
-
-@dataclass
-class Progress:
-    """One line per finished cell on stderr: done/total, failures so far, elapsed."""
-
-    total: int
-    stream: TextIO = sys.stderr
-    done: int = 0
-    statuses: Counter[Status] = field(default_factory=Counter)
-    started: float = field(default_factory=time.perf_counter)
-
-    @property
-    def failures(self) -> int:
-        return sum(n for s, n in self.statuses.items() if not s.passing)
-
-    def update(self, record: Record) -> None:
-        self.done += 1
-        self.statuses[record.status] += 1
-        elapsed = time.perf_counter() - self.started
-        took = f"{record.duration_s:.1f}s" if record.duration_s is not None else "-"
-        width = len(str(self.total))
-        print(
-            f"[{self.done:>{width}}/{self.total}] {record.status:<17} {record.cell.label():<50} {took:>7}"
-            f" | failures {self.failures} | {_clock(elapsed)}",
-            file=self.stream,
-            flush=True,
-        )
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
 def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:

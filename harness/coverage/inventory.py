@@ -39,6 +39,7 @@ from harness.coverage.one_op import (
     example_inputs,
     model_name,
 )
+from harness.store.error_text import first_line
 from harness.zoo import ModelSpec
 
 INVENTORY_SCHEMA = 1
@@ -249,8 +250,8 @@ def build_inventory(
         try:
             program = _capture(spec, seed)
         except Exception as exc:
-            models[spec.name] = {"error": _first_line(exc)}
-            _say(progress, f"{spec.name}: capture failed: {_first_line(exc)}")
+            models[spec.name] = {"error": first_line(exc)}
+            _say(progress, f"{spec.name}: capture failed: {first_line(exc)}")
             continue
         calls = list(op_calls(program, spec.name))
         for call in calls:
@@ -295,7 +296,7 @@ def _eager_check(call: OpCall, seed: int) -> tuple[str | None, str]:
         try:
             first, second = (_eager_outputs(call, floats, seed, seed + k) for k in (1, 2))
         except Exception as exc:
-            return f"does not run in isolation: {_first_line(exc)}", floats
+            return f"does not run in isolation: {first_line(exc)}", floats
         same = len(first) == len(second) and all(
             a.shape == b.shape and torch.equal(_comparable(a), _comparable(b))
             for a, b in zip(first, second, strict=True)
@@ -375,14 +376,6 @@ def read_inventory(path: Path) -> dict[str, Any]:
             f"regenerate it with `{REFRESH_COMMAND}`"
         )
     return inventory
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = _ANSI.sub("", str(exc)).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _say(progress: Callable[[str], None] | None, line: str) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from harness.store.error_text import clean, normalize, root_cause, signature_of
 from harness.store.status import Stage, Status
 from harness.store.validate import Malformed, check_record
 from harness.store.validate import SchemaError as SchemaError  # raised by the readers
@@ -317,7 +317,7 @@ class Record:
     ) -> Record:
         """A cell that produced no measurements: skipped, not attempted, crashed, timed out, oom."""
         status = Status.of(status)
-        signature = None if not status.ran else f"{status}: {_normalize(reason)}"
+        signature = None if not status.ran else f"{status}: {normalize(reason)}"
         return cls(
             **_cell_fields(cell, run_id),
             status=status,
@@ -427,69 +427,15 @@ def _cell_fields(cell: Cell, run_id: str) -> dict[str, Any]:
 def _error_fields(error: BaseException | None) -> dict[str, Any]:
     if error is None:
         return {"error_type": None, "error_message": None, "error_signature": None}
-    message = _clean(str(error)) or repr(error)
+    message = clean(str(error)) or repr(error)
     root = root_cause(error)
     if root is not error:
-        message += f"\nCaused by {type(root).__name__}: {_clean(str(root))}"
+        message += f"\nCaused by {type(root).__name__}: {clean(str(root))}"
     return {
         "error_type": type(error).__name__,
         "error_message": message[:4000],
         "error_signature": signature_of(error),
     }
-
-
-def signature_of(error: BaseException) -> str:
-    """The error signature of a raised exception: its root cause's type and first line."""
-    root = root_cause(error)
-    return error_signature(type(root).__name__, _clean(str(root)) or repr(root))
-
-
-def root_cause(error: BaseException) -> BaseException:
-    """The innermost exception of a `raise ... from ...` chain: the exporters wrap the
-    real cause (a missing translation, a guard failure) in a generic step error."""
-    seen = {id(error)}
-    while error.__cause__ is not None and id(error.__cause__) not in seen:
-        error = error.__cause__
-        seen.add(id(error))
-    return error
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _clean(text: str) -> str:
-    return _ANSI.sub("", text).strip()
-
-
-_VOLATILE = [
-    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
-    (re.compile(r"(/[\w.\-]+)+"), "<path>"),
-    (re.compile(r"\b\d+(\.\d+)?\b"), "N"),
-    (re.compile(r"\s+"), " "),
-]
-
-
-def normalization_rules() -> list[tuple[str, str]]:
-    """The (regex, replacement) pairs an error signature normalizes a message with, for a
-    standalone repro script that judges its own error the same way."""
-    return [(pattern.pattern, replacement) for pattern, replacement in _VOLATILE]
-
-
-def _normalize(text: str) -> str:
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
-    return text.strip()[:160]
-
-
-def error_signature(error_type: str, message: str) -> str:
-    """A short, stable key that groups failures with the same cause across cells.
-
-    The first meaningful line of the message with paths, addresses and numbers
-    replaced, so that 'shape [2, 3]' and 'shape [4, 5]' group together.
-    """
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    first = next((ln for ln in lines if not ln.startswith(("Traceback", "File ", "#"))), "")
-    return f"{error_type}: {_normalize(first)}"
 
 
 def _json_default(value: Any) -> Any:

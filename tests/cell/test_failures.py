@@ -16,7 +16,7 @@ from harness.cell import exporters, failures
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
-from harness.store.records import root_cause
+from harness.store.error_text import root_cause
 
 
 class _Unregistered:

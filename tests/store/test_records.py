@@ -136,7 +136,7 @@ def test_a_minimal_repro_and_a_mismatch_stage_survive_the_round_trip() -> None:
 
 
 def test_signature_of_a_raised_error_is_its_root_causes() -> None:
-    from harness.store.records import signature_of
+    from harness.store.error_text import signature_of
 
     try:
         try:

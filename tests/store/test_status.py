@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.run import Progress
 from harness.compare import Options, compare_runs
 from harness.compare.ratchet import ratchet_findings
 from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, op_cell_state
 from harness.plan.expect import Expect, judge
 from harness.plan.expected_file import ExpectedFile
+from harness.progress import Progress
 from harness.report.data import matrix_data
 from harness.report.document import Document, Section, Table, Text
 from harness.report.html import render_html

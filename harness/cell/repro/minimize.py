@@ -18,14 +18,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import onnx
 import torch
 
-from harness.cell import exporters
+from harness.cell import exporters, failures
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.numerics import DEFAULT_TOLERANCE
 from harness.cell.reference import build
@@ -38,7 +38,8 @@ from harness.cell.repro.select import kind_of
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.cell.worker import find_spec
-from harness.store.records import Record, signature_of
+from harness.store.error_text import signature_of
+from harness.store.records import Record
 from harness.store.status import Stage
 
 SEED = 0
@@ -109,6 +110,7 @@ def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
         exported, failure = _export(subject, record.opset, workdir / "full", captured=not dynamo)
         if exported is None:
             return fallback(record, now=failure)
+        target = _as_raised(target, failure)
         program = Program(exported, subject.inputs.leaves())
         focus = _focus(program, target, record, failure, workdir / "full" / "model.onnx")
         deadline = start + job.bound_s
@@ -157,6 +159,17 @@ def _target(record: Record, subject: Subject) -> Target:
             )
     signature = None if record.stage is Stage.NUMERICS else record.error_signature
     return Target(record.exporter, record.opset, record.stage, signature, node, subject.tolerance)
+
+
+def _as_raised(target: Target, failure: StageFailure | None) -> Target:
+    """The target's signature as the exporter raises it: a record's signature may be the
+    classified one (`harness.cell.failures`), which a candidate's raw error and the
+    standalone script's own check would never match."""
+    if failure is None or target.signature is None or failure.stage is not target.stage:
+        return target
+    if failures.signature(failure.error) != target.signature:
+        return target
+    return replace(target, signature=signature_of(failure.error))
 
 
 def _export(

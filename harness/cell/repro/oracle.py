@@ -27,7 +27,8 @@ from harness.cell.repro.program import Candidate
 from harness.cell.repro.select import AFTER_EXPORT
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
-from harness.store.records import OutputCheck, signature_of
+from harness.store.error_text import signature_of
+from harness.store.records import OutputCheck
 from harness.store.status import Stage
 
 

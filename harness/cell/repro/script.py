@@ -26,7 +26,7 @@ import torch
 
 from harness.cell.repro.oracle import Target
 from harness.cell.repro.program import Candidate
-from harness.store.records import normalization_rules
+from harness.store.error_text import normalization_rules
 from harness.store.status import Stage
 
 SCRIPT = "repro_min.py"
