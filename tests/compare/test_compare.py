@@ -375,7 +375,7 @@ def test_a_regression_links_the_candidates_minimal_repro():
     from harness.compare.output.markdown import to_markdown
 
     text = to_markdown(c)
-    assert "minimal repro: [repro_min.py](<results/B/artifacts/m--dynamo/repro_min.py>)" in text
+    assert "minimal repro: [repro_min.py](results/B/artifacts/m--dynamo/repro_min.py)" in text
     assert "(reproduces, 600 -> 3 nodes)" in text
 
 
