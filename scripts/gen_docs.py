@@ -71,15 +71,19 @@ def description(text: str) -> str:
     return out
 
 
+def options_table(parser: argparse.ArgumentParser) -> str:
+    skipped = (argparse._HelpAction, argparse._SubParsersAction)
+    rows = [option_row(a) for a in parser._actions if not isinstance(a, skipped)]
+    return "| option | meaning |\n| --- | --- |\n" + "\n".join(rows) if rows else ""
+
+
 def verb_section(name: str, parser: argparse.ArgumentParser, level: int = 2) -> str:
     parser.formatter_class = functools.partial(
         argparse.RawDescriptionHelpFormatter, width=HELP_WIDTH
     )
     first, *rest = parser.format_usage().removeprefix("usage: ").strip().splitlines()
     usage = "\n".join([first, *(line.removeprefix(" " * len("usage: ")) for line in rest)])
-    skipped = (argparse._HelpAction, argparse._SubParsersAction)
-    rows = [option_row(a) for a in parser._actions if not isinstance(a, skipped)]
-    table = "| option | meaning |\n| --- | --- |\n" + "\n".join(rows) if rows else ""
+    table = options_table(parser)
     body = description(parser.description or "")
     children = "".join(
         "\n" + verb_section(f"{name} {child}", p, level + 1)
@@ -104,6 +108,8 @@ def cli_page() -> str:
         + " [guide](../guide/running.md#bad-input).\n\n"
         + "| command | what it does |\n| --- | --- |\n"
         + summary
+        + "\n\n"
+        + options_table(parser)
         + "\n\n"
         + "\n".join(verb_section(name, p) for name, p in verbs.items())
     )
