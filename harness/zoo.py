@@ -1,6 +1,6 @@
 """Zoo entries: `ModelSpec`, the contract zoo files and plugins import.
 
-A zoo entry is one small Python file that defines `SPEC` or `SPECS` (contract, DESIGN.md):
+A zoo entry is one small Python file that defines `SPEC` or `SPECS` (contract, docs/design.md):
 
     from harness.zoo import Expect, ModelSpec
 

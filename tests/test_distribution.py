@@ -255,7 +255,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def ray_start_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A cluster started the way the README says (`ray start --head`), with token
+    """A cluster started the way docs/guide/running.md says (`ray start --head`), with token
     authentication as Ray >= 2.59 turns on for `ray start`; its own token, so nothing in
     ~/.ray matters. Yields its address and the environment a client needs."""
     port = _free_port()

@@ -6,7 +6,7 @@ the inputs' and outputs' dtypes and shapes, the initializers' shapes, dtypes and
 (external data read from its file), the opsets and the model-local functions. It leaves
 out node and value names, doc strings, metadata and producer fields: two exports that
 differ only there run the same computation in the same runtime, so their latency can
-differ only by noise (DESIGN.md, "Same graph, same speed")."""
+differ only by noise (docs/design.md, "Same graph, same speed")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The numerics gate: ONNX Runtime outputs against eager PyTorch (DESIGN.md protocol).
+"""The numerics gate: ONNX Runtime outputs against eager PyTorch (docs/design.md, protocol).
 
 Judged element by element. A float element passes when allclose's test holds for it
 (|onnx - eager| <= atol + rtol * |eager|), or when its error against the float64

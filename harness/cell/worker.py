@@ -303,7 +303,7 @@ def _latency(
     drift, at each shape in turn; the first shape's figures are the record's latencies, and
     named shapes are also kept by name (`shape_latency`). The session used here has ORT's
     intra-op spinning off (its own `ort_runtime`): an idle ORT pool spinning while eager
-    runs would share its cores (DESIGN.md: latency in a clean state; seen here: a model
+    runs would share its cores (docs/design.md: latency in a clean state; seen here: a model
     timed 3x slower beside a spinning session). The checked session is dropped first."""
     with stage("latency"):
         path, threads, device = runner.path, runner.threads, runner.device

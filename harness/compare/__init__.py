@@ -1,6 +1,6 @@
 """Compare a candidate run with a baseline run (or its history) and raise findings.
 
-Two families, two mechanisms (DESIGN.md, "Comparison and alerts"):
+Two families, two mechanisms (docs/design.md, "Comparison and alerts"):
 
 - deterministic findings (status, opset, numerics, ATen ops, cells) are exact
   comparisons of two records (deterministic.py), plus the expected-status ratchet kept in

@@ -1,4 +1,4 @@
-"""Same graph, same speed (DESIGN.md): a cell whose ONNX graph and runtime did not change
+"""Same graph, same speed (docs/design.md): a cell whose ONNX graph and runtime did not change
 cannot have changed in ORT latency except by noise, so it never alerts; and the cells that
 did not change tell how far the machine itself drifted between the two measurements.
 

@@ -21,7 +21,7 @@ DEFAULT_OPSETS = (17, 18, 20)
 
 @dataclass(frozen=True)
 class Protocol:
-    """How latency is measured (DESIGN.md, measurement protocol); recorded in the manifest."""
+    """How latency is measured (docs/design.md, measurement protocol); recorded in the manifest."""
 
     warmup_min_iters: int = 3
     warmup_max_s: float = 2.0

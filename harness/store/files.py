@@ -1,5 +1,5 @@
 """Writing into a directory that is untrusted input (a run directory CI downloaded): never
-through a symlink, never outside it (DESIGN.md, run directory).
+through a symlink, never outside it (docs/design.md, run directory).
 
 Every file is written to a temporary file beside its target and put in place with
 `os.replace`, which replaces a link itself instead of writing through it; a target that

@@ -1,4 +1,4 @@
-"""The run's manifest (contract, DESIGN.md: `manifest.json`): what ran, where, with what.
+"""The run's manifest (contract, docs/design.md: `manifest.json`): what ran, where, with what.
 
 One frozen `Manifest`, built in one place (`Manifest.begin`) once the cluster is up, then
 replaced, never edited: `resumed` when `--resume` continues a run on a new cluster,

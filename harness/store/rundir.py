@@ -1,4 +1,4 @@
-"""The run directory (contract, DESIGN.md): `manifest.json`, `records.jsonl`, artifacts.
+"""The run directory (contract, docs/design.md): `manifest.json`, `records.jsonl`, artifacts.
 
 Records are appended and flushed one line at a time as cells finish, so a killed driver
 loses nothing already measured. Nothing is written through a symlink (harness.store.files). Readers stream the file, tolerate a torn last line (the

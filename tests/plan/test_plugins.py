@@ -1,4 +1,4 @@
-"""The plugin API (README, "The zoo and plugins"): zoo files given with `--zoo`, and
+"""The plugin API (docs/guide/zoo.md): zoo files given with `--zoo`, and
 packages whose models join the zoo through the `harness.zoo` entry-point group.
 
 The plugin package is tests/zoo_fixtures/plugin_pkg. Instead of pip-installing it into a
