@@ -1,11 +1,12 @@
-"""What dispatch decides, without Ray (harness/scheduling.py): per-resource slots, the
+"""What dispatch decides, without Ray (harness/dispatch/policy.py): per-resource slots, the
 order cells go in, when a cell's clock runs, and whose fault a dead task is."""
 
 from __future__ import annotations
 
-from harness.scheduling import (
+from dataclasses import replace
+
+from harness.dispatch.policy import (
     Backlog,
-    ClusterInfo,
     Evidence,
     InFlight,
     Slots,
@@ -15,7 +16,6 @@ from harness.scheduling import (
     judge,
     no_run,
     node_in_message,
-    runtime_env,
 )
 from harness.store.records import Cell, CellTask
 from harness.store.status import Status
@@ -46,16 +46,6 @@ def test_a_cuda_cell_needs_a_gpu_slot_and_a_cpu_slot() -> None:
     assert slots.fits("cpu", running=1, running_gpu=1)  # ... a CPU cell still goes
     assert not slots.fits("cuda", running=2, running_gpu=0)  # every CPU slot taken
     assert Slots(cpu=3, gpu=2).capped(1) == Slots(cpu=1, gpu=1)
-
-
-def test_the_cluster_counts_only_alive_nodes() -> None:
-    nodes = [
-        {"node_id": "a", "alive": True, "resources": {"CPU": 2.0, "GPU": 1.0}},
-        {"node_id": "b", "alive": False, "resources": {"CPU": 8.0, "GPU": 4.0}},
-    ]
-    cluster = ClusterInfo("local", nodes, {"CPU": 2.0, "GPU": 1.0})
-    assert cluster.slots(1) == Slots(cpu=2, gpu=1)
-    assert cluster.has_gpus
 
 
 # -- the order cells go in -----------------------------------------------------------------
@@ -109,7 +99,7 @@ def test_without_a_gpu_slot_cuda_cells_are_held_not_submitted() -> None:
 def test_a_cells_clock_starts_when_it_runs_not_when_it_is_submitted() -> None:
     flight = InFlight(_task("a"), 1, submitted=100.0)
     assert not flight.expired(now=10_000.0, timeout_s=60)  # queued for hours: no timeout
-    flight.start(node="n1", host="h", pid=7, at=1.7e9, now=500.0)
+    flight = flight.start(node="n1", host="h", pid=7, at=1.7e9, now=500.0)
     assert not flight.expired(now=559.0, timeout_s=60)
     assert flight.expired(now=561.0, timeout_s=60)
     assert flight.ran_for(561.0) == 61.0
@@ -125,7 +115,7 @@ def _suspect(evidence: Evidence, node: str | None) -> Suspect:
     """A dead task; with a node, one whose start report named that node."""
     flight = InFlight(_task("a"), 1)
     if node is not None:
-        flight.start(node=node, host="h", pid=7, at=1.7e9, now=990.0)
+        flight = flight.start(node=node, host="h", pid=7, at=1.7e9, now=990.0)
     crashed = no_run(flight.task, Status.CRASHED, "worker died")
     return Suspect(flight, crashed, evidence, node, since=1000.0)
 
@@ -138,7 +128,7 @@ def test_a_dead_worker_on_a_dead_node_is_retried_as_soon_as_the_node_is_seen_dea
 
 def test_a_crash_on_a_node_that_stays_alive_is_the_cells_own() -> None:
     suspect = _suspect(Evidence.WORKER, "n1")
-    assert judge(suspect, node_alive=True, now=1061.0, settle_s=60) is Verdict.CRASHED
+    assert judge(suspect, node_alive=True, now=1061.0, settle_s=60) is Verdict.OWN
 
 
 def test_ray_saying_the_node_died_waits_for_its_state_then_stands() -> None:
@@ -157,10 +147,11 @@ def test_a_worker_that_died_before_its_cell_started_is_retried() -> None:
 def test_a_cell_taken_to_run_where_unknown_is_judged_like_one_on_a_live_node() -> None:
     """Its start report may have been lost (the start board was unreachable): a dead
     worker is then not taken for one that never began."""
-    suspect = _suspect(Evidence.WORKER, None)
-    suspect.flight.started = 990.0  # assumed when a drain of the board failed
+    unknown = _suspect(Evidence.WORKER, None)
+    # assumed when a drain of the board failed
+    suspect = replace(unknown, flight=unknown.flight.assumed_started(990.0))
     assert judge(suspect, node_alive=None, now=1001.0, settle_s=60) is Verdict.WAIT
-    assert judge(suspect, node_alive=None, now=1061.0, settle_s=60) is Verdict.CRASHED
+    assert judge(suspect, node_alive=None, now=1061.0, settle_s=60) is Verdict.OWN
 
 
 def test_the_start_board_hands_each_report_over_once() -> None:
@@ -179,29 +170,3 @@ def test_the_node_is_read_from_rays_node_death_message() -> None:
     )  # Ray 2.60's NodeDiedError, as seen when a raylet was killed here
     assert node_in_message(message) == "0ac1bf74ee5125e7007a3b08c0749d2f639f157bd69897c529ce3c0c"
     assert node_in_message("The worker died unexpectedly while executing this task.") is None
-
-
-# -- a variant's runtime_env -----------------------------------------------------------------
-
-
-def test_a_variants_packages_become_rays_pip_list() -> None:
-    assert runtime_env(()) is None
-    assert runtime_env(("onnxscript==0.6.2", "onnx==1.19")) == {
-        "pip": ["onnxscript==0.6.2", "onnx==1.19"]
-    }
-
-
-def test_pip_options_of_a_variant_go_to_pip_install_options_after_rays_defaults() -> None:
-    env = runtime_env(("probe==1.3", "--no-index", "--find-links=/wheels"))
-    assert env == {
-        "pip": {
-            "packages": ["probe==1.3"],
-            "pip_install_options": [
-                "--disable-pip-version-check",
-                "--no-cache-dir",
-                "--no-index",
-                "--find-links=/wheels",
-            ],
-        }
-    }
-    assert runtime_env(("--no-index",)) is None  # options without packages install nothing
