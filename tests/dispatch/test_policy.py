@@ -1,23 +1,37 @@
 """What dispatch decides, without Ray (harness/dispatch/policy.py): per-resource slots, the
-order cells go in, when a cell's clock runs, and whose fault a dead task is."""
+order cells go in, when a cell's clock runs and when its task is past saving, whose fault a
+dead task is, how often a cell whose node died runs again, and which cells no alive node
+can run. Every state here is made by hand: nothing starts Ray."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from harness.dispatch.policy import (
+    ISOLATION_GRACE_S,
+    MAX_ATTEMPTS,
     Backlog,
+    DispatchStats,
     Evidence,
     InFlight,
+    Nodes,
+    Options,
     Slots,
     StartBoard,
     Suspect,
     Verdict,
     judge,
+    next_attempt,
     no_run,
     node_in_message,
+    past_backstop,
+    settled,
+    started,
+    suspect_of,
+    unrunnable,
+    unrunnable_reason,
 )
-from harness.store.records import Cell, CellTask
+from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
 
@@ -170,3 +184,150 @@ def test_the_node_is_read_from_rays_node_death_message() -> None:
     )  # Ray 2.60's NodeDiedError, as seen when a raylet was killed here
     assert node_in_message(message) == "0ac1bf74ee5125e7007a3b08c0749d2f639f157bd69897c529ce3c0c"
     assert node_in_message("The worker died unexpectedly while executing this task.") is None
+
+
+# -- a task that returned no record, when its error arrives ----------------------------------
+
+TWO_NODES = Nodes({"n1": True, "n2": True}, Slots(cpu=2, gpu=0))
+ONE_NODE = Nodes({"n1": True}, Slots(cpu=2, gpu=0))
+
+
+def _lost(evidence: Evidence | None, nodes: Nodes, *, last_words: bool = False) -> Suspect | None:
+    flight = InFlight(_task("a"), 1).start(node="n1", host="h", pid=7, at=1.7e9, now=990.0)
+    record = no_run(flight.task, Status.CRASHED, "worker died", flight)
+    return suspect_of(
+        record, flight, evidence, node="n1", nodes=nodes, last_words=last_words, now=1000.0
+    )
+
+
+def test_an_error_that_says_nothing_of_a_death_is_the_cells_record_at_once() -> None:
+    """A task that raised, or was killed by Ray's memory monitor: no node to wait for."""
+    assert _lost(None, TWO_NODES) is None
+
+
+def test_a_dead_worker_with_last_words_or_on_the_only_node_crashed_by_itself() -> None:
+    """The faulthandler log names the cell's fatal signal (a killed node's workers die
+    without one); on a one-node cluster the node is the driver's, and alive."""
+    assert _lost(Evidence.WORKER, TWO_NODES, last_words=True) is None
+    assert _lost(Evidence.WORKER, ONE_NODE) is None
+
+
+def test_a_dead_worker_without_last_words_on_a_cluster_waits_for_its_nodes_state() -> None:
+    suspect = _lost(Evidence.WORKER, TWO_NODES)
+    assert suspect is not None
+    assert (suspect.node, suspect.since, suspect.evidence) == ("n1", 1000.0, Evidence.WORKER)
+    assert suspect.crashed.status == "crashed"
+
+
+def test_ray_saying_the_node_died_is_never_taken_for_the_cells_own_crash() -> None:
+    """Even with last words, or on one node: the node's state decides."""
+    assert _lost(Evidence.NODE, ONE_NODE) is not None
+    assert _lost(Evidence.NODE, TWO_NODES, last_words=True) is not None
+
+
+def test_settling_splits_the_decided_suspects_from_those_still_waiting() -> None:
+    on_dead, on_live, fresh = (
+        replace(_suspect(Evidence.WORKER, node), since=since)
+        for node, since in (("n1", 1000.0), ("n2", 900.0), ("n2", 1000.0))
+    )
+    nodes = Nodes({"n1": False, "n2": True}, Slots(cpu=1, gpu=0))
+    decided, waiting = settled([on_dead, on_live, fresh], nodes, now=1010.0, settle_s=60)
+    assert decided == [(on_dead, Verdict.RETRY), (on_live, Verdict.OWN)]
+    assert waiting == [fresh]
+
+
+# -- how often a cell whose node died runs again ---------------------------------------------
+
+
+def test_a_cell_whose_node_died_runs_again_until_its_attempts_are_spent() -> None:
+    suspect = _suspect(Evidence.NODE, "n1")
+    again = next_attempt(suspect)
+    assert isinstance(again, CellTask) and again.attempt == 2
+    assert again.cell == suspect.flight.task.cell
+    last = replace(
+        suspect, flight=replace(suspect.flight, task=replace(again, attempt=MAX_ATTEMPTS))
+    )
+    record = next_attempt(last)
+    assert isinstance(record, Record)
+    assert (record.status, record.attempt) == ("crashed", MAX_ATTEMPTS)
+    assert f"each of {MAX_ATTEMPTS} attempts" in (record.error_message or "")
+    assert record.worker is not None and record.worker["node"] == "n1"
+
+
+# -- the driver's backstop -------------------------------------------------------------------
+
+
+def test_a_task_is_killed_only_past_its_timeout_and_the_grace_from_its_start() -> None:
+    options = Options(timeout_s=60)
+    assert options.backstop_s == 60 + ISOLATION_GRACE_S
+    flight = InFlight(_task("a"), 1, submitted=0.0)
+    assert past_backstop(flight, 10_000.0, options) is None  # never started: queued
+    flight = flight.start(node="n1", host="h", pid=7, at=1.7e9, now=100.0)
+    assert past_backstop(flight, 100.0 + options.backstop_s, options) is None
+    record = past_backstop(flight, 101.0 + options.backstop_s, options)
+    assert record is not None and record.status == "timeout"
+    assert f"no result after {options.backstop_s:g} s" in (record.error_message or "")
+
+
+def test_start_reports_start_the_clocks_of_their_flights_only() -> None:
+    a, b = InFlight(_task("a"), 1), InFlight(_task("b"), 2)
+    (now_a,) = started([a, b], [(1, "n1", "h", 7, 1.7e9), (9, "n2", "h", 8, 1.7e9)], now=50.0)
+    assert (now_a.flight_id, now_a.started, now_a.node) == (1, 50.0, "n1")
+    assert a.started is None  # the flight itself is frozen: the driver keeps the new one
+    # Where the board did not answer, a flight not known to run is taken to run from now.
+    assert b.assumed_started(60.0).started == 60.0
+    assert now_a.assumed_started(60.0).started == 50.0
+
+
+# -- cells no alive node can run -------------------------------------------------------------
+
+
+def test_cuda_cells_with_no_gpu_node_left_are_given_up_once_that_lasted_settle_s() -> None:
+    """A GPU node died and none is left: the CUDA cells waiting for it are dropped after
+    `settle_s` (a node may join meanwhile), while the CPU cells go on."""
+    no_gpu = Slots(cpu=4, gpu=0)
+    waiting = {"cuda": 2, "cpu": 5}
+    drop, since = unrunnable(no_gpu, waiting, {}, now=100.0, settle_s=30)
+    assert (drop, since) == (frozenset(), {"cuda": 100.0})
+    drop, since = unrunnable(no_gpu, waiting, since, now=129.0, settle_s=30)
+    assert (drop, since) == (frozenset(), {"cuda": 100.0})
+    drop, since = unrunnable(no_gpu, waiting, since, now=130.0, settle_s=30)
+    assert drop == {"cuda"}
+    # A GPU node joined in time: the wait starts over.
+    _, since = unrunnable(Slots(cpu=4, gpu=1), waiting, {"cuda": 100.0}, now=200.0, settle_s=30)
+    assert since == {}
+    # No cell waits: nothing to give up, however long there was no slot.
+    assert unrunnable(Slots(0, 0), {"cuda": 0, "cpu": 0}, {"cpu": 0.0}, now=1e6, settle_s=30) == (
+        frozenset(),
+        {},
+    )
+
+
+def test_the_reason_of_an_unrunnable_cell_says_what_it_needs() -> None:
+    assert unrunnable_reason("cuda", 4).endswith("(it needs 4 CPUs and 1 GPU)")
+    assert unrunnable_reason("cpu", 2).endswith("(it needs 2 CPUs)")
+
+
+def test_the_nodes_slots_come_from_the_alive_nodes_and_every_node_is_known() -> None:
+    ray_nodes = [
+        {"NodeID": "a", "Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}},
+        {"NodeID": "b", "Alive": False, "Resources": {"CPU": 8.0, "GPU": 2.0}},
+    ]
+    nodes = Nodes.of_ray(ray_nodes, Options(timeout_s=60, threads=2))
+    assert nodes == Nodes({"a": True, "b": False}, Slots(cpu=2, gpu=1))
+    capped = Nodes.of_ray(ray_nodes, Options(timeout_s=60, max_in_flight=1))
+    assert capped.slots == Slots(cpu=1, gpu=1)
+
+
+# -- the figures of one dispatch -------------------------------------------------------------
+
+
+def test_the_final_counts_follow_the_records_handed_over() -> None:
+    stats = DispatchStats()
+    for status in (Status.CRASHED, Status.TIMEOUT, Status.NOT_ATTEMPTED, Status.CRASHED):
+        stats.count_final(no_run(_task("a"), status, "why"))
+    stats.count_submitted(running=3, running_gpu=1)
+    stats.count_submitted(running=2, running_gpu=0)
+    assert (stats.crashes, stats.timeouts, stats.not_attempted) == (2, 1, 1)
+    assert (stats.submitted, stats.peak_in_flight, stats.peak_in_flight_gpu) == (2, 3, 1)
+    assert stats.figures()["not_attempted"] == 1
