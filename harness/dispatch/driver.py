@@ -124,10 +124,9 @@ class _Driver:
             self.flights += 1
             flight = InFlight(task, self.flights)
             ref = remote.submit(task, self.options.variants, self.board, flight.flight_id)
-            # Without start reports, the cell is timed from its submission.
-            self.in_flight[ref] = (
-                flight if self.board else replace(flight, started=flight.submitted)
-            )
+            if self.board is None:  # no start reports: time the cell from its submission
+                flight = replace(flight, started=flight.submitted)
+            self.in_flight[ref] = flight
             self.stats.count_submitted(len(self.in_flight), self._running_gpu())
 
     def _running_gpu(self) -> int:
