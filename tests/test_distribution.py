@@ -22,9 +22,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from harness import dispatch
+from harness.dispatch import driver
+from harness.dispatch.policy import NODE_SETTLE_S
 from harness.plan.suites import Protocol
-from harness.scheduling import NODE_SETTLE_S
 from harness.store import rundir as store
 from harness.store.records import Cell, CellTask, Record
 from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
@@ -122,7 +122,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     try:
         killer = threading.Thread(target=kill_once_both_slow_cells_run, daemon=True)
         killer.start()
-        stats = dispatch.run_tasks(tasks, records.append, timeout_s=180, settle_s=20)
+        stats = driver.run_tasks(tasks, records.append, timeout_s=180, settle_s=20)
         killer.join()
     finally:
         ray.shutdown()
@@ -153,7 +153,7 @@ def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_pa
     records: list[Record] = []
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        stats = dispatch.run_tasks(tasks, records.append, timeout_s=timeout_s, max_in_flight=5)
+        stats = driver.run_tasks(tasks, records.append, timeout_s=timeout_s, max_in_flight=5)
     finally:
         ray.shutdown()
     assert sorted(r.status for r in records) == ["ok"] * 5, [r.error_message for r in records]

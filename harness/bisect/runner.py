@@ -77,15 +77,15 @@ class Runner:
         self.cluster: Any = None
 
     def __enter__(self) -> Runner:
-        from harness import dispatch  # ray is imported only when a bisection really starts
+        from harness.dispatch import session  # ray is imported only when a bisection starts
 
-        self.cluster = dispatch.start(self.selection.options.address, env_vars=harness_env())
+        self.cluster = session.start(self.selection.options.address, env_vars=harness_env())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from harness import dispatch
+        from harness.dispatch import session
 
-        dispatch.stop()
+        session.stop()
 
     def run_sets(self, sets: Sequence[PackageSet]) -> list[Attempt]:
         """Run each set on top of this environment for its cells, or say why it cannot be."""
@@ -115,12 +115,12 @@ class Runner:
     def _probe(self, sets: Sequence[PackageSet]) -> dict[str, str]:
         """Why each set that cannot be used cannot, as its runtime_env sees it: not set up,
         a package missing or at another version, or an import that fails."""
-        from harness import dispatch
+        from harness.dispatch import remote
 
         if not sets:
             return {}
         asked = tuple(sorted({r.partition("==")[0] for s in sets for r in s.requirements}))
-        found = dispatch.variant_versions(
+        found = remote.variant_versions(
             {s.variant: self._specs(s) for s in sets}, distributions=asked
         )
         reasons = {s.label: _unusable(s, found[s.variant]) for s in sets}
@@ -174,7 +174,7 @@ class Runner:
     def time_together(
         self, before: Run, after: Run, keys: Iterable[CellKey]
     ) -> dict[CellKey, PairResult]:
-        from harness import dispatch
+        from harness.dispatch import driver
 
         wanted = set(keys)
         tasks, _ = pair_tasks(before, after, threads=self.selection.options.threads)
@@ -182,7 +182,7 @@ class Runner:
         results: dict[CellKey, PairResult] = {}
         if tasks:
             print(f"  timing {len(tasks)} changed graphs in interleaved pairs", file=self.stream)
-            dispatch.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
+            driver.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
         return results
 
 

@@ -308,16 +308,16 @@ def remeasure(
     lacking = f"; {missing} changed cells without both graphs kept" if missing else ""
     if not tasks:
         return {}, [f"no changed graph re-measured in pairs{lacking}"] if missing else []
-    from harness import dispatch
+    from harness.dispatch import driver, session
 
     print(f"re-measuring {len(tasks)} changed cells in interleaved pairs", file=sys.stderr)
     results: dict[CellKey, PairResult] = {}
     start = time.perf_counter()
-    dispatch.start(address)
+    session.start(address)
     try:
-        dispatch.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
+        driver.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
     finally:
-        dispatch.stop()
+        session.stop()
     per_cell = sum(r.seconds for r in results.values()) / len(results)
     note = (
         f"{len(tasks)} changed cells re-measured in interleaved pairs ({per_cell:.1f} s per cell,"

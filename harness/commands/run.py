@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.commands import repro
+from harness.dispatch.cluster import ClusterInfo
+from harness.dispatch.policy import DispatchStats
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.progress import Progress
-from harness.scheduling import ClusterInfo
 from harness.store import lock, rundir
 from harness.store.files import WriteFailed
 from harness.store.graphs import RUN_STORE
@@ -308,14 +309,14 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
 
 
 def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
-    from harness import dispatch  # ray is imported only when a run really starts
+    from harness.dispatch import session  # ray is imported only when a run really starts
 
     _announce(plan, stream)
-    cluster = dispatch.start(plan.options.address, env_vars=harness_env())  # nothing written yet
+    cluster = session.start(plan.options.address, env_vars=harness_env())  # nothing written yet
     try:
         return execute_on(cluster, plan, argv, stream=stream)
     finally:
-        dispatch.stop()
+        session.stop()
 
 
 def execute_on(
@@ -323,10 +324,10 @@ def execute_on(
 ) -> Path:
     """Run every pending cell of the plan on a Ray instance already started (`harness
     bisect` runs one plan per package version on one instance); returns the run directory."""
-    from harness import dispatch
+    from harness.dispatch import driver
 
     _check_threads(cluster, plan.options.threads)
-    manifest = _manifest(plan, argv, cluster, dispatch)
+    manifest = _manifest(plan, argv, cluster)
     rundir.write_manifest(plan.run_dir, manifest.to_dict())
     progress = Progress(total=len(plan.pending), stream=stream)
     with rundir.RecordWriter(plan.run_dir) as writer:
@@ -340,7 +341,7 @@ def execute_on(
             progress.update(record)
 
         runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
-        stats = dispatch.run_tasks(
+        stats = driver.run_tasks(
             _tasks(plan, runnable, manifest.max_memory_gb),
             on_record,
             timeout_s=plan.options.timeout_s,
@@ -376,14 +377,15 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
 
 
-def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: Any) -> Manifest:
+def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
     """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
     variant's versions include those of the packages the variants ask for."""
+    from harness.dispatch import remote
     from harness.store.environment import requested_distributions, with_requested
 
     where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
     asked = requested_distributions(plan.variants)
-    found = dispatch.variant_versions({"base": (), **plan.variants}, distributions=asked)
+    found = remote.variant_versions({"base": (), **plan.variants}, distributions=asked)
     versions = {name: with_requested(v) for name, v in found.items()}
     if plan.recorded:
         prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
@@ -410,7 +412,7 @@ def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo, dispatch: An
     )
 
 
-def _dispatch_figures(stats: Any) -> dict[str, Any]:
+def _dispatch_figures(stats: DispatchStats) -> dict[str, Any]:
     wall = time.perf_counter() - stats.started
     return {
         "submitted": stats.submitted,

@@ -1,17 +1,18 @@
-"""What dispatch decides without Ray: how many cells of each kind run at once, when a
-cell's clock starts, how a variant's packages become a Ray runtime_env, and whether a cell whose worker died lost its node (it runs again
-elsewhere) or crashed (that is its record). Pure: `harness/dispatch.py` feeds it what Ray
-reports, and the tests feed it hand-made states.
+"""What dispatch decides, without Ray: how many cells of each kind run at once and in which
+order, when a cell's clock starts and when its task is past saving, whether a task that
+returned no record lost its node (the cell runs again elsewhere) or crashed (that is its
+record), and which cells no alive node can run. Pure functions over plain state: the
+driver (`harness.dispatch.driver`) feeds them what Ray reports and applies what they say;
+the tests feed them hand-made states.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -19,6 +20,7 @@ from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
 GPU = "cuda"
+CPU = "cpu"
 # A node whose raylet is killed is marked dead by Ray's GCS 11-15 s after its tasks' errors
 # reach the driver (Ray 2.60 here: median 12.3 s, 11.0-14.5 s over 10 kills in
 # benchmarks/test_node_loss.py; health checks every 3 s, dead after 5 failures). An
@@ -27,48 +29,34 @@ GPU = "cuda"
 NODE_SETTLE_S = 60.0
 MAX_ATTEMPTS = 3
 HELD_MAX = 1000  # cells held back for a slot of their kind, at most
+# The cell's own process is killed at its timeout by the zygote; the driver kills the task
+# itself only this much later: time for a new worker's zygote to start and prepare (imports,
+# the exporter's warm-up: ~15 s here, more on a loaded machine) before it forks the cell.
+ISOLATION_GRACE_S = 120.0
 
 
 def kind(task: CellTask) -> str:
     """The resources a cell takes: `cuda` (a GPU and `threads` CPUs) or `cpu` (CPUs only)."""
-    return GPU if task.cell.device == GPU else "cpu"
+    return GPU if task.cell.device == GPU else CPU
 
 
 @dataclass(frozen=True)
-class ClusterInfo:
-    """The Ray cluster a run uses, as the manifest records it."""
+class Options:
+    """How one `run_tasks` call dispatches."""
 
-    address: str
-    nodes: list[dict[str, Any]]
-    resources: dict[str, float]
-
-    @classmethod
-    def of_ray(
-        cls, address: str, nodes: list[dict[str, Any]], resources: Mapping[str, float]
-    ) -> ClusterInfo:
-        """From `ray.nodes()` and `ray.cluster_resources()` (node-id resources left out)."""
-        described = [
-            {
-                "node_id": n["NodeID"],
-                "host": n.get("NodeManagerHostname"),
-                "address": n.get("NodeManagerAddress"),
-                "alive": n.get("Alive"),
-                "resources": {
-                    k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")
-                },
-            }
-            for n in nodes
-        ]
-        total = {k: v for k, v in resources.items() if not k.startswith("node:")}
-        return cls(address, described, total)
+    timeout_s: float
+    threads: int = 1
+    max_in_flight: int | None = None  # caps the CPU slots (tests)
+    variants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    settle_s: float = NODE_SETTLE_S
 
     @property
-    def has_gpus(self) -> bool:
-        return self.resources.get("GPU", 0) > 0
+    def backstop_s(self) -> float:
+        """How long a cell's task may go without a result, from the cell's start."""
+        return self.timeout_s + ISOLATION_GRACE_S
 
-    def slots(self, threads: int) -> Slots:
-        """How many cells its alive nodes run at once, per resource."""
-        return Slots.of_nodes((n["resources"] for n in self.nodes if n["alive"]), threads)
+
+# -- slots and the order cells go in ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -108,6 +96,24 @@ class Slots:
         return {"cpu": self.cpu, "gpu": self.gpu}
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """The cluster's nodes as the driver last saw them: which are alive, and the slots the
+    alive ones give."""
+
+    alive: Mapping[str, bool]
+    slots: Slots
+
+    @classmethod
+    def of_ray(cls, nodes: Iterable[Mapping[str, Any]], options: Options) -> Nodes:
+        """From `ray.nodes()`."""
+        nodes = list(nodes)
+        alive = {n["NodeID"]: bool(n.get("Alive")) for n in nodes}
+        resources = [n.get("Resources", {}) for n in nodes if n.get("Alive")]
+        slots = Slots.of_nodes(resources, options.threads).capped(options.max_in_flight)
+        return cls(alive, slots)
+
+
 class Backlog:
     """The cells not submitted yet: new ones from the plan (pulled lazily, so a 10 000-cell
     run holds few), and those held back, for a slot of their kind or to run again."""
@@ -115,7 +121,7 @@ class Backlog:
     def __init__(self, tasks: Iterable[CellTask], *, held_max: int = HELD_MAX) -> None:
         self._new = iter(tasks)
         self.exhausted = False
-        self.held: dict[str, deque[CellTask]] = {GPU: deque(), "cpu": deque()}
+        self.held: dict[str, deque[CellTask]] = {GPU: deque(), CPU: deque()}
         self.held_max = held_max
 
     def __bool__(self) -> bool:
@@ -144,7 +150,10 @@ class Backlog:
         return None
 
 
-@dataclass
+# -- a cell in flight and its clock -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
 class InFlight:
     """A submitted cell. Its clock starts when its task reports that it runs (`started`),
     not at submission: a cell waiting in Ray's queue is not running out of time."""
@@ -159,9 +168,12 @@ class InFlight:
     host: str | None = None
     pid: int | None = None
 
-    def start(self, *, node: str, host: str, pid: int, at: float, now: float) -> None:
-        self.started, self.started_at = now, at
-        self.node, self.host, self.pid = node, host, pid
+    def start(self, *, node: str, host: str, pid: int, at: float, now: float) -> InFlight:
+        return replace(self, started=now, started_at=at, node=node, host=host, pid=pid)
+
+    def assumed_started(self, now: float) -> InFlight:
+        """Taken to run from `now` (where is unknown) unless known to run already."""
+        return self if self.started is not None else replace(self, started=now)
 
     def expired(self, now: float, timeout_s: float) -> bool:
         return self.started is not None and now - self.started > timeout_s
@@ -189,26 +201,25 @@ class InFlight:
         }
 
 
-def no_run(task: CellTask, status: Status, reason: str, flight: InFlight | None = None) -> Record:
-    """A record the driver writes for a cell that returned none; with what it knows of
-    where and when the cell ran, where it was submitted."""
-    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
-    record = record.with_changes(attempt=task.attempt)
-    if flight is None:
-        return record
-    duration = flight.ran_for(time.perf_counter())
-    return record.with_changes(duration_s=duration, worker=flight.whereabouts())
-
-
 # (flight id, node id, host, pid, the worker's wall clock)
 Start = tuple[int, str, str, int, float]
 
 
+def started(flights: Iterable[InFlight], starts: Iterable[Start], now: float) -> list[InFlight]:
+    """The flights whose start reports arrived, with their clocks started at `now`."""
+    by_id = {f.flight_id: f for f in flights}
+    return [
+        by_id[flight_id].start(node=node, host=host, pid=pid, at=at, now=now)
+        for flight_id, node, host, pid, at in starts
+        if flight_id in by_id
+    ]
+
+
 class StartBoard:
     """Where each task says that it started running, on which node and in which process
-    (a Ray actor in `harness.dispatch`). The driver drains it every poll: a cell's timeout
-    clock starts then (a task still in Ray's queue is not running out of time), and a
-    failed cell's node is known."""
+    (a Ray actor in `harness.dispatch.remote`). The driver drains it every poll: a cell's
+    timeout clock starts then (a task still in Ray's queue is not running out of time),
+    and a failed cell's node is known."""
 
     def __init__(self) -> None:
         self._starts: list[Start] = []
@@ -221,8 +232,32 @@ class StartBoard:
         return starts
 
 
+def no_run(task: CellTask, status: Status, reason: str, flight: InFlight | None = None) -> Record:
+    """A record the driver writes for a cell that returned none; with what it knows of
+    where and when the cell ran, where it was submitted."""
+    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
+    record = record.with_changes(attempt=task.attempt)
+    if flight is None:
+        return record
+    duration = flight.ran_for(time.perf_counter())
+    return record.with_changes(duration_s=duration, worker=flight.whereabouts())
+
+
+def past_backstop(flight: InFlight, now: float, options: Options) -> Record | None:
+    """The `timeout` record of a task with no result `ISOLATION_GRACE_S` past its cell's
+    timeout (its zygote, which kills the cell's process at the timeout, is stuck): the
+    driver then kills its worker. None while it has time left."""
+    if not flight.expired(now, options.backstop_s):
+        return None
+    reason = f"no result after {options.backstop_s:g} s; worker killed"
+    return no_run(flight.task, Status.TIMEOUT, reason, flight)
+
+
+# -- a task that returned no record: its node died, or its cell crashed ------------------------
+
+
 class Evidence(StrEnum):
-    """What a dead task says about its node."""
+    """What a dead task's error says about its node."""
 
     NODE = "node"  # Ray says the node died (NodeDiedError, "node ... is dead or unavailable")
     WORKER = "worker"  # only the worker died: a crash of the cell, or its node going down
@@ -230,11 +265,11 @@ class Evidence(StrEnum):
 
 class Verdict(StrEnum):
     RETRY = "retry"  # the node was lost: run the cell again elsewhere
-    CRASHED = "crashed"  # the cell crashed on a live node: that is its record
+    OWN = "own"  # the cell's own failure, on a live node: its record stands
     WAIT = "wait"  # the node's state has not settled yet
 
 
-@dataclass
+@dataclass(frozen=True)
 class Suspect:
     """A cell whose task died, held until its node's state says whose fault it was."""
 
@@ -243,6 +278,29 @@ class Suspect:
     evidence: Evidence
     node: str | None  # where it ran: its start report, else Ray's error message
     since: float  # the driver's clock when the error arrived
+
+
+def suspect_of(
+    record: Record,
+    flight: InFlight,
+    evidence: Evidence | None,
+    *,
+    node: str | None,
+    nodes: Nodes,
+    last_words: bool,
+    now: float,
+) -> Suspect | None:
+    """A task that returned no record, when its error arrives: a suspect, held until its
+    node's state decides (`judge`), or None where its `record` stands now: where Ray says
+    nothing of a death, or where the crash is plainly the cell's own: on a one-node
+    cluster (a local run: the node is the driver's, and alive), or with a faulthandler log
+    naming its fatal signal (`last_words`: a killed node's workers die without one)."""
+    if evidence is None:
+        return None
+    lone = list(nodes.alive) == [node]
+    if evidence is Evidence.WORKER and (lone or last_words):
+        return None
+    return Suspect(flight, record, evidence, node, now)
 
 
 def judge(suspect: Suspect, *, node_alive: bool | None, now: float, settle_s: float) -> Verdict:
@@ -256,7 +314,33 @@ def judge(suspect: Suspect, *, node_alive: bool | None, now: float, settle_s: fl
         return Verdict.RETRY  # no start report: the worker died before the cell began
     if now - suspect.since < settle_s:
         return Verdict.WAIT
-    return Verdict.RETRY if suspect.evidence is Evidence.NODE else Verdict.CRASHED
+    return Verdict.RETRY if suspect.evidence is Evidence.NODE else Verdict.OWN
+
+
+def settled(
+    suspects: Sequence[Suspect], nodes: Nodes, *, now: float, settle_s: float
+) -> tuple[list[tuple[Suspect, Verdict]], list[Suspect]]:
+    """The suspects whose node's state has settled, each with its verdict (`judge`), and
+    those still waiting."""
+    decided: list[tuple[Suspect, Verdict]] = []
+    waiting: list[Suspect] = []
+    for suspect in suspects:
+        alive = nodes.alive.get(suspect.node) if suspect.node else None
+        verdict = judge(suspect, node_alive=alive, now=now, settle_s=settle_s)
+        if verdict is Verdict.WAIT:
+            waiting.append(suspect)
+        else:
+            decided.append((suspect, verdict))
+    return decided, waiting
+
+
+def next_attempt(suspect: Suspect) -> CellTask | Record:
+    """A cell whose node was lost runs again, up to MAX_ATTEMPTS; then its record says so."""
+    task = suspect.flight.task
+    if task.attempt >= MAX_ATTEMPTS:
+        reason = f"its node died or vanished in each of {MAX_ATTEMPTS} attempts"
+        return no_run(task, Status.CRASHED, reason, suspect.flight)
+    return replace(task, attempt=task.attempt + 1)
 
 
 _NODE_ID = re.compile(r"node ID: ([0-9a-f]{16,})")
@@ -266,6 +350,36 @@ def node_in_message(message: str) -> str | None:
     """The node ID Ray names in a node-death message ("... node ID: 0ac1bf...")."""
     found = _NODE_ID.search(message)
     return found.group(1) if found else None
+
+
+# -- cells no alive node can run --------------------------------------------------------------
+
+
+def unrunnable(
+    slots: Slots,
+    waiting: Mapping[str, int],
+    no_slot_since: Mapping[str, float],
+    *,
+    now: float,
+    settle_s: float,
+) -> tuple[frozenset[str], dict[str, float]]:
+    """The kinds of cell to give up on: cells of the kind wait (held, or queued in Ray and
+    not started) while no alive node has a slot for them (their nodes died, and none with
+    their resources is left), and that has lasted `settle_s`, rather than waiting in a
+    queue forever. Also since when each kind has waited without a slot."""
+    since: dict[str, float] = {}
+    for k, count in waiting.items():
+        if count and slots.of(k) == 0:
+            since[k] = no_slot_since.get(k, now)
+    return frozenset(k for k, t in since.items() if now - t >= settle_s), since
+
+
+def unrunnable_reason(kind: str, threads: int) -> str:
+    need = f"{threads} CPUs" + (" and 1 GPU" if kind == GPU else "")
+    return f"no alive node of the Ray cluster can run it (it needs {need})"
+
+
+# -- the figures of one dispatch --------------------------------------------------------------
 
 
 @dataclass
@@ -287,6 +401,17 @@ class DispatchStats:
     # collected.
     cold_starts: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+
+    def count_final(self, record: Record) -> None:
+        """A record handed over: crashes, timeouts and cells no node could run count."""
+        self.crashes += record.status is Status.CRASHED
+        self.timeouts += record.status is Status.TIMEOUT
+        self.not_attempted += record.status is Status.NOT_ATTEMPTED
+
+    def count_submitted(self, running: int, running_gpu: int) -> None:
+        self.submitted += 1
+        self.peak_in_flight = max(self.peak_in_flight, running)
+        self.peak_in_flight_gpu = max(self.peak_in_flight_gpu, running_gpu)
 
     def note_cold_start(self, record: Record) -> None:
         worker = record.worker or {}
@@ -310,34 +435,3 @@ class DispatchStats:
             if self.settle_waits_s
             else None,
         }
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
-def auth_hint() -> str:
-    if os.environ.get("RAY_AUTH_MODE"):
-        return ""
-    return (
-        "; if it runs and was started with `ray start` (Ray >= 2.59), it wants token"
-        " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
-        " or ~/.ray/auth_token"
-    )
-
-
-# Ray's own default options of the pip it runs, which `pip_install_options` replaces.
-RAY_PIP_OPTIONS = ("--disable-pip-version-check", "--no-cache-dir")
-
-
-def runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
-    """A variant's packages as Ray's pip runtime_env; entries starting with `-` are options
-    of that pip (`--no-index`, `--find-links=DIR`, `--index-url=URL`, `--pre`)."""
-    packages = [s for s in pip_specs if not s.startswith("-")]
-    if not packages:
-        return None
-    options = [s for s in pip_specs if s.startswith("-")]
-    if not options:
-        return {"pip": packages}
-    return {"pip": {"packages": packages, "pip_install_options": [*RAY_PIP_OPTIONS, *options]}}

@@ -1,0 +1,79 @@
+"""The Ray cluster a run uses and the environment a variant's workers get, as plain data:
+no Ray here (`session` and `remote` hand it what Ray reports, the tests hand-made values)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.dispatch.policy import Slots
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """The Ray cluster a run uses, as the manifest records it."""
+
+    address: str
+    nodes: list[dict[str, Any]]
+    resources: dict[str, float]
+
+    @classmethod
+    def of_ray(
+        cls, address: str, nodes: list[dict[str, Any]], resources: Mapping[str, float]
+    ) -> ClusterInfo:
+        """From `ray.nodes()` and `ray.cluster_resources()` (node-id resources left out)."""
+        described = [
+            {
+                "node_id": n["NodeID"],
+                "host": n.get("NodeManagerHostname"),
+                "address": n.get("NodeManagerAddress"),
+                "alive": n.get("Alive"),
+                "resources": {
+                    k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")
+                },
+            }
+            for n in nodes
+        ]
+        total = {k: v for k, v in resources.items() if not k.startswith("node:")}
+        return cls(address, described, total)
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.resources.get("GPU", 0) > 0
+
+    def slots(self, threads: int) -> Slots:
+        """How many cells its alive nodes run at once, per resource."""
+        return Slots.of_nodes((n["resources"] for n in self.nodes if n["alive"]), threads)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def auth_hint() -> str:
+    if os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return (
+        "; if it runs and was started with `ray start` (Ray >= 2.59), it wants token"
+        " authentication: set RAY_AUTH_MODE=token here too, with its token in RAY_AUTH_TOKEN"
+        " or ~/.ray/auth_token"
+    )
+
+
+# Ray's own default options of the pip it runs, which `pip_install_options` replaces.
+RAY_PIP_OPTIONS = ("--disable-pip-version-check", "--no-cache-dir")
+
+
+def runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
+    """A variant's packages as Ray's pip runtime_env; entries starting with `-` are options
+    of that pip (`--no-index`, `--find-links=DIR`, `--index-url=URL`, `--pre`)."""
+    packages = [s for s in pip_specs if not s.startswith("-")]
+    if not packages:
+        return None
+    options = [s for s in pip_specs if s.startswith("-")]
+    if not options:
+        return {"pip": packages}
+    return {"pip": {"packages": packages, "pip_install_options": [*RAY_PIP_OPTIONS, *options]}}

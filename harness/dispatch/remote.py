@@ -1,0 +1,183 @@
+"""What runs on Ray's workers, and how it is asked for: the cell's task (one definition
+per kind of worker), the start board actor, the version probe of a variant's environment,
+the paired timing of `harness compare`; and what a task's Ray error says about its cell.
+
+Each cell's task runs the cell in a process of its own, forked from the worker's zygote
+(`harness.cell.isolation`), which also enforces the cell's timeout and turns its crashes
+into records."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+import ray
+from ray import exceptions as ray_errors
+from ray.actor import ActorHandle
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from harness.dispatch.cluster import first_line, runtime_env
+from harness.dispatch.policy import GPU, Evidence, InFlight, Start, StartBoard, kind, no_run
+from harness.store.paired import PairResult, PairTask
+from harness.store.records import CellTask, Record
+from harness.store.status import Status
+
+START_REPORT_S = 30.0
+HEAD = "node:__internal_head__"  # the resource Ray gives the head node
+
+_start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
+
+
+def start_board() -> ActorHandle:
+    """The start board, on the head node where one is marked (it lives as long as the
+    cluster does); Ray restarts it elsewhere if its node dies."""
+    heads = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD in n.get("Resources", {})]
+    here = heads[0] if heads else ray.get_runtime_context().get_node_id()
+    affinity = NodeAffinitySchedulingStrategy(here, soft=True)
+    board = _start_board.options(scheduling_strategy=affinity).remote()
+    return cast(ActorHandle, board)  # Ray types `.remote()` as the handle or the class
+
+
+def _run_cell_here(task: CellTask, board: ActorHandle | None = None, flight_id: int = 0) -> Record:
+    started = time.time()
+    if board is not None:
+        _report_start(board, (flight_id, *_whoami().values(), started))
+    from harness.cell.isolation import run_cell_isolated
+
+    record = run_cell_isolated(task)
+    worker = {
+        **(record.worker or {}),  # what the zygote and the cell's process reported
+        **_whoami(),
+        "started_at": started,
+        "finished_at": time.time(),
+    }
+    return record.with_changes(worker=worker)
+
+
+def _report_start(board: ActorHandle, start: Start) -> None:
+    """Synchronous, so the driver knows where the cell runs before it can crash there. A
+    board that does not answer costs the cell nothing: the driver then falls back to
+    timing the cell from its submission."""
+    try:
+        ray.get(board.started.remote(start), timeout=START_REPORT_S)
+    except ray_errors.RayError:
+        pass
+
+
+def _whoami() -> dict[str, Any]:
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+
+
+# One task definition per kind of worker, at module level. CPU cells reuse worker processes
+# and their zygotes (imports and warm-up paid once); each cell runs in a child forked from
+# the zygote. A CUDA cell gets a worker of its own (max_calls=1), as Ray's docs advise.
+_run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
+_run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
+
+
+def submit(
+    task: CellTask,
+    variants: Mapping[str, tuple[str, ...]],
+    board: ActorHandle | None,
+    flight_id: int,
+) -> ray.ObjectRef[Record]:
+    """The cell's task, on `task.threads` CPUs (and a GPU for a CUDA cell), in its
+    variant's runtime_env."""
+    remote = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
+    options: dict[str, Any] = {"num_cpus": task.threads}
+    env = runtime_env(variants.get(task.cell.variant, ()))
+    if env:
+        options["runtime_env"] = env
+    ref: ray.ObjectRef[Record] = remote.options(**options).remote(task, board, flight_id)
+    return ref
+
+
+@ray.remote(max_retries=0)
+def _versions_remote(distributions: tuple[str, ...] = ()) -> dict[str, Any]:
+    from harness.store.environment import distribution_status, versions
+
+    found: dict[str, Any] = dict(versions())
+    if distributions:
+        found["distributions"] = distribution_status(distributions)
+    return found
+
+
+def variant_versions(
+    variants: dict[str, tuple[str, ...]], *, distributions: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
+    """Package versions as a worker of each variant's runtime_env sees them; with
+    `distributions`, also theirs and whether they import (`harness bisect`)."""
+    refs = {
+        name: _versions_remote.options(runtime_env=runtime_env(specs)).remote(distributions)
+        for name, specs in variants.items()
+    }
+    found: dict[str, dict[str, Any]] = {}
+    for name, ref in refs.items():
+        try:
+            found[name] = ray.get(ref)
+        except ray_errors.RayError as exc:
+            found[name] = {"error": first_line(exc)}
+    return found
+
+
+@ray.remote(max_retries=0)
+def _time_pair_remote(task: PairTask) -> PairResult:
+    from harness.cell.paired import time_pair
+
+    return time_pair(task)
+
+
+def submit_pair(task: PairTask) -> ray.ObjectRef[PairResult]:
+    """Time a cell's two graphs together on the task's reserved cores (`num_cpus` = its
+    threads, so two never share cores)."""
+    ref: ray.ObjectRef[PairResult] = _time_pair_remote.options(num_cpus=task.threads).remote(task)
+    return ref
+
+
+# -- what a task's Ray error says ------------------------------------------------------------
+
+
+def evidence(exc: ray_errors.RayError) -> Evidence | None:
+    """What a task's error says about its node: Ray's node-death errors and messages, or
+    a dead worker (whose node may be dying: Ray reports the worker first)."""
+    if isinstance(exc, _NODE_DEATHS):
+        return Evidence.NODE
+    if not isinstance(exc, ray_errors.RayTaskError) and NODE_DEATH_TEXT in str(exc):
+        return Evidence.NODE
+    if isinstance(exc, ray_errors.WorkerCrashedError | ray_errors.RaySystemError):
+        return Evidence.WORKER
+    return None
+
+
+_NODE_DEATHS = (
+    ray_errors.NodeDiedError,
+    ray_errors.LocalRayletDiedError,
+    ray_errors.ObjectLostError,
+)
+# Ray's message for a task whose node died (NodeDiedError, raised by the task's owner).
+NODE_DEATH_TEXT = "node it was running on is dead or unavailable"
+
+
+def failure_record(flight: InFlight, exc: ray_errors.RayError, last_words: str | None) -> Record:
+    """The record of a cell whose task returned none: a dead worker (with the cell's
+    faulthandler log where it left one), Ray's memory monitor, or the task's own error."""
+    task = flight.task
+    if isinstance(
+        exc,
+        ray_errors.WorkerCrashedError | ray_errors.LocalRayletDiedError | ray_errors.NodeDiedError,
+    ):
+        reason = f"worker process died while running the cell: {last_words or first_line(exc)}"
+        return no_run(task, Status.CRASHED, reason, flight)
+    if isinstance(exc, ray_errors.OutOfMemoryError):
+        reason = f"killed by Ray's memory monitor: {first_line(exc)}"
+        return no_run(task, Status.OOM, reason, flight)
+    if isinstance(exc, ray_errors.RayTaskError):
+        return no_run(task, Status.HARNESS_ERROR, f"task raised: {first_line(exc)}", flight)
+    return no_run(task, Status.CRASHED, f"{type(exc).__name__}: {first_line(exc)}", flight)
