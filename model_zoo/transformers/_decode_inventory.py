@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.plan.expect import Expect
 from harness.zoo import ModelSpec
-from model_zoo.transformers._inventory import HERE, model_name, skip_reason
+from model_zoo.transformers._inventory import HERE, REQUIRES, model_name, skip_reason
 
 DECODE_INVENTORY = HERE / "_decode_inventory.json"
 DECODE_EXPECTED = HERE / "_decode_expected.csv"
@@ -51,7 +51,7 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     common: dict[str, Any] = {
         "name": name,
         "family": DECODE_FAMILY,
-        "requires": ("transformers",),
+        "requires": REQUIRES,
         "metadata": {
             "model_type": model_type,
             "head": head,

@@ -20,6 +20,20 @@ from typing import Any
 from harness.plan.expect import Expect
 from harness.zoo import ModelSpec
 
+# What building any of these models imports. Each cell runs in a child forked from its
+# worker's zygote, which imports an entry's `requires` once (harness.cell.isolation): with
+# only "transformers" (a lazy package) every child imported ~1 000 modules itself (torch's
+# distributed and dynamo packages, sympy, transformers' generation and integrations),
+# about 1.3 s a cell.
+REQUIRES = (
+    "transformers",
+    "transformers.modeling_utils",
+    "transformers.generation.utils",
+    "transformers.masking_utils",
+    "transformers.modeling_layers",
+    "transformers.processing_utils",
+)
+
 HERE = Path(__file__).resolve().parent
 INVENTORY = HERE / "_inventory.json"
 EXPECTED = HERE / "_expected.csv"
@@ -111,7 +125,7 @@ def _spec(model_type: str, entry: dict[str, Any], expected: tuple[Expect, ...]) 
             build=partial(_unbuildable, reason),
             example_inputs=partial(_unbuildable, reason),
             tags=(FAMILY, "does-not-build", entry.get("stage", "build")),
-            requires=("transformers",),
+            requires=REQUIRES,
             skip_reason=reason,
             description=f"transformers model type {model_type!r}: {reason[:120]}",
         )
@@ -126,7 +140,7 @@ def _spec(model_type: str, entry: dict[str, Any], expected: tuple[Expect, ...]) 
         input_names=recipe,  # the graph's inputs carry the model's input names
         tags=(FAMILY, modality(recipe), "base" if class_name.endswith("Model") else "task-head"),
         expect=tuple(e for e in expected if _selects_model(e, name)),
-        requires=("transformers",),
+        requires=REQUIRES,
         description=f"transformers {class_name} ({model_type}), shrunk config, inputs {', '.join(recipe)}",
     )
 
