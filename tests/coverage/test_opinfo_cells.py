@@ -152,6 +152,18 @@ def test_a_sample_whose_eager_depends_on_its_views_is_skipped_and_counted(tmp_pa
     assert s["matched"] == s["run"] - s["skipped"] - s["wrong"] - s["failed"] > 0
 
 
+def test_sparse_inputs_have_no_views_to_check_and_fail_where_the_exporter_does(
+    tmp_path: Path,
+) -> None:
+    """A sparse CSR tensor has no storage: the view check (a deepcopy keeping storages)
+    made every sample a harness_error instead of the exporter's own failure."""
+    record = run("opinfo.sparse.sampled_addmm.float32", "dynamo", tmp_path)
+    s = record.samples
+    assert s is not None and s["view_dependent"] == 0
+    assert record.status is Status.EXPORT_FAILED, record.error_signature
+    assert not [f for f in s["failures"] if f["status"] == str(Status.HARNESS_ERROR)]
+
+
 def test_only_forward_value_tests_give_an_opinfo_its_tolerance() -> None:
     """The loosest override of any class used to apply: conv3d at float32 took a bound of
     test classes that judge other things (decompositions, compiled code) at 1e-3/5e-3."""
