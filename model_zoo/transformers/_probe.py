@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from harness.store.records import error_signature
+from harness.store.error_text import error_signature
 from model_zoo.transformers._build import (
     build_model,
     candidate_classes,

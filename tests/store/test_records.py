@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from harness.store.error_text import error_signature
 from harness.store.records import (
     SCHEMA,
     Cell,
@@ -13,7 +14,6 @@ from harness.store.records import (
     Record,
     SchemaError,
     ShapeLatency,
-    error_signature,
 )
 
 CELL = Cell("mlp", "dynamo", 18, "cpu", True, "base", family="seed")
