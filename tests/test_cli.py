@@ -64,6 +64,8 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
         (["run", "--suite", "smoke", "--repro-bound", "-1"], "give 0 (none) or a positive"),
         (["repro", "/no/such/run"], "RUN_DIR /no/such/run: no such run directory"),
         (["repro", "/tmp", "--bound", "0"], "--bound: 0: give 0 < SECONDS <= 3600"),
+        # a list of nothing is refused, never read as every model
+        (["repro", "/tmp", "--models", ","], "--models: takes a comma-separated list"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(

@@ -30,3 +30,12 @@ def number(*, low: float = 0.0, high: float = float("inf"), open_low: bool = Fal
         return value
 
     return parse
+
+
+def name_list(value: str) -> tuple[str, ...]:
+    """An argparse type: 'a,b' -> ('a', 'b'); a list of nothing (',' or '') is refused,
+    never read as 'all'."""
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"takes a comma-separated list, not {value!r}")
+    return names

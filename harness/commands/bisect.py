@@ -18,9 +18,9 @@ from harness.bisect.search import rounds_estimate
 from harness.bisect.session import BisectError, Request, bisect
 from harness.bisect.verdict import FAMILIES, GRAPH, Criterion, CriterionError
 from harness.bisect.versions import Move, VersionError, canonical_name, walk
+from harness.commands import name_list
 from harness.commands.run import (
     _check_onnxruntime,
-    _csv,
     add_selection_arguments,
     selection_from_args,
 )
@@ -93,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     what.add_argument(
         "--finding",
-        type=_csv,
+        type=name_list,
         default=("auto",),
         metavar="FAMILY[,FAMILY]",
         help=f"what counts as bad: auto (default), {', '.join(FAMILIES)}, {GRAPH}",

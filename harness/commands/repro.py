@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness.commands import name_list
 from harness.errors import UsageError
 
 HELP = "shrink a run's failures to minimal standalone repro scripts (repro_min.py)"
@@ -27,10 +28,6 @@ examples:
   harness repro results/R hf.bert--dynamo--op18--cpu--static--base   # one cell (its folder name)
   harness repro results/R --bound 120 --jobs 2
 """
-
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 def _seconds(value: str) -> float:
@@ -61,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--models",
-        type=_csv,
+        type=name_list,
         default=(),
         metavar="GLOB[,GLOB]",
         help="every failing cell of these models",

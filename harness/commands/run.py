@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.commands import repro
+from harness.commands import name_list, repro
 from harness.dispatch.cluster import ClusterInfo
 from harness.dispatch.policy import DispatchStats
 from harness.errors import UsageError
@@ -43,17 +43,9 @@ examples:
 """
 
 
-def _csv(value: str) -> tuple[str, ...]:
-    """'a,b' -> ('a', 'b'); a list of nothing (',' or '') is refused, never read as 'all'."""
-    names = tuple(v.strip() for v in value.split(",") if v.strip())
-    if not names:
-        raise argparse.ArgumentTypeError(f"takes a comma-separated list, not {value!r}")
-    return names
-
-
 def _opsets(value: str) -> tuple[int, ...]:
     try:
-        return tuple(int(v) for v in _csv(value))
+        return tuple(int(v) for v in name_list(value))
     except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(
             f"--opsets takes integers like 17,18,20, not {value!r}"
@@ -73,14 +65,14 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--models",
-        type=_csv,
+        type=name_list,
         default=(),
         metavar="GLOB[,GLOB]",
         help="only these models (names, globs, tag:X, family:X)",
     )
     p.add_argument(
         "--exporters",
-        type=_csv,
+        type=name_list,
         default=(),
         metavar="LIST",
         help="dynamo,torchscript,torchscript-script,dynamo-legacy (default: the suite's)",
@@ -93,7 +85,11 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         help="e.g. 17,18,20 (default: the suite's)",
     )
     p.add_argument(
-        "--devices", type=_csv, default=(), metavar="LIST", help="cpu[,cuda] (default: the suite's)"
+        "--devices",
+        type=name_list,
+        default=(),
+        metavar="LIST",
+        help="cpu[,cuda] (default: the suite's)",
     )
     _add_shape_arguments(p)
     p.add_argument(
@@ -105,7 +101,7 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--patches",
-        type=_csv,
+        type=name_list,
         default=(),
         metavar="LIST",
         help="export-time patches, each a value of the cells' patch axis: none (the plain"
