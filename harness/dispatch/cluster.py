@@ -48,11 +48,6 @@ class ClusterInfo:
         return Slots.of_nodes((n["resources"] for n in self.nodes if n["alive"]), threads)
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
 def auth_hint() -> str:
     if os.environ.get("RAY_AUTH_MODE"):
         return ""

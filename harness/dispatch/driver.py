@@ -22,7 +22,6 @@ from ray.actor import ActorHandle
 
 from harness.cell.limits import crash_log_path, read_crash_log
 from harness.dispatch import remote
-from harness.dispatch.cluster import first_line
 from harness.dispatch.policy import (
     GPU,
     NODE_SETTLE_S,
@@ -45,6 +44,7 @@ from harness.dispatch.policy import (
     unrunnable,
     unrunnable_reason,
 )
+from harness.store.error_text import first_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
@@ -284,4 +284,4 @@ def time_pairs(tasks: Iterable[PairTask], on_result: Callable[[PairResult], None
         try:
             on_result(ray.get(ready))
         except ray_errors.RayError as exc:
-            on_result(PairResult(task.key, error=f"{type(exc).__name__}: {first_line(exc)}"))
+            on_result(PairResult(task.key, error=first_line(exc)))

@@ -19,8 +19,9 @@ from ray import exceptions as ray_errors
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from harness.dispatch.cluster import first_line, runtime_env
+from harness.dispatch.cluster import runtime_env
 from harness.dispatch.policy import GPU, Evidence, InFlight, Start, StartBoard, kind, no_run
+from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
@@ -123,7 +124,7 @@ def variant_versions(
         try:
             found[name] = ray.get(ref)
         except ray_errors.RayError as exc:
-            found[name] = {"error": first_line(exc)}
+            found[name] = {"error": message_line(exc)}
     return found
 
 
@@ -173,11 +174,11 @@ def failure_record(flight: InFlight, exc: ray_errors.RayError, last_words: str |
         exc,
         ray_errors.WorkerCrashedError | ray_errors.LocalRayletDiedError | ray_errors.NodeDiedError,
     ):
-        reason = f"worker process died while running the cell: {last_words or first_line(exc)}"
+        reason = f"worker process died while running the cell: {last_words or message_line(exc)}"
         return no_run(task, Status.CRASHED, reason, flight)
     if isinstance(exc, ray_errors.OutOfMemoryError):
-        reason = f"killed by Ray's memory monitor: {first_line(exc)}"
+        reason = f"killed by Ray's memory monitor: {message_line(exc)}"
         return no_run(task, Status.OOM, reason, flight)
     if isinstance(exc, ray_errors.RayTaskError):
-        return no_run(task, Status.HARNESS_ERROR, f"task raised: {first_line(exc)}", flight)
-    return no_run(task, Status.CRASHED, f"{type(exc).__name__}: {first_line(exc)}", flight)
+        return no_run(task, Status.HARNESS_ERROR, f"task raised: {message_line(exc)}", flight)
+    return no_run(task, Status.CRASHED, first_line(exc), flight)

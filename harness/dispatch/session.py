@@ -9,8 +9,9 @@ from typing import Any
 import ray
 from ray import exceptions as ray_errors
 
-from harness.dispatch.cluster import ClusterInfo, auth_hint, first_line
+from harness.dispatch.cluster import ClusterInfo, auth_hint
 from harness.errors import UsageError
+from harness.store.error_text import message_line
 
 # Keep the object store small: records are a few KiB, and the default (30% of RAM)
 # reserves shared memory the cells need.
@@ -31,7 +32,7 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
             ray.init(address=address, **kwargs)
         except (ConnectionError, ray_errors.RayError, ValueError) as exc:
             raise UsageError(
-                f"--address {address}: cannot join the Ray cluster ({first_line(exc)}){auth_hint()}"
+                f"--address {address}: cannot join the Ray cluster ({message_line(exc)}){auth_hint()}"
             ) from None
     else:
         # "local": a new instance even where `ray start` left a cluster running on this

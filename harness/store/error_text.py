@@ -37,6 +37,13 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+def message_line(error: BaseException) -> str:
+    """The message's first line, colours removed, at most 300 characters; the type's name
+    where the message is empty."""
+    lines = clean(str(error)).splitlines()
+    return lines[0][:300] if lines else type(error).__name__
+
+
 def signature_of(error: BaseException) -> str:
     """The error signature of a raised exception: its root cause's type and first line."""
     root = root_cause(error)
