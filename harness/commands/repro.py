@@ -187,12 +187,14 @@ def bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
 
     raw = flag if flag is not None else (environ or os.environ).get("HARNESS_REPRO_BOUND")
     try:
-        bound = DEFAULT_BOUND_S if raw is None else float(raw)
+        seconds = DEFAULT_BOUND_S if raw is None else float(raw)
     except ValueError:
         raise UsageError(f"HARNESS_REPRO_BOUND={raw!r}: not a number of seconds") from None
-    if not math.isfinite(bound) or bound < 0:
-        raise UsageError(f"--repro-bound {bound:g}: give 0 (none) or a positive number of seconds")
-    return bound
+    if not math.isfinite(seconds) or seconds < 0:
+        raise UsageError(
+            f"--repro-bound {seconds:g}: give 0 (none) or a positive number of seconds"
+        )
+    return seconds
 
 
 def after_run(sources: dict[str, str], run_dir: Path, bound_s: float) -> None:
