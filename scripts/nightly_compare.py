@@ -41,12 +41,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.commands.compare import remeasure
 from harness.compare import CompareError, Comparison, check_comparable
 from harness.compare.output import append_step_summary
 from harness.compare.output import write_outputs as write_comparison
 from harness.compare.output.markdown import findings_table, to_markdown
 from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
+from harness.pipeline.remeasure import remeasure
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store import graphs

@@ -25,6 +25,7 @@ STAGES = (
     "compare",
     "report",
     "coverage",
+    "pipeline",
     "commands",
     "bisect",
 )

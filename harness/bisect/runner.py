@@ -21,9 +21,9 @@ from typing import Any, TextIO
 from packaging.version import InvalidVersion, Version
 
 from harness.bisect.index import PipSource, dry_run
-from harness.commands.run import execute_on, harness_env
 from harness.compare import Comparison, Options, compare_runs
 from harness.compare.paired import pair_tasks
+from harness.pipeline.execute import execute_on, harness_env
 from harness.plan.build import RunPlan, new_run_id
 from harness.plan.matrix import Matrix
 from harness.store.paired import PairResult

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import textwrap
-import time
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -25,12 +24,12 @@ from harness.compare import (
 from harness.compare.output import append_step_summary, write_outputs
 from harness.compare.output.json_report import to_json
 from harness.compare.output.markdown import to_markdown
-from harness.compare.paired import pair_tasks
 from harness.errors import UsageError
+from harness.pipeline.remeasure import remeasure
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
-from harness.store.paired import CellKey, PairPlan, PairResult
+from harness.store.paired import PairPlan
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, VariantError, read_run, variant_run
 from harness.store.status import Status
@@ -296,34 +295,6 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
         options = replace(options, paired=paired)
     comparison = compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
     return replace(comparison, notes=(*comparison.notes, *notes))
-
-
-def remeasure(
-    baseline: Run, candidate: Run, *, plan: PairPlan, address: str | None = None
-) -> tuple[dict[CellKey, PairResult], list[str]]:
-    """Time each changed cell's two kept graphs together (one Ray task per cell, on the
-    candidate's threads); the results, and a note saying what was done."""
-    threads = int((candidate.manifest.get("settings") or {}).get("threads") or 1)
-    tasks, missing = pair_tasks(baseline, candidate, threads=threads, plan=plan)
-    lacking = f"; {missing} changed cells without both graphs kept" if missing else ""
-    if not tasks:
-        return {}, [f"no changed graph re-measured in pairs{lacking}"] if missing else []
-    from harness.dispatch import driver, session
-
-    print(f"re-measuring {len(tasks)} changed cells in interleaved pairs", file=sys.stderr)
-    results: dict[CellKey, PairResult] = {}
-    start = time.perf_counter()
-    session.start(address)
-    try:
-        driver.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
-    finally:
-        session.stop()
-    per_cell = sum(r.seconds for r in results.values()) / len(results)
-    note = (
-        f"{len(tasks)} changed cells re-measured in interleaved pairs ({per_cell:.1f} s per cell,"
-        f" {time.perf_counter() - start:.0f} s in all){lacking}"
-    )
-    return results, [note]
 
 
 def _variants(spec: str, run: Run) -> tuple[Run, Run]:

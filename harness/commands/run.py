@@ -1,31 +1,20 @@
-"""`harness run`: plan the matrix, run every cell as a Ray task, write the run directory and
-its report. The verb's core is `execute(plan)`: plan -> dispatch -> store, then report."""
+"""`harness run`: the flags, then `execute(plan)` (harness/pipeline/execute.py: plan ->
+dispatch -> store), then the report."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import resource
 import sys
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from harness.commands import name_list, repro
-from harness.dispatch.cluster import ClusterInfo
-from harness.dispatch.policy import DispatchStats
 from harness.errors import UsageError
+from harness.pipeline.execute import execute
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
-from harness.progress import Progress
 from harness.store import lock, rundir
 from harness.store.files import WriteFailed
-from harness.store.graphs import RUN_STORE
-from harness.store.manifest import Manifest
-from harness.store.records import Cell, CellTask, Record
-from harness.store.status import Status
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -291,195 +280,3 @@ def _finish(run_dir: Path, *, write_report: bool) -> None:
             print(f"wrote {path}", file=sys.stderr)
     print(report.summary_table(rundir.read_records(run_dir)))
     print(f"run directory: {run_dir}")
-
-
-# -- the core: plan -> dispatch -> store -------------------------------------------------------
-
-
-def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:
-    """Run every pending cell of the plan; returns the run directory. Ray's driver prints
-    what its raylets report ("(raylet) A worker died ...") to sys.stdout from a thread of
-    its own, and stdout is the summary table's: while Ray runs, stdout is stderr."""
-    with contextlib.redirect_stdout(sys.stderr):
-        return _execute(plan, argv, stream)
-
-
-def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
-    from harness.dispatch import session  # ray is imported only when a run really starts
-
-    _announce(plan, stream)
-    cluster = session.start(plan.options.address, env_vars=harness_env())  # nothing written yet
-    try:
-        return execute_on(cluster, plan, argv, stream=stream)
-    finally:
-        session.stop()
-
-
-def execute_on(
-    cluster: ClusterInfo, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
-) -> Path:
-    """Run every pending cell of the plan on a Ray instance already started (`harness
-    bisect` runs one plan per package version on one instance); returns the run directory."""
-    from harness.dispatch import driver
-
-    _check_threads(cluster, plan.options.threads)
-    manifest = _manifest(plan, argv, cluster)
-    rundir.write_manifest(plan.run_dir, manifest.to_dict())
-    progress = Progress(total=len(plan.pending), stream=stream)
-    with rundir.RecordWriter(plan.run_dir) as writer:
-
-        def on_record(record: Record) -> None:
-            spec = plan.specs.get(record.model)
-            record = spec.judge(record) if spec else record  # expectations: judged here only
-            if spec and spec.metadata:  # every record, a timeout's or a crash's too
-                record = record.with_changes(metadata=dict(spec.metadata))
-            writer.write(record)
-            progress.update(record)
-
-        runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
-        stats = driver.run_tasks(
-            _tasks(plan, runnable, manifest.max_memory_gb),
-            on_record,
-            timeout_s=plan.options.timeout_s,
-            threads=plan.options.threads,
-            variants=plan.variants,
-        )
-    finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
-    rundir.write_manifest(plan.run_dir, finished.to_dict())
-    return plan.run_dir
-
-
-def _check_threads(cluster: ClusterInfo, threads: int) -> None:
-    """Cells of `threads` CPUs that no node can hold would wait forever: a usage error."""
-    if cluster.slots(threads).cpu == 0:
-        largest = max(
-            (n["resources"].get("CPU", 0) for n in cluster.nodes if n["alive"]), default=0
-        )
-        raise UsageError(
-            f"--threads {threads}: no node of the Ray cluster has {threads} CPUs"
-            f" (the largest has {largest:g})"
-        )
-
-
-def _announce(plan: RunPlan, stream: TextIO) -> None:
-    print(plan.matrix.announcement, file=stream)
-    if plan.recorded:
-        print(
-            f"resuming {plan.run_dir}: {len(plan.recorded)} cells already recorded, "
-            f"{len(plan.pending)} to run",
-            file=stream,
-        )
-    for problem in plan.zoo_problems:
-        print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
-
-
-def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
-    """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
-    variant's versions include those of the packages the variants ask for."""
-    from harness.dispatch import remote
-    from harness.store.environment import requested_distributions, with_requested
-
-    where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
-    asked = requested_distributions(plan.variants)
-    found = remote.variant_versions({"base": (), **plan.variants}, distributions=asked)
-    versions = {name: with_requested(v) for name, v in found.items()}
-    if plan.recorded:
-        prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
-        return prior.resumed(cluster=where, versions=versions)
-    memory = max_memory_gb(plan, cluster.slots(plan.options.threads).cpu)
-    return Manifest.begin(
-        run_id=plan.run_id,
-        command=argv,
-        suite=plan.suite_name,
-        settings={
-            "threads": plan.options.threads,
-            "timeout_s": plan.options.timeout_s,
-            "keep_onnx": plan.options.keep_onnx,
-            "graph_store": _graph_store(plan),
-            "protocol": vars(plan.protocol),
-            "max_memory_gb": memory,
-        },
-        matrix=plan.matrix.announcement,
-        cells=len(plan.matrix),
-        options=plan.options.to_dict(),
-        zoo_problems=[vars(p) for p in plan.zoo_problems],
-        cluster=where,
-        versions=versions,
-    )
-
-
-def _dispatch_figures(stats: DispatchStats) -> dict[str, Any]:
-    wall = time.perf_counter() - stats.started
-    return {
-        "submitted": stats.submitted,
-        "completed": stats.completed,
-        "retried": stats.retried,
-        "max_in_flight": stats.max_in_flight,
-        "peak_in_flight": stats.peak_in_flight,
-        **stats.figures(),
-        "driver_peak_rss_mb": driver_peak_rss_mb(),
-        "wall_s": round(wall, 3),
-        "cells_per_minute": round(stats.completed / max(1e-9, wall) * 60, 2),
-    }
-
-
-def driver_peak_rss_mb() -> float:
-    """This process's peak RSS so far (the kernel's high-water mark), in MiB."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def harness_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """HARNESS_* variables of the driver, passed on to every worker (also on a cluster)."""
-    return {k: v for k, v in (environ or dict(os.environ)).items() if k.startswith("HARNESS_")}
-
-
-def max_memory_gb(plan: RunPlan, slots: int) -> float | None:
-    """The per-cell allowance: the flag, else 90% of the machine shared by the slots."""
-    from harness.store.environment import hardware
-
-    if plan.options.max_memory_gb is not None:
-        return plan.options.max_memory_gb
-    machine_gb = hardware().get("memory_gb")
-    if not machine_gb:
-        return None
-    return round(machine_gb * 0.9 / max(1, slots), 2)
-
-
-def _skip_without_gpus(
-    plan: RunPlan, cells: list[Cell], cluster: ClusterInfo, on_record: Callable[[Record], None]
-) -> list[Cell]:
-    """CUDA cells where no node has a GPU (and the CPUs of --threads beside it) are
-    recorded as skipped, not left unschedulable."""
-    if cluster.slots(plan.options.threads).gpu > 0:
-        return cells
-    reason = "no GPU in the Ray cluster"
-    if cluster.has_gpus:
-        reason = f"no GPU node of the Ray cluster has {plan.options.threads} CPUs (--threads)"
-    for cell in (c for c in cells if c.device == "cuda"):
-        on_record(Record.without_run(cell, plan.run_id, status=Status.SKIPPED, reason=reason))
-    return [c for c in cells if c.device != "cuda"]
-
-
-def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
-    for cell in cells:
-        yield CellTask(
-            cell=cell,
-            source=plan.specs[cell.model].source,
-            run_id=plan.run_id,
-            run_dir=str(plan.run_dir.resolve()),
-            threads=plan.options.threads,
-            keep_onnx=plan.options.keep_onnx,
-            protocol=plan.protocol,
-            max_memory_gb=max_memory,
-            timeout_s=plan.options.timeout_s,
-            requires=plan.specs[cell.model].requires,
-            graph_store=_graph_store(plan),
-        )
-
-
-def _graph_store(plan: RunPlan) -> str | None:
-    """The folder of the content-addressed graph store, absolute (workers write to it)."""
-    where = plan.options.keep_graphs
-    if where is None:
-        return None
-    return str((plan.run_dir / RUN_STORE if where == "run" else Path(where)).resolve())

@@ -1,0 +1,40 @@
+"""Re-measuring a comparison's changed cells: each changed cell's two kept graphs timed
+together in interleaved pairs, one Ray task per cell (`harness compare`, and the nightly
+comparison in scripts/nightly_compare.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from harness.compare.paired import pair_tasks
+from harness.store.paired import CellKey, PairPlan, PairResult
+from harness.store.runs import Run
+
+
+def remeasure(
+    baseline: Run, candidate: Run, *, plan: PairPlan, address: str | None = None
+) -> tuple[dict[CellKey, PairResult], list[str]]:
+    """Time each changed cell's two kept graphs together (one Ray task per cell, on the
+    candidate's threads); the results, and a note saying what was done."""
+    threads = int((candidate.manifest.get("settings") or {}).get("threads") or 1)
+    tasks, missing = pair_tasks(baseline, candidate, threads=threads, plan=plan)
+    lacking = f"; {missing} changed cells without both graphs kept" if missing else ""
+    if not tasks:
+        return {}, [f"no changed graph re-measured in pairs{lacking}"] if missing else []
+    from harness.dispatch import driver, session
+
+    print(f"re-measuring {len(tasks)} changed cells in interleaved pairs", file=sys.stderr)
+    results: dict[CellKey, PairResult] = {}
+    start = time.perf_counter()
+    session.start(address)
+    try:
+        driver.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
+    finally:
+        session.stop()
+    per_cell = sum(r.seconds for r in results.values()) / len(results)
+    note = (
+        f"{len(tasks)} changed cells re-measured in interleaved pairs ({per_cell:.1f} s per cell,"
+        f" {time.perf_counter() - start:.0f} s in all){lacking}"
+    )
+    return results, [note]
