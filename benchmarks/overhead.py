@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.stats import percentile
 from harness.store import rundir as store
+from harness.store.manifest import DispatchSummary
 
 
 def overhead(run_dir: Path) -> dict[str, float | int | None]:
@@ -27,11 +28,11 @@ def overhead(run_dir: Path) -> dict[str, float | int | None]:
         for key, values in isolation.items():
             if isinstance(w.get(key), int | float):
                 values.append(w[key] * (1000 if key.endswith("_s") else 1))
-    dispatch = store.read_manifest(run_dir).get("dispatch", {})
+    dispatch = store.read_manifest(run_dir).dispatch or DispatchSummary()
     figures: dict[str, float | int | None] = {
         "cells": len(queued),
-        "cells_per_minute": dispatch.get("cells_per_minute"),
-        "wall_s": dispatch.get("wall_s"),
+        "cells_per_minute": dispatch.cells_per_minute,
+        "wall_s": dispatch.wall_s,
         "submit_to_start_ms_p50": percentile(queued, 50),
         "submit_to_start_ms_p90": percentile(queued, 90),
         "end_to_record_ms_p50": percentile(collected, 50),

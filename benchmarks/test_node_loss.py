@@ -31,9 +31,9 @@ def test_node_loss(benchmark, figures: Figures, tmp_path: Path) -> None:  # type
     done = benchmark.pedantic(tries, rounds=1, iterations=1)
     lost = sum(t.lost for t in done)
     crashed = sum(t.crashed for t in done)
-    retried = sum(t.dispatch.get("retried", 0) for t in done)
+    retried = sum(t.dispatch.retried or 0 for t in done)
     failed = [p for t in done for p in t.problems()]
-    settle = [t.dispatch["node_settle_s_max"] for t in done if t.dispatch.get("node_settle_s_max")]
+    settle = [t.dispatch.node_settle_s_max for t in done if t.dispatch.node_settle_s_max]
     walls = [t.wall_s for t in done]
     benchmark.extra_info.update(
         tries=TRIES, lost=lost, crashed=crashed, retried=retried, problems=failed,

@@ -60,12 +60,13 @@ def test_full_float32_matrix_within_10_minutes(figures: Figures) -> None:
     wall = time.perf_counter() - start
     load_after = _load()
     records = store.read_records(OPINFO_RUN)
-    manifest = store.read_manifest(OPINFO_RUN)
+    dispatch = store.read_manifest(OPINFO_RUN).dispatch
+    assert dispatch and dispatch.wall_s is not None, f"{OPINFO_RUN} did not finish"
     statuses = Counter(str(r.status) for r in records)
     lines = [
         f"`harness run --suite opinfo-float32` (both exporters, opset 18): "
-        f"**{wall / 60:.1f} min** wall ({manifest['dispatch']['wall_s'] / 60:.1f} min dispatch), "
-        f"{len(records)} cells, {manifest['dispatch']['cells_per_minute']} cells/min; "
+        f"**{wall / 60:.1f} min** wall ({dispatch.wall_s / 60:.1f} min dispatch), "
+        f"{len(records)} cells, {dispatch.cells_per_minute} cells/min; "
         f"load average (1/5/15 min) {load_before} before, {load_after} after.",
         "",
         "| exporter | OpInfos ok / ran (float32) | samples matched / run |",
@@ -116,7 +117,7 @@ def test_failing_sampled_cells_fail_alike_in_a_fresh_process(figures: Figures) -
     failing = [r for r in store.read_records(OPINFO_RUN) if r.status.ran and r.stage is not None]
     failing = [r for r in failing if _unjudged(r) is not Status.OK]
     chosen = failing[:: max(1, len(failing) // 20)][:20]
-    run_id = store.read_manifest(OPINFO_RUN)["run_id"]
+    run_id = store.read_manifest(OPINFO_RUN).run_id or OPINFO_RUN.name
     source = str(BUILTIN_ZOO / "opinfo" / "opinfo.py")
     same = 0
     for r in chosen:

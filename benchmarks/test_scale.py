@@ -33,7 +33,8 @@ def _run(tmp_path: Path, models: int) -> dict:
         "--no-report",
         env={"HARNESS_SCALE_MODELS": str(models)},
     )
-    dispatch = store.read_manifest(out)["dispatch"]
+    dispatch = store.read_manifest(out).to_dict()["dispatch"]
+    assert isinstance(dispatch, dict), f"{out} has no dispatch figures: the run did not finish"
     statuses = {r.status for r in store.iter_records(out)}
     lines = sum(1 for _ in store.iter_records(out))
     return {"wall_s": wall, "records": lines, "statuses": sorted(statuses), **dispatch}

@@ -317,15 +317,15 @@ def bisect_command(
     for package, good, bad in moves:
         command += ["--package", package, "--good", good, "--bad", bad]
     manifest = comparison.candidate.manifest
-    if manifest.get("suite"):
-        command += ["--suite", str(manifest["suite"])]
+    if manifest.suite:
+        command += ["--suite", manifest.suite]
     command += [
         "--models", ",".join(sorted({c.model for c in cells})),
         "--exporters", ",".join(sorted({c.exporter for c in cells})),
         "--opsets", ",".join(str(o) for o in sorted({c.opset for c in cells})),
         "--devices", ",".join(sorted({c.device for c in cells})),
         "--dynamic" if any(c.dynamic for c in cells) else "--static-only",
-        "--threads", str((manifest.get("settings") or {}).get("threads") or 1),
+        "--threads", str((manifest.settings and manifest.settings.threads) or 1),
         "--out", str(out),
     ]  # fmt: skip
     return command

@@ -9,11 +9,11 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ray.cluster_utils import Cluster
 
 from harness.store import rundir as store
+from harness.store.manifest import DispatchSummary
 from harness.store.records import Record
 from tests.conftest import FIXTURES, start_cli, wait_for
 
@@ -27,7 +27,7 @@ class Try:
     """One kill: the run's records and dispatch figures, and the node that died."""
 
     records: list[Record]
-    dispatch: dict[str, Any]
+    dispatch: DispatchSummary
     doomed: str
     returncode: int
     stderr: str
@@ -53,8 +53,8 @@ class Try:
         retried = [r for r in self.records if r.attempt > 1]
         if len(retried) != 1 or retried[0].worker["node"] == self.doomed:
             found.append(f"expected one cell run again off the dead node, got {len(retried)}")
-        if self.dispatch.get("lost_nodes") != [self.doomed]:
-            found.append(f"lost_nodes {self.dispatch.get('lost_nodes')} is not the dead node")
+        if self.dispatch.lost_nodes != (self.doomed,):
+            found.append(f"lost_nodes {self.dispatch.lost_nodes} is not the dead node")
         return found
 
 
@@ -76,7 +76,7 @@ def kill_a_node_mid_run(cluster: Cluster, out: Path, *, rng: random.Random) -> T
             proc.kill()
     return Try(
         records=store.read_records(out),
-        dispatch=store.read_manifest(out).get("dispatch") or {},
+        dispatch=store.read_manifest(out).dispatch or DispatchSummary(),
         doomed=doomed.node_id,
         returncode=proc.returncode,
         stderr=stderr,

@@ -26,6 +26,7 @@ from harness.dispatch import driver
 from harness.dispatch.policy import NODE_SETTLE_S
 from harness.plan.suites import Protocol
 from harness.store import rundir as store
+from harness.store.manifest import DispatchSlots
 from harness.store.records import Cell, CellTask, Record
 from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
 from tests.node_loss import cluster_with_a_survivor, kill_a_node_mid_run
@@ -70,13 +71,14 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
         assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")
     assert all(r.status == "ok" for r in records if r.device == "cpu")
     manifest = store.read_manifest(out)
-    assert len(manifest["cluster"]["nodes"]) == 2
-    assert manifest["cluster"]["resources"]["GPU"] == 1
+    assert manifest.cluster and manifest.dispatch
+    assert len(manifest.cluster.nodes) == 2
+    assert manifest.cluster.resources["GPU"] == 1
     # Slots per resource: two CPU cells at once, one of them may be a CUDA cell; the
     # second CUDA cell waited in the driver (not in Ray's queue) for the one GPU.
-    dispatch = manifest["dispatch"]
-    assert dispatch["slots"] == {"cpu": 2, "gpu": 1}
-    assert dispatch["peak_in_flight_gpu"] == 1 and dispatch["peak_in_flight"] <= 2
+    dispatch = manifest.dispatch
+    assert dispatch.slots == DispatchSlots(cpu=2, gpu=1)
+    assert dispatch.peak_in_flight_gpu == 1 and (dispatch.peak_in_flight or 0) <= 2
 
 
 def test_the_cell_of_a_node_killed_without_grace_runs_again_elsewhere(tmp_path: Path) -> None:
@@ -92,9 +94,9 @@ def test_the_cell_of_a_node_killed_without_grace_runs_again_elsewhere(tmp_path: 
         cluster.shutdown()
     for attempt in tries:
         assert attempt.problems() == [], attempt.problems()
-        assert attempt.dispatch["retried"] == 1
+        assert attempt.dispatch.retried == 1
         # the decision waited for Ray to mark the node dead, within the bound
-        assert 0 < attempt.dispatch["node_settle_s_max"] < NODE_SETTLE_S
+        assert 0 < (attempt.dispatch.node_settle_s_max or 0) < NODE_SETTLE_S
 
 
 def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: Path) -> None:
@@ -230,7 +232,7 @@ def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
     assert set(by_variant) == {"base", "old"}
     outcome = {v: (r.status, r.error_signature) for v, r in by_variant.items()}
     assert all(status == "ok" for status, _ in outcome.values()), outcome
-    versions = store.read_manifest(out)["versions"]
+    versions = store.read_manifest(out).versions
     assert versions["old"]["onnxscript"] == "0.6.2"
     assert versions["base"]["onnxscript"] != "0.6.2"
     # The variant's clone of the virtualenv (~2 GB) went with the local Ray instance.
@@ -282,19 +284,19 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
             "--opsets", "17", "--no-report"]  # fmt: skip
     joined = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "j"), env=auth)
     assert joined.returncode == 0, joined.stderr[-3000:]
-    cluster = store.read_manifest(tmp_path / "j")["cluster"]
+    cluster = store.read_manifest(tmp_path / "j").cluster
     (record,) = _records(tmp_path / "j")
-    assert record.status == "ok"
-    assert cluster["resources"]["CPU"] == 1  # the head's --num-cpus, not this machine's
-    assert record.worker["node"] == cluster["nodes"][0]["node_id"]
+    assert record.status == "ok" and cluster is not None
+    assert cluster.resources["CPU"] == 1  # the head's --num-cpus, not this machine's
+    assert record.worker["node"] == cluster.nodes[0].node_id
     # Without --address the run starts its own instance, although `ray start` left a
     # cluster on this machine (plain ray.init() would join it and refuse num_cpus).
     local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth)
     assert local.returncode == 0, local.stderr[-3000:]
-    mine = store.read_manifest(tmp_path / "l")["cluster"]
-    assert mine["address"] == "local"
-    assert mine["resources"]["CPU"] == os.cpu_count()
-    assert {n["node_id"] for n in mine["nodes"]}.isdisjoint({cluster["nodes"][0]["node_id"]})
+    mine = store.read_manifest(tmp_path / "l").cluster
+    assert mine is not None and mine.address == "local"
+    assert mine.resources["CPU"] == os.cpu_count()
+    assert {n.node_id for n in mine.nodes}.isdisjoint({cluster.nodes[0].node_id})
     # Without the token the join is refused: exit 2, a line that says what to set, no run.
     refused = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "r"))
     assert refused.returncode == 2

@@ -14,7 +14,7 @@ import pytest
 from harness.plan.build import RunOptions
 from harness.plan.resume import conflict
 from harness.store import lock, rundir
-from harness.store.manifest import Manifest
+from harness.store.manifest import Cluster, Manifest, Settings
 from harness.store.records import Cell, Record
 from tests.conftest import FIXTURES, one_line_error, start_cli, wait_for
 
@@ -33,15 +33,15 @@ def _interrupted_run(run_dir: Path, *, records: int = 1) -> Path:
         run_id="interrupted",
         command=["harness", "run"],
         suite=None,
-        settings={"threads": 1, "timeout_s": 300.0},
+        settings=Settings(threads=1, timeout_s=300.0),
         matrix="2 cells = 2 models x 1 exporter (torchscript) x opsets 17 x 1 device (cpu)",
         cells=2,
         options=OPTIONS.to_dict(),
-        zoo_problems=[],
-        cluster={},
+        zoo_problems=(),
+        cluster=Cluster(),
         versions={},
     )
-    rundir.write_manifest(run_dir, manifest.to_dict())
+    rundir.write_manifest(run_dir, manifest)
     with rundir.RecordWriter(run_dir) as writer:
         for model in OPTIONS.models[:records]:
             cell = Cell(model, "torchscript", 17, family="seed")

@@ -11,6 +11,7 @@ import pytest
 from harness.plan.resume import resume_plan
 from harness.report import summary_table
 from harness.store import rundir as store
+from harness.store.manifest import DispatchSlots
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +43,7 @@ def test_every_cell_has_exactly_one_record(tiny_run: Path) -> None:
     records = store.read_records(tiny_run)
     manifest = store.read_manifest(tiny_run)
     # 3 models x 2 exporters x 3 opsets, plus dynamic cells for the one dynamic model
-    assert manifest["cells"] == 18 + 6
+    assert manifest.cells == 18 + 6
     assert len(records) == 24
     assert len({r.cell.key for r in records}) == 24
 
@@ -129,10 +130,9 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert status["fault_killed"].status == "crashed"
     assert "SIGKILL" in (status["fault_killed"].error_message or "")
     assert status["fault_exit"].status == status["fault_sysexit"].status == "crashed"
-    dispatch = store.read_manifest(out)["dispatch"]
-    assert (dispatch["retried"], dispatch["lost_nodes"], dispatch["node_settle_s_max"]) == (
-        0, [], None,
-    )  # fmt: skip
+    dispatch = store.read_manifest(out).dispatch
+    assert dispatch is not None
+    assert (dispatch.retried, dispatch.lost_nodes, dispatch.node_settle_s_max) == (0, (), None)
     for hang in ("fault_hang", "fault_hang_with_child"):
         assert status[hang].status == "timeout"
         assert "its worker goes on" in (status[hang].error_message or "")
@@ -143,7 +143,9 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert "worker process died" in (status["fault_kills_worker"].error_message or "")
     # Every other fault ended its cell's process only: the workers and their zygotes went
     # on (one worker replaced, after fault_kills_worker).
-    slots = int(store.read_manifest(out)["dispatch"]["slots"]["cpu"])
+    finished = store.read_manifest(out).dispatch
+    assert finished and finished.slots and finished.slots.cpu
+    slots = finished.slots.cpu
     workers = [r.worker or {} for r in status.values()]
     assert len({w["pid"] for w in workers}) <= slots + 1
     assert len({w.get("zygote_pid") for w in workers} - {None}) <= slots + 1
@@ -215,15 +217,16 @@ def test_cells_in_one_reused_worker_run_as_if_alone(tmp_path: Path) -> None:
     assert len({w["pid"] for w in workers}) == len({w["zygote_pid"] for w in workers}) == 1
     assert len({w["cell_pid"] for w in workers}) == 7
     manifest = store.read_manifest(out)
-    dispatch = manifest["dispatch"]
-    assert "clean_reruns" not in dispatch
+    dispatch, cluster = manifest.dispatch, manifest.cluster
+    assert dispatch is not None and cluster is not None
+    assert "clean_reruns" not in dispatch.to_dict()
     # The slots, from what Ray reports: its CPUs over the threads of a cell (one, here);
     # backpressure keeps exactly that many tasks in flight at a time.
-    slots = int(manifest["cluster"]["resources"]["CPU"]) // threads
+    slots = int(cluster.resources["CPU"]) // threads
     assert slots == 1
-    assert dispatch["slots"] == {"cpu": slots, "gpu": 0}
-    assert (dispatch["max_in_flight"], dispatch["peak_in_flight"]) == (slots, slots)
-    assert dispatch["driver_peak_rss_mb"] > 100  # a driver that imported torch and ray
+    assert dispatch.slots == DispatchSlots(cpu=slots, gpu=0)
+    assert (dispatch.max_in_flight, dispatch.peak_in_flight) == (slots, slots)
+    assert (dispatch.driver_peak_rss_mb or 0) > 100  # a driver that imported torch and ray
 
 
 def test_threads_no_node_can_hold_exit_2_before_anything_is_written(tmp_path: Path) -> None:

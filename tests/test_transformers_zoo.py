@@ -341,7 +341,7 @@ def test_compare_across_transformers_versions_with_a_variant(tmp_path: Path) -> 
     assert set(records) == {"base", "old"}
     outcome = {v: (str(r.status), r.error_signature) for v, r in records.items()}
     assert all(r.status is Status.OK for r in records.values()), outcome
-    versions = store.read_manifest(out)["versions"]
+    versions = store.read_manifest(out).versions
     assert versions["old"]["transformers"] == VARIANT_TRANSFORMERS.split("==")[1]
     assert versions["base"]["transformers"] == _installed("transformers")
     compared = run_cli("compare", str(out), "--variants", "old,base", "--no-expected")

@@ -133,7 +133,7 @@ def _finished_run_records(run_dir: Path) -> list:  # type: ignore[type-arg]
         records = rundir.read_records(run_dir)
     except rundir.RunDirError as exc:
         raise UsageError(str(exc)) from None
-    if not manifest.get("finished"):
+    if not manifest.finished:
         raise UsageError(
             f"{run_dir} is not finished (its manifest has no end time): finish it first with"
             f" `harness run --resume {run_dir}`"
@@ -158,11 +158,12 @@ def _check_cells(records: list, cells: list[str]) -> None:  # type: ignore[type-
 
 def _sources(run_dir: Path) -> dict[str, str]:
     """Where each model comes from: the zoo as the run saw it (its --zoo paths)."""
+    from harness.plan.build import RunOptions
     from harness.plan.discovery import discover
     from harness.store import rundir
 
-    options = rundir.read_manifest(run_dir).get("options") or {}
-    paths = [Path(p) for p in options.get("zoo") or () if Path(p).exists()]
+    options = RunOptions.from_dict(dict(rundir.read_manifest(run_dir).options))
+    paths = [Path(p) for p in options.zoo if Path(p).exists()]
     zoo = discover(paths)
     return {name: spec.source for name, spec in zoo.models.items()}
 

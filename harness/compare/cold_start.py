@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness import stats
 from harness.compare.findings import BLOCKING, IMPROVEMENT, WARNING, Finding
 from harness.compare.thresholds import Thresholds
+from harness.store.manifest import Manifest
 from harness.store.runs import Run
 
 Key = tuple[str, str]  # (exporter, variant)
@@ -39,13 +39,13 @@ COLD_METRICS = (
 )
 
 
-def cold_start_samples(manifest: Mapping[str, Any], field: str) -> dict[Key, list[float]]:
+def cold_start_samples(manifest: Manifest, field: str) -> dict[Key, list[float]]:
     """Figures per (exporter, variant); measurements that failed carry none."""
     found: dict[Key, list[float]] = defaultdict(list)
-    for entry in manifest.get("cold_start") or ():
-        value = entry.get(field)
-        if isinstance(value, int | float) and value > 0:
-            found[(entry["exporter"], entry.get("variant") or "base")].append(float(value))
+    for entry in manifest.cold_start:
+        value = getattr(entry, field)
+        if value is not None and value > 0:
+            found[(entry.exporter, entry.variant_name)].append(float(value))
     return dict(found)
 
 

@@ -17,6 +17,7 @@ from harness.compare.comparison import (
 )
 from harness.compare.findings import BLOCKING, WARNING, Finding
 from harness.plan.expected_file import ExpectedFile
+from harness.store.manifest import Manifest
 from harness.store.paired import CellKey, PairResult
 from harness.store.runs import Run
 
@@ -72,7 +73,7 @@ def against_previous(
         baseline = None
     if baseline is None:
         notes.append(f"statuses checked against {expected.path} only")
-        itself = Run({"run_id": NO_BASELINE_ID}, candidate.records, None)
+        itself = Run(Manifest(run_id=NO_BASELINE_ID), candidate.records, None)
         comparison = compare_runs(itself, candidate, Options(expected=expected))
         return replace(comparison, notes=tuple(notes)), False
     differences = check_comparable(baseline, candidate, allow_different_hardware=True)

@@ -22,7 +22,14 @@ from harness.plan.build import RunPlan
 from harness.progress import Progress
 from harness.store import rundir
 from harness.store.graphs import RUN_STORE
-from harness.store.manifest import Manifest
+from harness.store.manifest import (
+    Cluster,
+    ColdStart,
+    DispatchSummary,
+    Manifest,
+    Settings,
+    ZooProblem,
+)
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
@@ -55,7 +62,7 @@ def execute_on(
 
     _check_threads(cluster, plan.options.threads)
     manifest = _manifest(plan, argv, cluster)
-    rundir.write_manifest(plan.run_dir, manifest.to_dict())
+    rundir.write_manifest(plan.run_dir, manifest)
     progress = Progress(total=len(plan.pending), stream=stream)
     with rundir.RecordWriter(plan.run_dir) as writer:
 
@@ -75,8 +82,11 @@ def execute_on(
             threads=plan.options.threads,
             variants=plan.variants,
         )
-    finished = manifest.finished_with(_dispatch_figures(stats), tuple(stats.cold_starts))
-    rundir.write_manifest(plan.run_dir, finished.to_dict())
+    finished = manifest.finished_with(
+        DispatchSummary.from_dict(_dispatch_figures(stats)),
+        tuple(ColdStart.from_dict(c) for c in stats.cold_starts),
+    )
+    rundir.write_manifest(plan.run_dir, finished)
     return plan.run_dir
 
 
@@ -110,30 +120,32 @@ def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
     from harness.dispatch import remote
     from harness.store.environment import requested_distributions, with_requested
 
-    where = {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+    where = Cluster.from_dict(
+        {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+    )
     asked = requested_distributions(plan.variants)
     found = remote.variant_versions({"base": (), **plan.variants}, distributions=asked)
     versions = {name: with_requested(v) for name, v in found.items()}
     if plan.recorded:
-        prior = Manifest.from_dict(rundir.read_manifest(plan.run_dir))
+        prior = rundir.read_manifest(plan.run_dir)
         return prior.resumed(cluster=where, versions=versions)
     memory = max_memory_gb(plan, cluster.slots(plan.options.threads).cpu)
     return Manifest.begin(
         run_id=plan.run_id,
         command=argv,
         suite=plan.suite_name,
-        settings={
-            "threads": plan.options.threads,
-            "timeout_s": plan.options.timeout_s,
-            "keep_onnx": plan.options.keep_onnx,
-            "graph_store": _graph_store(plan),
-            "protocol": vars(plan.protocol),
-            "max_memory_gb": memory,
-        },
+        settings=Settings(
+            threads=plan.options.threads,
+            timeout_s=plan.options.timeout_s,
+            keep_onnx=plan.options.keep_onnx,
+            graph_store=_graph_store(plan),
+            protocol=vars(plan.protocol),
+            max_memory_gb=memory,
+        ),
         matrix=plan.matrix.announcement,
         cells=len(plan.matrix),
         options=plan.options.to_dict(),
-        zoo_problems=[vars(p) for p in plan.zoo_problems],
+        zoo_problems=tuple(ZooProblem(source=p.source, error=p.error) for p in plan.zoo_problems),
         cluster=where,
         versions=versions,
     )

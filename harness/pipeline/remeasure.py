@@ -17,7 +17,8 @@ def remeasure(
 ) -> tuple[dict[CellKey, PairResult], list[str]]:
     """Time each changed cell's two kept graphs together (one Ray task per cell, on the
     candidate's threads); the results, and a note saying what was done."""
-    threads = int((candidate.manifest.get("settings") or {}).get("threads") or 1)
+    settings = candidate.manifest.settings
+    threads = (settings and settings.threads) or 1
     tasks, missing = pair_tasks(baseline, candidate, threads=threads, plan=plan)
     lacking = f"; {missing} changed cells without both graphs kept" if missing else ""
     if not tasks:

@@ -42,7 +42,7 @@ def resume_plan(run_dir: Path, *, given: Mapping[str, Any] | None = None) -> Run
     given = dict(given or {})
     try:
         manifest = rundir.read_manifest(run_dir)
-        options = RunOptions.from_dict(manifest.get("options") or {})
+        options = RunOptions.from_dict(dict(manifest.options))
         if problem := conflict(options, given, run_dir):
             raise UsageError(f"--resume {run_dir}: {problem}")
         if link := first_symlink(run_dir):  # its workers would write through it
@@ -52,7 +52,7 @@ def resume_plan(run_dir: Path, *, given: Mapping[str, Any] | None = None) -> Run
         options = dataclasses.replace(
             options, out=str(run_dir), address=given.get("address") or options.address
         )
-        plan = make_plan(options, run_id=manifest.get("run_id") or run_dir.name, resume=True)
+        plan = make_plan(options, run_id=manifest.run_id or run_dir.name, resume=True)
         rundir.truncate_torn_tail(run_dir)
         recorded = frozenset(r.cell.key for r in rundir.iter_records(run_dir))
     except rundir.RunDirError as exc:

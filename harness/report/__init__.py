@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from harness.report.data import DEFAULT_THRESHOLD, PLOT_TITLES
 from harness.report.document import Document, Image
@@ -40,6 +39,7 @@ from harness.report.outcomes import (
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
 from harness.store.files import folder_inside, write_inside
+from harness.store.manifest import Manifest
 from harness.store.records import Record
 from harness.store.rundir import read_manifest, read_records
 
@@ -98,7 +98,7 @@ def write_trend_report(
 
 
 def build_report(
-    manifest: Mapping[str, Any],
+    manifest: Manifest,
     records: Sequence[Record],
     *,
     images: Mapping[str, str] | None = None,
@@ -124,9 +124,9 @@ def build_report(
         else None,
         cells_section(lay),
     ]
-    heading = f"Run {manifest.get('run_id') or '?'}"
-    if manifest.get("suite"):
-        heading += f" — suite {manifest['suite']}"
+    heading = f"Run {manifest.run_id or '?'}"
+    if manifest.suite:
+        heading += f" — suite {manifest.suite}"
     return Document(verdict(records), heading, tuple(s for s in sections if s is not None))
 
 

@@ -4,42 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from harness.report.document import MISSING, Facts, Section, Text, fmt
+from harness.store.manifest import Hardware, HarnessInfo, JsonValue, Manifest
 
 
-def environment_section(manifest: Mapping[str, Any]) -> Section:
+def environment_section(manifest: Manifest) -> Section:
     return Section("Environment", (Facts(tuple(environment_facts(manifest))),))
 
 
-def environment_facts(m: Mapping[str, Any]) -> list[tuple[str, Text]]:
-    harness = m.get("harness") or {}
-    versions = m.get("versions") or {}
-    items: list[tuple[str, Any]] = [
-        ("run", m.get("run_id")),
-        ("suite", m.get("suite")),
-        ("started", m.get("started")),
-        ("finished", m.get("finished") or f"{MISSING} (unfinished)"),
-        ("duration", _duration(m.get("started"), m.get("finished"))),
-        (
-            "harness",
-            " ".join(str(v) for v in (harness.get("version"), harness.get("git_sha")) if v),
-        ),
-        *((_versions_key(variant), _joined(v, " ")) for variant, v in versions.items()),
-        ("hardware", _hardware(m.get("hardware") or {})),
-        ("settings", _joined(_flatten(m.get("settings") or {}), "=")),
-        ("matrix", m.get("matrix")),
+def environment_facts(m: Manifest) -> list[tuple[str, Text]]:
+    harness = m.harness or HarnessInfo()
+    # the settings given: a limit not set (no --max-memory-gb, graphs not kept) is left out
+    given = m.settings.to_dict() if m.settings else {}
+    settings = {k: v for k, v in given.items() if v is not None}
+    items: list[tuple[str, object]] = [
+        ("run", m.run_id),
+        ("suite", m.suite),
+        ("started", m.started),
+        ("finished", m.finished or f"{MISSING} (unfinished)"),
+        ("duration", _duration(m.started, m.finished)),
+        ("harness", " ".join(v for v in (harness.version, harness.git_sha) if v)),
+        *((_versions_key(variant), _joined(v, " ")) for variant, v in m.versions.items()),
+        ("hardware", _hardware(m.hardware)),
+        ("settings", _joined(_flatten(settings), "=")),
+        ("matrix", m.matrix),
     ]
     facts = [(k, Text(str(v))) for k, v in items if v not in (None, "")]
-    command = " ".join(str(a) for a in m.get("command") or [])
+    command = " ".join(m.command)
     if command:
         facts.insert(5, ("command", Text(command, code=True)))
-    for problem in m.get("zoo_problems") or []:
+    for problem in m.zoo_problems:
         # a zoo file that did not import: its models are missing from the matrix
-        facts.append(
-            ("zoo problem", Text(f"{problem.get('source')}: {problem.get('error')}", code=True))
-        )
+        facts.append(("zoo problem", Text(f"{problem.source}: {problem.error}", code=True)))
     return facts
 
 
@@ -47,14 +44,12 @@ def _versions_key(variant: str) -> str:
     return "versions" if variant == "base" else f"versions [{variant}]"
 
 
-def _joined(values: Any, sep: str) -> str:
-    if not isinstance(values, Mapping):
-        return str(values)
+def _joined(values: Mapping[str, object], sep: str) -> str:
     return " · ".join(f"{k}{sep}{v if v is not None else MISSING}" for k, v in values.items())
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
+def _flatten(d: Mapping[str, JsonValue], prefix: str = "") -> dict[str, JsonValue]:
+    flat: dict[str, JsonValue] = {}
     for key, value in d.items():
         if isinstance(value, Mapping):
             flat.update(_flatten(value, f"{prefix}{key}."))
@@ -63,24 +58,26 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _hardware(hw: Mapping[str, Any]) -> str:
-    parts = [str(hw["cpu"])] if hw.get("cpu") else []
-    if hw.get("cores") is not None:
-        parts.append(f"{hw['cores']} cores")
-    if hw.get("memory_gb") is not None:
-        parts.append(f"{fmt(hw['memory_gb'])} GB RAM")
-    gpus = hw.get("gpus") or []
-    names = [g.get("name", str(g)) if isinstance(g, Mapping) else str(g) for g in gpus]
-    parts.append("GPUs: " + ", ".join(names) if names else "no GPU")
-    return ", ".join(parts) if hw else ""
+def _hardware(hw: Hardware | None) -> str:
+    if hw is None:
+        return ""
+    parts = [hw.cpu] if hw.cpu else []
+    if hw.cores is not None:
+        parts.append(f"{hw.cores} cores")
+    if hw.memory_gb is not None:
+        parts.append(f"{fmt(hw.memory_gb)} GB RAM")
+    parts.append("GPUs: " + ", ".join(hw.gpus) if hw.gpus else "no GPU")
+    return ", ".join(parts)
 
 
-def _duration(started: Any, finished: Any) -> str | None:
+def _duration(started: str | None, finished: str | None) -> str | None:
+    if started is None or finished is None:
+        return None
     try:
         seconds = (
             datetime.fromisoformat(finished) - datetime.fromisoformat(started)
         ).total_seconds()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # an offset on one time only, or not a time
         return None
     minutes, secs = divmod(round(seconds), 60)
     return (

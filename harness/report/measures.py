@@ -4,8 +4,7 @@ latency against a baseline run, and every cell with its numbers."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from harness.coverage import matrix as coverage
 from harness.coverage.render import samples_text
@@ -31,6 +30,7 @@ from harness.report.document import (
 )
 from harness.report.layout import Layout, column_of
 from harness.report.outcomes import artifacts_link, grid_table, status_cell
+from harness.store.manifest import ColdStart, Manifest
 from harness.store.records import Latency, Record
 from harness.store.status import Stage
 
@@ -62,9 +62,7 @@ def phases_table(lay: Layout) -> Table | None:
     return table(("model", "exporter@opset", "total", *names), rows)
 
 
-def export_section(
-    lay: Layout, image: Image | None, manifest: Mapping[str, Any] | None = None
-) -> Section:
+def export_section(lay: Layout, image: Image | None, manifest: Manifest | None = None) -> Section:
     records = list(lay.cells.values())
     subs = [
         sub("Exporter cold start (first export in a worker process)", cold_start_table(manifest)),
@@ -88,13 +86,13 @@ def export_section(
     return sub("Export", *(s for s in subs if s.blocks), image)
 
 
-def cold_start_table(manifest: Mapping[str, Any] | None) -> Table | None:
+def cold_start_table(manifest: Manifest | None) -> Table | None:
     """Per exporter and variant: the worker processes that measured it, and the median (and
     range) of their first export's time and peak memory. The per-cell figures above are
     taken after each worker's warm-up; these are what a fresh process pays once."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for entry in (manifest or {}).get("cold_start") or ():
-        groups.setdefault((entry["exporter"], entry.get("variant") or "base"), []).append(entry)
+    groups: dict[tuple[str, str], list[ColdStart]] = {}
+    for entry in manifest.cold_start if manifest else ():
+        groups.setdefault((entry.exporter, entry.variant_name), []).append(entry)
     if not groups:
         return None
     rows = [
@@ -104,17 +102,15 @@ def cold_start_table(manifest: Mapping[str, Any] | None) -> Table | None:
     return table(("exporter", "variant", "processes", "time (s)", "peak memory (MiB)"), rows)
 
 
-def _cold_start_row(
-    exporter: str, variant: str, entries: list[Mapping[str, Any]]
-) -> tuple[Text, ...]:
+def _cold_start_row(exporter: str, variant: str, entries: list[ColdStart]) -> tuple[Text, ...]:
     def spread(key: str) -> str:
-        values = sorted(float(e[key]) for e in entries if e.get(key) is not None)
+        values = sorted(float(v) for e in entries if (v := getattr(e, key)) is not None)
         if not values:
             return MISSING
         middle = fmt(median_or_none(values))
         return middle if len(values) == 1 else f"{middle} ({fmt(values[0])}–{fmt(values[-1])})"
 
-    failed = sum(1 for e in entries if e.get("error"))
+    failed = sum(1 for e in entries if e.error)
     processes = str(len(entries)) + (f" ({failed} failed)" if failed else "")
     return tuple(
         Text(v) for v in (exporter, variant, processes, spread("seconds"), spread("peak_rss_mb"))

@@ -3,12 +3,13 @@ slower or better night after night? Pure functions over runs, like harness.repor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.report.data import DEFAULT_THRESHOLD, pass_rate
 from harness.stats import geomean, median, percentile
+from harness.store.manifest import Manifest, PackageVersions
 from harness.store.records import Latency, Record
 
 TRACKED_VERSIONS = ("torch", "onnxscript", "onnxruntime")
@@ -23,7 +24,7 @@ class RunLike(Protocol):
     @property
     def started(self) -> str: ...
     @property
-    def manifest(self) -> Mapping[str, Any]: ...
+    def manifest(self) -> Manifest: ...
     @property
     def records(self) -> Sequence[Record]: ...
 
@@ -34,9 +35,9 @@ class VersionChange:
     text: str  # "torch 2.9.0→2.10.0"
 
 
-def versions(run: RunLike) -> Mapping[str, Any]:
+def versions(run: RunLike) -> PackageVersions:
     """The base variant's package versions of a run."""
-    return (run.manifest.get("versions") or {}).get("base") or {}
+    return run.manifest.variant_versions("base")
 
 
 def version_changes(runs: Sequence[RunLike]) -> tuple[VersionChange, ...]:

@@ -16,11 +16,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.store.manifest import Manifest
 from harness.store.records import Record
 from harness.store.runs import Run, comparability, read_run
-from harness.store.validate import check_manifest
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = 1
@@ -62,7 +61,7 @@ class HistoryRun:
 
     run_id: str
     started: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     records: list[Record]
     run_dir: str | None = None
 
@@ -84,7 +83,7 @@ class RunSummary:
     run_dir: str
 
 
-def comparability_key(manifest: dict[str, Any]) -> str:
+def comparability_key(manifest: Manifest) -> str:
     """A short stable hash of `compare.comparability(manifest)`."""
     canonical = json.dumps(comparability(manifest), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -125,14 +124,14 @@ def _check_schema(conn: sqlite3.Connection, db_path: Path, *, create: bool) -> N
 # -- writing ------------------------------------------------------------------------------------
 
 
-def _run_row(run: Run, run_dir: Path) -> tuple[Any, ...]:
-    m = run.manifest
+def _run_row(run: Run, run_dir: Path) -> tuple[str | None, ...]:
+    m, written = run.manifest, run.manifest.to_dict()
     base = run.versions("base")
     return (
         run.run_id,
         run.started,
-        m.get("finished"),
-        m.get("suite"),
+        m.finished,
+        m.suite,
         str(run_dir.resolve()),
         comparability_key(m),
         json.dumps(comparability(m), sort_keys=True),
@@ -140,12 +139,12 @@ def _run_row(run: Run, run_dir: Path) -> tuple[Any, ...]:
         base.get("onnx"),
         base.get("onnxscript"),
         base.get("onnxruntime"),
-        json.dumps(m.get("versions") or {}, sort_keys=True),
-        json.dumps(m, sort_keys=True),
+        json.dumps(written["versions"], sort_keys=True),
+        json.dumps(written, sort_keys=True),
     )
 
 
-def _record_row(run_id: str, r: Record) -> tuple[Any, ...]:
+def _record_row(run_id: str, r: Record) -> tuple[str | int, ...]:
     return (
         run_id,
         r.model,
@@ -204,7 +203,7 @@ def _load(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> li
         )
         try:
             records = [Record.from_json(line) for (line,) in lines]
-            check_manifest(loaded := json.loads(manifest))
+            loaded = Manifest.from_dict(json.loads(manifest))
         except ValueError as exc:  # SchemaError, Malformed, JSONDecodeError
             raise HistoryError(f"run {run_id} in the history: {exc}") from None
         runs.append(HistoryRun(run_id, started, loaded, records, run_dir))
@@ -221,7 +220,7 @@ def load_runs(db_path: Path, *, limit: int | None = None) -> list[HistoryRun]:
         return _load(conn, rows[::-1])
 
 
-def load_comparable(db_path: Path, manifest: dict[str, Any], *, last: int) -> list[HistoryRun]:
+def load_comparable(db_path: Path, manifest: Manifest, *, last: int) -> list[HistoryRun]:
     """The `last` runs comparable with `manifest` that started before it, oldest first
     (the run itself excluded, so a candidate already ingested is not its own baseline)."""
     with _connect(db_path, create=False) as conn:
@@ -229,15 +228,15 @@ def load_comparable(db_path: Path, manifest: dict[str, Any], *, last: int) -> li
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE comparability_key = ? AND started < ? AND run_id != ? ORDER BY started DESC, run_id DESC LIMIT ?",
             (
                 comparability_key(manifest),
-                str(manifest.get("started") or ""),
-                str(manifest.get("run_id")),
+                manifest.started or "",
+                str(manifest.run_id),
                 last,
             ),
         ).fetchall()
         return _load(conn, rows[::-1])
 
 
-def count_other_keys(db_path: Path, manifest: dict[str, Any]) -> int:
+def count_other_keys(db_path: Path, manifest: Manifest) -> int:
     """How many runs in the database have another comparability key (for error messages)."""
     with _connect(db_path, create=False) as conn:
         row = conn.execute(
@@ -257,10 +256,10 @@ def list_runs(db_path: Path) -> list[RunSummary]:
     return [RunSummary(*row) for row in rows]
 
 
-def dump(db_path: Path) -> list[tuple[Any, ...]]:
+def dump(db_path: Path) -> list[tuple[object, ...]]:
     """Every row of every table in a stable order: equal dumps mean equal content."""
     with _connect(db_path, create=False) as conn:
-        rows: list[tuple[Any, ...]] = []
+        rows: list[tuple[object, ...]] = []
         for table in ("meta", "runs", "records"):
             rows.extend(
                 (table, *row)

@@ -1,20 +1,34 @@
 """The run's manifest (contract, docs/design.md: `manifest.json`): what ran, where, with what.
 
-One frozen `Manifest`, built in one place (`Manifest.begin`) once the cluster is up, then
-replaced, never edited: `resumed` when `--resume` continues a run on a new cluster,
-`finished` with the dispatch figures at the end. Readers get the JSON dict back through
-`read_manifest` (harness.store.rundir), which refuses schemas newer than this harness.
+One frozen `Manifest` of typed parts, built in one place (`Manifest.begin`) once the
+cluster is up, then replaced, never edited: `resumed` when `--resume` continues a run on a
+new cluster, `finished_with` the dispatch figures at the end.
+
+`to_dict` and `from_dict` map it to and from the JSON of `manifest.json`, keys and shapes
+unchanged. A manifest read is untrusted input: `from_dict` checks it first
+(harness.store.validate: `Malformed` names the field). Parts a harness of an older version
+did not write read as null (or empty); keys a newer writer added are kept, in each part's
+`extra`, and written back.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self, TypeAlias
 
 from harness.store import environment
 from harness.store.records import SCHEMA
+from harness.store.validate import check_manifest
+
+JsonValue: TypeAlias = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+# A JSON object as read, before or after validation: its values are typed by the parts.
+JsonObject: TypeAlias = Mapping[str, Any]
+# One variant's package versions as its workers saw them: "torch" -> "2.13.0", None where
+# a package is not installed.
+PackageVersions: TypeAlias = Mapping[str, str | None]
 
 
 def now_iso() -> str:
@@ -22,26 +36,190 @@ def now_iso() -> str:
 
 
 @dataclass(frozen=True)
-class Manifest:
-    run_id: str
-    started: str
-    command: tuple[str, ...]
-    suite: str | None
-    harness: dict[str, Any]
-    versions: dict[str, dict[str, Any]]  # per variant, as its workers saw them
-    hardware: dict[str, Any]
-    settings: dict[str, Any]  # threads, timeout_s, keep_onnx, protocol, max_memory_gb
-    matrix: str  # the announcement: "132 cells = 11 models x ..."
-    cells: int
-    options: dict[str, Any]  # the `harness run` options, for --resume
-    zoo_problems: tuple[dict[str, str], ...]
-    cluster: dict[str, Any]
-    finished: str | None = None
-    dispatch: dict[str, Any] | None = None
-    # Per worker process, exporter and variant: the first export's time and memory.
-    cold_start: tuple[dict[str, Any], ...] = ()
+class Part:
+    """A part of the manifest: its fields, then the keys a newer writer added (`extra`).
+    `from_dict` trusts its input: `Manifest.from_dict` checks the whole manifest first."""
+
+    extra: Mapping[str, JsonValue] = field(default_factory=dict, kw_only=True)
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        known = {k: v for k, v in d.items() if k in names}
+        return cls(**cls._typed(known), extra={k: v for k, v in d.items() if k not in names})
+
+    @classmethod
+    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+        """The known keys' values as the fields hold them (lists as tuples, parts)."""
+        return known
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        del d["extra"]
+        return {**d, **self.extra}
+
+
+def _plain(value: object) -> JsonValue:
+    if isinstance(value, Part):
+        return value.to_dict()
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise TypeError(f"{type(value).__name__} is no JSON value")
+
+
+def _parts(part: type[Part], values: Any) -> tuple[Any, ...]:
+    return tuple(part.from_dict(v) for v in values or ())
+
+
+@dataclass(frozen=True)
+class HarnessInfo(Part):
+    version: str | None = None
+    git_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class Hardware(Part):
+    """The driver's machine (harness.store.environment.hardware)."""
+
+    cpu: str | None = None
+    cores: int | None = None
+    memory_gb: float | None = None
+    gpus: tuple[str, ...] = ()
+    machine: str | None = None
+    system: str | None = None
+
+    @classmethod
+    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+        return {**known, "gpus": tuple(known.get("gpus") or ())}
+
+
+@dataclass(frozen=True)
+class Settings(Part):
+    """How the cells were run: what must match for two runs' numbers to be comparable
+    (threads, protocol), and the limits every cell had."""
+
+    threads: int | None = None
+    timeout_s: float | None = None
+    keep_onnx: bool | None = None
+    graph_store: str | None = None  # the folder the kept graphs went to, if kept
+    protocol: Mapping[str, float] = field(default_factory=dict)  # harness.plan.Protocol
+    max_memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class ZooProblem(Part):
+    """A zoo file that failed to import: its models are missing from the matrix."""
+
+    source: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Node(Part):
+    """A node of the Ray cluster as Ray reported it (node-id resources left out)."""
+
+    node_id: str | None = None
+    host: str | None = None
+    address: str | None = None
+    alive: bool | None = None
+    resources: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cluster(Part):
+    """The Ray cluster the run (or its last `--resume`) used."""
+
+    address: str | None = None
+    nodes: tuple[Node, ...] = ()
+    resources: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+        return {**known, "nodes": _parts(Node, known.get("nodes"))}
+
+
+@dataclass(frozen=True)
+class DispatchSlots(Part):
+    """How many cells the cluster ran at once, CPU cells and CUDA cells."""
+
+    cpu: int | None = None
+    gpu: int | None = None
+
+
+@dataclass(frozen=True)
+class DispatchSummary(Part):
+    """The dispatch figures of a finished run (harness.dispatch.policy.DispatchStats)."""
+
+    submitted: int | None = None
+    completed: int | None = None
+    retried: int | None = None
+    max_in_flight: int | None = None
+    peak_in_flight: int | None = None
+    slots: DispatchSlots | None = None
+    peak_in_flight_gpu: int | None = None
+    not_attempted: int | None = None
+    lost_nodes: tuple[str, ...] = ()
+    node_settle_s_max: float | None = None  # the longest wait for a lost node's state
+    driver_peak_rss_mb: float | None = None
+    wall_s: float | None = None
+    cells_per_minute: float | None = None
+
+    @classmethod
+    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+        slots = known.get("slots")
+        return {
+            **known,
+            "slots": None if slots is None else DispatchSlots.from_dict(slots),
+            "lost_nodes": tuple(known.get("lost_nodes") or ()),
+        }
+
+
+@dataclass(frozen=True)
+class ColdStart(Part):
+    """One worker process's first export with one exporter (harness.cell.warmup): its
+    time and peak memory, or the error that stopped it."""
+
+    exporter: str
+    opset: int | None = None
+    seconds: float | None = None
+    peak_rss_mb: float | None = None
+    error: str | None = None
+    node: str | None = None
+    pid: int | None = None  # the Ray worker's
+    zygote_pid: int | None = None
+    variant: str | None = None
+
+    @property
+    def variant_name(self) -> str:
+        return self.variant or "base"
+
+
+@dataclass(frozen=True)
+class Manifest(Part):
     schema: int = SCHEMA
-    extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added
+    run_id: str | None = None
+    started: str | None = None
+    command: tuple[str, ...] = ()
+    suite: str | None = None
+    harness: HarnessInfo | None = None
+    versions: Mapping[str, PackageVersions] = field(default_factory=dict)  # per variant
+    hardware: Hardware | None = None
+    settings: Settings | None = None
+    matrix: str | None = None  # the announcement: "132 cells = 11 models x ..."
+    cells: int | None = None
+    # The `harness run` options, for --resume: harness.plan.RunOptions.to_dict(), which
+    # owns their names and types (the store does not import the plan).
+    options: Mapping[str, JsonValue] = field(default_factory=dict)
+    zoo_problems: tuple[ZooProblem, ...] = ()
+    cluster: Cluster | None = None
+    finished: str | None = None
+    dispatch: DispatchSummary | None = None
+    # Per worker process, exporter and variant: the first export's time and memory.
+    cold_start: tuple[ColdStart, ...] = ()
 
     @classmethod
     def begin(
@@ -50,13 +228,13 @@ class Manifest:
         run_id: str,
         command: list[str],
         suite: str | None,
-        settings: dict[str, Any],
+        settings: Settings,
         matrix: str,
         cells: int,
-        options: dict[str, Any],
-        zoo_problems: list[dict[str, str]],
-        cluster: dict[str, Any],
-        versions: dict[str, dict[str, Any]],
+        options: Mapping[str, JsonValue],
+        zoo_problems: tuple[ZooProblem, ...],
+        cluster: Cluster,
+        versions: Mapping[str, PackageVersions],
     ) -> Manifest:
         """The manifest of a run about to dispatch its first cell."""
         return cls(
@@ -64,23 +242,23 @@ class Manifest:
             started=now_iso(),
             command=tuple(command),
             suite=suite,
-            harness=environment.harness_info(),
+            harness=HarnessInfo.from_dict(environment.harness_info()),
             versions=versions,
-            hardware=environment.hardware(),
+            hardware=Hardware.from_dict(environment.hardware()),
             settings=settings,
             matrix=matrix,
             cells=cells,
             options=options,
-            zoo_problems=tuple(zoo_problems),
+            zoo_problems=zoo_problems,
             cluster=cluster,
         )
 
-    def resumed(self, *, cluster: dict[str, Any], versions: dict[str, dict[str, Any]]) -> Manifest:
+    def resumed(self, *, cluster: Cluster, versions: Mapping[str, PackageVersions]) -> Manifest:
         """The same run continued by `--resume`, possibly on another cluster."""
         return dataclasses.replace(self, cluster=cluster, versions=versions, finished=None)
 
     def finished_with(
-        self, dispatch: dict[str, Any], cold_start: tuple[dict[str, Any], ...] = ()
+        self, dispatch: DispatchSummary, cold_start: tuple[ColdStart, ...] = ()
     ) -> Manifest:
         return dataclasses.replace(
             self, finished=now_iso(), dispatch=dispatch, cold_start=self.cold_start + cold_start
@@ -88,21 +266,39 @@ class Manifest:
 
     @property
     def max_memory_gb(self) -> float | None:
-        value = self.settings.get("max_memory_gb")
+        value = self.settings.max_memory_gb if self.settings else None
         return None if value is None else float(value)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        d["command"] = list(self.command)
-        d["zoo_problems"] = list(self.zoo_problems)
-        d["cold_start"] = list(self.cold_start)
-        return {"schema": d.pop("schema"), **d, **self.extra}
+    def variant_versions(self, variant: str = "base") -> PackageVersions:
+        """One variant's package versions (empty where the manifest has none)."""
+        return self.versions.get(variant) or {}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Manifest:
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        values = {k: v for k, v in d.items() if k in known}
-        values["command"] = tuple(values.get("command") or ())
-        values["zoo_problems"] = tuple(values.get("zoo_problems") or ())
-        values["cold_start"] = tuple(values.get("cold_start") or ())
-        return cls(**values, extra={k: v for k, v in d.items() if k not in known})
+    def from_dict(cls, d: JsonObject) -> Self:
+        """The manifest of `manifest.json`'s JSON; `Malformed` (a SchemaError) where it
+        holds anything this harness would not have written."""
+        check_manifest(d)
+        return super().from_dict(d)
+
+    @classmethod
+    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+        return {**known, **_typed_parts(known)}
+
+
+def _typed_parts(known: JsonObject) -> dict[str, Any]:
+    def part(kind: type[Part], key: str) -> Part | None:
+        value = known.get(key)
+        return None if value is None else kind.from_dict(value)
+
+    return {
+        "command": tuple(known.get("command") or ()),
+        "harness": part(HarnessInfo, "harness"),
+        "versions": dict(known.get("versions") or {}),
+        "hardware": part(Hardware, "hardware"),
+        "settings": part(Settings, "settings"),
+        "options": dict(known.get("options") or {}),
+        "zoo_problems": _parts(ZooProblem, known.get("zoo_problems")),
+        "cluster": part(Cluster, "cluster"),
+        "dispatch": part(DispatchSummary, "dispatch"),
+        "cold_start": _parts(ColdStart, known.get("cold_start")),
+    }

@@ -12,12 +12,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.store.files import RunDirError, WriteFailed, append_inside, write_inside
+from harness.store.manifest import Manifest
 from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
-from harness.store.validate import Malformed, check_manifest
+from harness.store.validate import Malformed
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -38,12 +38,13 @@ def records_path(run_dir: Path) -> Path:
     return run_dir / RECORDS
 
 
-def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     """Write the manifest atomically (temp file + rename): it is rewritten at the run's end."""
-    write_inside(run_dir, MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    text = json.dumps(manifest.to_dict(), indent=2, sort_keys=False)
+    write_inside(run_dir, MANIFEST, text + "\n")
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
+def read_manifest(run_dir: Path) -> Manifest:
     """The run's manifest, checked (harness.store.validate); RunDirError names the file and
     the field of anything this harness would not have written."""
     path = manifest_path(run_dir)
@@ -59,10 +60,9 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
             f"{path} has schema {version!r}; this harness reads schema {SCHEMA} and older, upgrade it"
         )
     try:
-        check_manifest(manifest)
+        return Manifest.from_dict(manifest)
     except Malformed as exc:
         raise RunDirError(f"{path}: {exc}") from None
-    return manifest
 
 
 def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:

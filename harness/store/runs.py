@@ -3,10 +3,11 @@ the history database, and what must match for two runs' numbers to be comparable
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.store.manifest import Hardware, JsonValue, Manifest, PackageVersions, Settings
 from harness.store.records import CellKey, Record
 from harness.store.rundir import read_manifest, read_records
 
@@ -15,24 +16,24 @@ from harness.store.rundir import read_manifest, read_records
 class Run:
     """A run's manifest and records, from a run directory or the history database."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     records: tuple[Record, ...]
     path: str | None = None
 
     @property
     def run_id(self) -> str:
-        return str(self.manifest.get("run_id") or self.path or "?")
+        return self.manifest.run_id or self.path or "?"
 
     @property
     def started(self) -> str:
-        return str(self.manifest.get("started") or "")
+        return self.manifest.started or ""
 
     def by_cell(self) -> dict[CellKey, Record]:
         """Records keyed by cell; a repeated cell (a resumed run) keeps its last record."""
         return {r.cell.key: r for r in self.records}
 
-    def versions(self, variant: str = "base") -> dict[str, Any]:
-        return dict((self.manifest.get("versions") or {}).get(variant) or {})
+    def versions(self, variant: str = "base") -> PackageVersions:
+        return self.manifest.variant_versions(variant)
 
 
 def read_run(path: Path) -> Run:
@@ -56,39 +57,39 @@ def variant_run(run: Run, variant: str, *, label: str = "base") -> Run:
         raise VariantError(
             f"{run.path or run.run_id} has no records of variant {variant!r} (it has: {held})"
         )
-    versions = (run.manifest.get("versions") or {}).get(variant) or {}
-    cold = [
-        {**e, "variant": label}
-        for e in run.manifest.get("cold_start") or ()
-        if (e.get("variant") or "base") == variant
-    ]
-    manifest = {
-        **run.manifest,
-        "run_id": f"{run.run_id}@{variant}",
-        "versions": {"base": versions, label: versions},
-        "cold_start": cold,
-    }
+    versions = run.versions(variant)
+    cold = tuple(
+        dataclasses.replace(e, variant=label)
+        for e in run.manifest.cold_start
+        if e.variant_name == variant
+    )
+    manifest = dataclasses.replace(
+        run.manifest,
+        run_id=f"{run.run_id}@{variant}",
+        versions={"base": versions, label: versions},
+        cold_start=cold,
+    )
     return Run(manifest=manifest, records=records, path=run.path)
 
 
-def comparability(manifest: dict[str, Any]) -> dict[str, Any]:
+def comparability(manifest: Manifest) -> dict[str, JsonValue]:
     """What must match for two runs' numbers to be comparable: hardware, threads, protocol.
 
     Versions are deliberately absent: they are what a comparison compares. The device is
     part of each cell, so it is compared cell by cell.
     """
-    hardware = manifest.get("hardware") or {}
-    settings = manifest.get("settings") or {}
+    hardware = manifest.hardware or Hardware()
+    settings = manifest.settings or Settings()
     return {
-        "cpu": hardware.get("cpu"),
-        "cores": hardware.get("cores"),
-        "gpus": hardware.get("gpus") or [],
-        "threads": settings.get("threads"),
-        "protocol": settings.get("protocol") or {},
+        "cpu": hardware.cpu,
+        "cores": hardware.cores,
+        "gpus": list(hardware.gpus),
+        "threads": settings.threads,
+        "protocol": dict(settings.protocol),
     }
 
 
-def comparability_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def comparability_differences(a: Manifest, b: Manifest) -> list[str]:
     """Human-readable differences between two manifests' comparability, e.g. 'cores 8 vs 4'."""
     ca, cb = comparability(a), comparability(b)
     return [f"{k} {ca[k]!r} vs {cb[k]!r}" for k in ca if ca[k] != cb[k]]

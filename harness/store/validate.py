@@ -6,8 +6,9 @@ and what is wrong with its value; the readers (harness.store.rundir, harness.sto
 add the file and line. The rules follow what the harness writes: strict JSON (no NaN or
 infinity), measured amounts (seconds, milliseconds, MiB, bytes, speedups) within what a
 clock or a counter can give, statuses and stages this harness knows. Free-form objects
-(`worker`, `metadata`, `cluster`, ...) only need finite numbers. Unknown keys are ignored:
-a newer harness that adds fields also raises the schema, which readers refuse.
+(`worker`, `metadata`, ...) and keys this harness does not know only need finite numbers:
+a manifest keeps them (harness.store.manifest), a newer harness that changes a field's
+meaning also raises the schema, which readers refuse.
 """
 
 from __future__ import annotations
@@ -267,53 +268,72 @@ OPTIONS = obj(
         "max_memory_gb": _AMOUNT,
     }
 )
+_NUMBERS = optional(mapping_of(size))  # Ray's resources, the measurement protocol
+_NODE = obj(
+    {
+        **dict.fromkeys(("node_id", "host", "address"), _TEXT),
+        "alive": optional(boolean),
+        "resources": _NUMBERS,
+    }
+)
+CLUSTER = obj({"address": _TEXT, "nodes": optional(list_of(_NODE)), "resources": _NUMBERS})
+DISPATCH = obj(
+    {
+        **dict.fromkeys(
+            "submitted completed retried max_in_flight peak_in_flight peak_in_flight_gpu"
+            " not_attempted".split(),
+            _COUNT,
+        ),
+        "slots": optional(obj({"cpu": _COUNT, "gpu": _COUNT})),
+        "lost_nodes": _STRINGS,
+        **dict.fromkeys(
+            ("node_settle_s_max", "driver_peak_rss_mb", "wall_s", "cells_per_minute"), _AMOUNT
+        ),
+    }
+)
+COLD_START = obj(
+    {
+        "exporter": string,
+        **dict.fromkeys(("variant", "error", "node"), _TEXT),
+        **dict.fromkeys(("opset", "pid", "zygote_pid"), _COUNT),
+        "seconds": _AMOUNT,
+        "peak_rss_mb": _AMOUNT,
+    },
+    required=("exporter",),
+)
+HARDWARE = obj(
+    {
+        **dict.fromkeys(("cpu", "machine", "system"), _TEXT),
+        "cores": _COUNT,
+        "memory_gb": _AMOUNT,
+        "gpus": _STRINGS,
+    }
+)
+SETTINGS = obj(
+    {
+        "threads": optional(integer(1)),
+        "timeout_s": _AMOUNT,
+        "max_memory_gb": _AMOUNT,
+        "keep_onnx": optional(boolean),
+        "graph_store": _TEXT,
+        "protocol": _NUMBERS,
+    }
+)
 MANIFEST = obj(
     {
         "schema": integer(1),
         **dict.fromkeys(("run_id", "started", "finished", "suite", "matrix"), _TEXT),
         "command": _STRINGS,
         "cells": _COUNT,
-        "harness": optional(mapping_of(free)),
-        "versions": optional(mapping_of(mapping_of(free))),
-        "hardware": optional(
-            obj(
-                {
-                    "cpu": _TEXT,
-                    "cores": _COUNT,
-                    "memory_gb": _AMOUNT,
-                    "gpus": optional(list_of(free)),
-                }
-            )
-        ),
-        "settings": optional(
-            obj(
-                {
-                    "threads": optional(integer(1)),
-                    "timeout_s": _AMOUNT,
-                    "max_memory_gb": _AMOUNT,
-                    "keep_onnx": optional(boolean),
-                    "graph_store": _TEXT,
-                    "protocol": optional(mapping_of(free)),
-                }
-            )
-        ),
+        "harness": optional(obj({"version": _TEXT, "git_sha": _TEXT})),
+        "versions": optional(mapping_of(mapping_of(_TEXT))),
+        "hardware": optional(HARDWARE),
+        "settings": optional(SETTINGS),
         "options": optional(OPTIONS),
         "zoo_problems": optional(list_of(obj({"source": _TEXT, "error": _TEXT}))),
-        "cluster": optional(mapping_of(free)),
-        "dispatch": optional(mapping_of(free)),
-        "cold_start": optional(
-            list_of(
-                obj(
-                    {
-                        "exporter": string,
-                        "variant": _TEXT,
-                        "seconds": _AMOUNT,
-                        "peak_rss_mb": _AMOUNT,
-                    },
-                    required=("exporter",),
-                )
-            )
-        ),
+        "cluster": optional(CLUSTER),
+        "dispatch": optional(DISPATCH),
+        "cold_start": optional(list_of(COLD_START)),
     },
     required=("schema",),
 )

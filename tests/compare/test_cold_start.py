@@ -6,6 +6,7 @@ import math
 
 from harness.compare import Thresholds
 from harness.compare.cold_start import cold_start_findings, cold_start_samples
+from harness.store.manifest import Manifest
 from harness.store.runs import Run
 
 
@@ -15,7 +16,7 @@ def _run(run_id: str, seconds: list[float], memory: float = 150.0) -> Run:
         for s in seconds
     ]
     entries.append({"exporter": "torchscript", "variant": "base", "error": "failed"})
-    return Run({"run_id": run_id, "cold_start": entries}, ())
+    return Run(Manifest.from_dict({"schema": 1, "run_id": run_id, "cold_start": entries}), ())
 
 
 def test_samples_per_exporter_and_variant_skip_failed_measurements() -> None:

@@ -19,6 +19,7 @@ from harness.compare import (
     check_comparable,
     compare_runs,
 )
+from harness.store.manifest import Manifest
 from harness.store.runs import Run
 from harness.store.status import Status
 from tests.fixtures_compare import check, kinds, one, record, run, samples
@@ -352,7 +353,7 @@ def test_a_numerics_regression_names_its_first_divergent_node() -> None:
         status="numerics_mismatch",
         stage="numerics",
     )
-    comparison = compare_runs(Run({"run_id": "a"}, (ok,)), Run({"run_id": "b"}, (bad,)))
+    comparison = compare_runs(Run(Manifest(run_id="a"), (ok,)), Run(Manifest(run_id="b"), (bad,)))
     (regressed,) = comparison.blocking
     assert regressed.evidence == (
         "first divergent node: node_shift (Add; aten t.shift.default) at m.py:45 in forward, max_abs 1"

@@ -16,7 +16,7 @@ from harness.compare.output.json_report import to_json
 from harness.compare.output.junit import to_junit
 from harness.compare.output.markdown import to_markdown
 from harness.store.runs import Run
-from tests.fixtures_compare import check, manifest, record, samples
+from tests.fixtures_compare import check, record, samples, typed_manifest
 
 
 def comparison():
@@ -33,8 +33,8 @@ def comparison():
         record("same", ort=samples(rng, 1.0, 0.02)),
         record("new", status="timeout", stage="latency"),
     ]
-    a = Run(manifest("A"), tuple(r.with_changes(run_id="A") for r in base), "A")
-    b = Run(manifest("B"), tuple(r.with_changes(run_id="B") for r in cand), "B")
+    a = Run(typed_manifest("A"), tuple(r.with_changes(run_id="A") for r in base), "A")
+    b = Run(typed_manifest("B"), tuple(r.with_changes(run_id="B") for r in cand), "B")
     return compare_runs(a, b)
 
 

@@ -13,7 +13,14 @@ from harness.compare import BLOCKING, INFO, WARNING, Options, Thresholds, compar
 from harness.compare.against_history import Series, night_shift
 from harness.store import history
 from harness.store.runs import read_run
-from tests.fixtures_compare import HARDWARE, manifest, record, samples, write_run
+from tests.fixtures_compare import (
+    HARDWARE,
+    manifest,
+    record,
+    samples,
+    typed_manifest,
+    write_run,
+)
 
 # Run-to-run factors of the noisy series: it jumps 10-30% from night to night.
 NOISY = [1.0, 1.18, 0.87, 1.12, 0.9, 1.15, 0.85, 1.1]
@@ -59,7 +66,7 @@ def test_add_list_and_load_runs(tmp_path: Path, nights):
     assert [r.run_id for r in runs] == ["night00", "night01", "night02"]
     first = runs[0]
     assert isinstance(first, history.HistoryRun) and first.started == "2025-01-01T00:00:00+00:00"
-    assert first.manifest["suite"] == "synthetic" and len(first.records) == 6
+    assert first.manifest.suite == "synthetic" and len(first.records) == 6
     assert {r.cell.key: r for r in first.records} == read_run(nights[0]).by_cell()
     assert [r.run_id for r in history.load_runs(db, limit=2)] == ["night01", "night02"]
     assert [(s.run_id, s.cells, s.ok) for s in history.list_runs(db)] == [
@@ -73,13 +80,15 @@ def test_missing_database_is_a_clear_error(tmp_path: Path):
 
 
 def test_comparability_key_ignores_versions_not_hardware():
-    base = manifest("a")
+    base = typed_manifest("a")
     assert history.comparability_key(base) == history.comparability_key(
-        manifest("b", torch="2.10.0")
+        typed_manifest("b", torch="2.10.0")
     )
-    assert history.comparability_key(base) != history.comparability_key(manifest("c", threads=4))
     assert history.comparability_key(base) != history.comparability_key(
-        manifest("d", hardware={**HARDWARE, "cores": 16})
+        typed_manifest("c", threads=4)
+    )
+    assert history.comparability_key(base) != history.comparability_key(
+        typed_manifest("d", hardware={**HARDWARE, "cores": 16})
     )
 
 

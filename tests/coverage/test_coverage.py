@@ -13,7 +13,7 @@ from harness.coverage import render
 from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, Column, build_coverage
 from harness.store.records import Cell, Measurements, Record
 from harness.store.runs import Run
-from tests.fixtures_compare import manifest
+from tests.fixtures_compare import typed_manifest
 
 D18, T18 = Column("dynamo", 18), Column("torchscript", 18)
 
@@ -220,7 +220,7 @@ def test_coverage_markdown_is_none_without_op_data():
 
 
 def run(run_id: str, records: list[Record]) -> Run:
-    return Run(manifest(run_id), tuple(r.with_changes(run_id=run_id) for r in records))
+    return Run(typed_manifest(run_id), tuple(r.with_changes(run_id=run_id) for r in records))
 
 
 def test_an_op_lost_is_blocking_and_names_op_exporter_opset_and_models():

@@ -34,7 +34,7 @@ from harness.store.records import Cell, Measurements, Record
 from harness.store.runs import Run, variant_run
 from harness.zoo import ModelSpec
 from tests.conftest import run_cli
-from tests.fixtures_compare import manifest
+from tests.fixtures_compare import typed_manifest
 
 # -- names and entries --------------------------------------------------------------------------
 
@@ -243,7 +243,9 @@ def test_comparison_names_exactly_the_op_dtype_exporter_and_opset_that_changed()
         orec("add", "int64"),  # fixed
         base[4],
     ]
-    result = compare_runs(Run(manifest("a"), tuple(base)), Run(manifest("b"), tuple(cand)))
+    result = compare_runs(
+        Run(typed_manifest("a"), tuple(base)), Run(typed_manifest("b"), tuple(cand))
+    )
     lost = [f for f in result.findings if f.kind == "op_coverage_lost"]
     assert [(f.severity, f.cell.model, f.cell.exporter, f.cell.opset) for f in lost] == [
         (BLOCKING, "opinfo._t.float32", "dynamo", 18)
@@ -271,7 +273,7 @@ def variant_records(*, lost_at: int, op: str) -> tuple[list[Record], list[Record
 
 def test_two_variants_of_one_run_compare_cell_by_cell() -> None:
     base, cand = variant_records(lost_at=0, op="T")
-    run = Run(manifest("both"), tuple(base + cand))
+    run = Run(typed_manifest("both"), tuple(base + cand))
     old, new = variant_run(run, "base", label="new"), variant_run(run, "new", label="new")
     assert len(old.records) == len(new.records) == 5
     result = compare_runs(old, new)
@@ -283,7 +285,7 @@ def test_variants_flag_on_the_cli(tmp_path: Path) -> None:
     from harness.store import rundir
 
     base, cand = variant_records(lost_at=2, op="add")
-    rundir.write_manifest(tmp_path, manifest("both"))
+    rundir.write_manifest(tmp_path, typed_manifest("both"))
     with rundir.RecordWriter(tmp_path) as writer:
         for r in base + cand:
             writer.write(r)
@@ -361,7 +363,7 @@ def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
     from harness.store import rundir
 
     run = tmp_path / "run"
-    rundir.write_manifest(run, manifest("r"))
+    rundir.write_manifest(run, typed_manifest("r"))
     with rundir.RecordWriter(run) as writer:
         for r in opinfo_run():
             writer.write(r)

@@ -3,14 +3,17 @@ tests, and lookups of their findings (no torch)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
 from typing import Any
 
 from harness.compare import Comparison, Finding
+from harness.store.files import write_inside
+from harness.store.manifest import Manifest
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
-from harness.store.rundir import RecordWriter, write_manifest
+from harness.store.rundir import MANIFEST, RecordWriter
 from harness.store.runs import Run
 
 HARDWARE = {"cpu": "Test CPU @ 3.0GHz", "cores": 8, "memory_gb": 32.0, "gpus": []}
@@ -51,6 +54,11 @@ def manifest(
         },
         "cells": 0,
     }
+
+
+def typed_manifest(run_id: str, **kw: Any) -> Manifest:
+    """`manifest(...)` as the readers see it."""
+    return Manifest.from_dict(manifest(run_id, **kw))
 
 
 def samples(rng: random.Random, median: float, rel_sigma: float, n: int = 60) -> list[float]:
@@ -126,7 +134,8 @@ def smoke_cells(seed: int, *, slow: float = 1.0, broken: bool = False) -> list[R
 
 def write_run(path: Path, man: dict[str, Any], records: list[Record]) -> Path:
     man = {**man, "cells": len(records)}
-    write_manifest(path, man)
+    path.mkdir(parents=True, exist_ok=True)  # the JSON as given: a test's may be hostile
+    write_inside(path, MANIFEST, json.dumps(man, indent=2) + "\n")
     with RecordWriter(path) as writer:
         for r in records:
             writer.write(r.with_changes(run_id=man["run_id"]))
@@ -136,7 +145,7 @@ def write_run(path: Path, man: dict[str, Any], records: list[Record]) -> Path:
 def run(run_id: str, records: list[Record], **kw: Any) -> Run:
     """An in-memory run of `records` (no directory), at path results/RUN_ID."""
     return Run(
-        manifest(run_id, **kw),
+        typed_manifest(run_id, **kw),
         tuple(r.with_changes(run_id=run_id) for r in records),
         path=f"results/{run_id}",
     )

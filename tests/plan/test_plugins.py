@@ -18,6 +18,7 @@ import pytest
 
 from harness.plan import discovery
 from harness.store import rundir as store
+from harness.store.manifest import ZooProblem
 from tests.conftest import FIXTURES, run_cli
 
 PLUGIN_PKG = FIXTURES / "plugin_pkg"
@@ -131,10 +132,10 @@ def test_a_broken_zoo_file_is_reported_and_the_others_run(plugin_run: tuple[Path
     assert str(broken.resolve()) in warning
     assert "RuntimeError: this plugin is broken on purpose" in warning
 
-    problems = store.read_manifest(out)["zoo_problems"]
-    assert problems == [
-        {"source": str(broken.resolve()), "error": "RuntimeError: this plugin is broken on purpose"}
-    ]
+    problems = store.read_manifest(out).zoo_problems
+    assert problems == (
+        ZooProblem(str(broken.resolve()), "RuntimeError: this plugin is broken on purpose"),
+    )
     records = {r.model: r for r in store.read_records(out)}
     assert records["plugin_ok"].status == "ok"
     assert records["plugin_ok"].numerics and all(c.ok for c in records["plugin_ok"].numerics)

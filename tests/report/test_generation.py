@@ -17,7 +17,7 @@ from harness.report.generation import (
 from harness.report.markdown import render_markdown
 from harness.store.records import Cell, Measurements, Record, ShapeLatency
 from harness.store.status import Status
-from tests.report.test_report_synthetic import failed, lat, manifest
+from tests.report.test_report_synthetic import failed, lat, typed_manifest
 
 FAMILY = "transformers-decode"
 DECODE = {"batch": 1, "sequence": 1, "past": 32}
@@ -116,7 +116,7 @@ def test_the_report_of_a_decode_run_has_both_sections() -> None:
         ("only patched: sliding-window", "1", "0"),
         ("not at all", "1", "3"),
     ]
-    text = render_markdown(build_report(manifest("decode-run"), records))
+    text = render_markdown(build_report(typed_manifest("decode-run"), records))
     assert "## Plain, only patched, or not at all" in text
     assert "### decode_step (batch 1, past 32, sequence 1): ORT p50 / eager p50 in ms" in text
     assert "| hf.llama.decode (dynamic) | 0.10 / 0.80 (8.00×) |" in text

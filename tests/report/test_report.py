@@ -18,6 +18,7 @@ from harness.report import (
 from harness.report.document import MISSING, safe_link
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
+from harness.store.manifest import Manifest
 from harness.store.records import Cell, Measurements, Record
 from tests.report.test_report_synthetic import (
     BASELINE_ID,
@@ -25,9 +26,9 @@ from tests.report.test_report_synthetic import (
     cell,
     check_golden,
     history_runs,
-    manifest,
     mixed_records,
     ok,
+    typed_manifest,
     write_run,
 )
 
@@ -41,7 +42,7 @@ VERDICT = (
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run with a baseline, reported once with every plot (the slow part, shared)."""
     root = tmp_path_factory.mktemp("rendered")
-    base = write_run(root / "base", baseline_records(), manifest(BASELINE_ID))
+    base = write_run(root / "base", baseline_records(), typed_manifest(BASELINE_ID))
     run = write_run(root / "run", mixed_records())
     write_reports(run, baseline=base)
     return run
@@ -49,7 +50,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def markdown() -> str:
-    return render_markdown(build_report(manifest(), mixed_records()))
+    return render_markdown(build_report(typed_manifest(), mixed_records()))
 
 
 def _section(text: str, heading: str) -> str:
@@ -159,12 +160,12 @@ def test_report_md_renders_missing_values_as_a_dash_never_zero(markdown: str) ->
 
 def test_report_names_zoo_files_that_did_not_import() -> None:
     problems = [{"source": "zoo/broken.py", "error": "SyntaxError: invalid syntax"}]
-    text = render_markdown(build_report(manifest(zoo_problems=problems), mixed_records()))
+    text = render_markdown(build_report(typed_manifest(zoo_problems=problems), mixed_records()))
     assert "- **zoo problem**: `zoo/broken.py: SyntaxError: invalid syntax`" in text
 
 
 def test_report_is_robust_to_a_bare_manifest() -> None:
-    text = render_markdown(build_report({"schema": 1}, []))
+    text = render_markdown(build_report(Manifest.from_dict({"schema": 1}), []))
     assert text.splitlines()[0] == "0 cells: nothing ran"
     assert "## Pass matrix" in text
 
@@ -323,8 +324,8 @@ def test_hostile_artifacts_render_as_escaped_text(tmp_path: Path) -> None:
     records = mixed_records()  # the cells after the first five keep their own artifacts
     for i, target in enumerate(HOSTILE.values()):
         records[i] = records[i].with_changes(artifacts={"report": target})
-    page = render_html(build_report(manifest(), records), root=tmp_path)
-    markdown = render_markdown(build_report(manifest(), records))
+    page = render_html(build_report(typed_manifest(), records), root=tmp_path)
+    markdown = render_markdown(build_report(typed_manifest(), records))
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert hrefs and all(h.startswith("artifacts/") for h in hrefs), hrefs
     assert "<script>" not in page and "&lt;script&gt;" in page
@@ -340,7 +341,7 @@ def test_the_exporter_cold_start_is_its_own_table() -> None:
         {"exporter": "torchscript", "variant": "base", "error": "boom"},
     ]
     records = [ok(cell("a", "dynamo", 18), export_s=1.0, rss=10.0, ort=1.0, eager=2.0)]
-    text = render_markdown(build_report({**manifest(), "cold_start": cold}, records))
+    text = render_markdown(build_report(typed_manifest(cold_start=cold), records))
     assert "Exporter cold start (first export in a worker process)" in text
     assert "| dynamo | base | 2 | 2.20 (2.00–2.40) | 150 (140–160) |" in text
     assert "| torchscript | base | 1 (1 failed) | — | — |" in text
@@ -352,7 +353,7 @@ def test_a_numerics_failure_shows_its_first_divergent_node() -> None:
     bad = Record.finished(
         c, "r", Measurements(first_divergence=found), status="numerics_mismatch", stage="numerics"
     )
-    text = render_markdown(build_report(manifest(), [bad]))
+    text = render_markdown(build_report(typed_manifest(), [bad]))
     assert "| cell | status | stage | first divergent node | artifacts |" in text
     assert "node_shift (Add; aten t.shift.default), max_abs 1" in text
 
@@ -374,13 +375,13 @@ def test_a_failure_cluster_links_its_minimal_repro_and_names_the_stage(tmp_path:
         minimal_repro={"reproduces": True, "nodes_before": 163, "nodes_after": 2},
         artifacts={"minimal_repro": f"artifacts/{c.cell_id}/repro_min.py"},
     )
-    text = render_markdown(build_report(manifest(), [bad]))
+    text = render_markdown(build_report(typed_manifest(), [bad]))
     assert "| first divergent node | changed by | minimal repro | artifacts |" in text
     assert "optimization: RewritePass (iteration 1), rule FoldSinOfCos" in text
     assert f"[reproduces, 163 -> 2 nodes](artifacts/{c.cell_id}/repro_min.py)" in text
     (tmp_path / "artifacts" / c.cell_id).mkdir(parents=True)
     (tmp_path / "artifacts" / c.cell_id / "repro_min.py").write_text("")
-    html = render_html(build_report(manifest(), [bad]), root=tmp_path)
+    html = render_html(build_report(typed_manifest(), [bad]), root=tmp_path)
     assert f'href="artifacts/{c.cell_id}/repro_min.py"' in html
 
 
@@ -388,6 +389,6 @@ def test_a_cluster_without_a_script_says_none_with_the_reason() -> None:
     c = cell("a", "dynamo", 18)
     bad = Record.finished(c, "r", Measurements(), status="export_failed", stage="capture")
     bad = bad.with_changes(minimal_repro={"reason": "torch.export captured no program"})
-    text = render_markdown(build_report(manifest(), [bad]))
+    text = render_markdown(build_report(typed_manifest(), [bad]))
     assert "| minimal repro |" in text
     assert "| none |" in text

@@ -13,7 +13,7 @@ from harness.report.html import render_html
 from harness.report.markdown import render_markdown
 from harness.store.records import Record
 from tests.report.test_plots import png_size
-from tests.report.test_report_synthetic import large_records, manifest, write_run
+from tests.report.test_report_synthetic import large_records, typed_manifest, write_run
 
 MODELS = 450
 MAX_PLOT_HEIGHT_PX = 2800  # the uncompacted matrix of 450 rows would be 60 in x 110 dpi
@@ -26,7 +26,7 @@ def records() -> list[Record]:
 
 @pytest.fixture(scope="module")
 def markdown(records: list[Record]) -> str:
-    return render_markdown(build_report(manifest(), records))
+    return render_markdown(build_report(typed_manifest(), records))
 
 
 def _failing_models(records: list[Record]) -> set[str]:
@@ -70,7 +70,7 @@ def test_every_long_table_starts_folded(markdown: str) -> None:
 
 
 def test_html_folds_the_full_matrix(records: list[Record], tmp_path: Path) -> None:
-    page = render_html(build_report(manifest(), records), root=tmp_path)
+    page = render_html(build_report(typed_manifest(), records), root=tmp_path)
     assert "<details><summary>450 rows: the full matrix</summary>" in page
     assert page.index("<h2>Summary</h2>") < page.index("<h2>Pass matrix</h2>")
 
@@ -121,7 +121,7 @@ def test_skipped_models_are_grouped_by_reason_not_listed_as_passing_rows() -> No
         for i in range(300)
         for exporter in ("dynamo", "torchscript")
     ]
-    text = render_markdown(build_report(manifest(), [*large_records(MODELS), *skipped]))
+    text = render_markdown(build_report(typed_manifest(), [*large_records(MODELS), *skipped]))
     assert "300 of them skipped in every column: see Skipped" in _section(text, "Pass matrix")
     section = _section(text, "Skipped")
     assert "600 cells of 300 models skipped, in 2 groups by reason, largest first." in section

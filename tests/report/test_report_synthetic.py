@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.store.manifest import Manifest
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
 from harness.store.status import Stage
@@ -251,10 +252,15 @@ def manifest(run_id: str = RUN_ID, **changes: Any) -> dict[str, Any]:
     return m
 
 
-def write_run(
-    run_dir: Path, records: list[Record], run_manifest: dict[str, Any] | None = None
-) -> Path:
-    write_manifest(run_dir, run_manifest or manifest(records[0].run_id if records else RUN_ID))
+def typed_manifest(run_id: str = RUN_ID, **changes: Any) -> Manifest:
+    """`manifest(...)` as the readers see it."""
+    return Manifest.from_dict(manifest(run_id, **changes))
+
+
+def write_run(run_dir: Path, records: list[Record], run_manifest: Manifest | None = None) -> Path:
+    write_manifest(
+        run_dir, run_manifest or typed_manifest(records[0].run_id if records else RUN_ID)
+    )
     with RecordWriter(run_dir) as writer:
         for r in records:
             writer.write(r)
@@ -270,7 +276,7 @@ class Run:
 
     run_id: str
     started: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     records: list[Record] = field(default_factory=list)
 
 
@@ -313,7 +319,7 @@ def history_runs() -> list[Run]:
         ]
         m = manifest(run_id, started=f"2025-06-0{night + 1}T02:00:00")
         m["versions"]["base"]["torch"] = torch
-        runs.append(Run(run_id, m["started"], m, records))
+        runs.append(Run(run_id, m["started"], Manifest.from_dict(m), records))
     return runs
 
 

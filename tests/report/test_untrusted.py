@@ -16,10 +16,11 @@ from harness.report.document import safe_link
 from harness.report.html import render_html
 from harness.report.markdown import render_markdown
 from harness.store import files
+from harness.store.manifest import Manifest
 from harness.store.markdown import md_code, md_text
 from harness.store.records import Cell, Measurements, Record
 from tests.conftest import one_line_error
-from tests.fixtures_compare import manifest, smoke_cells, write_run
+from tests.fixtures_compare import manifest, smoke_cells, typed_manifest, write_run
 
 
 @pytest.fixture(autouse=True)
@@ -151,7 +152,9 @@ def _hostile_records() -> list[Record]:
 def test_a_report_renders_hostile_record_values_as_text() -> None:
     """They used to land in report.md raw: GitHub and the job summary render it."""
     records = _hostile_records()
-    doc = build_report({**manifest("r"), "run_id": SCRIPT, "suite": XSS}, records)
+    doc = build_report(
+        Manifest.from_dict({**manifest("r"), "run_id": SCRIPT, "suite": XSS}), records
+    )
     page = _Rendered(render_markdown(doc))
     assert page.tags <= SAFE_TAGS, page.tags - SAFE_TAGS
     assert page.links == [], page.links
@@ -221,6 +224,6 @@ def test_an_encoded_escape_in_a_record_is_no_link_in_the_report(tmp_path: Path) 
     folder = "%2e%2e/%2e%2e/etc/"
     record = Record.without_run(Cell("m", "dynamo", 18), "r", status="timeout", reason="slow")
     record = record.with_changes(artifacts={"error": f"{folder}passwd"})
-    doc = build_report(manifest("r"), [record])
+    doc = build_report(typed_manifest("r"), [record])
     assert _Rendered(render_markdown(doc)).links == []
     assert 'href="' not in render_html(doc, root=tmp_path)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.store import rundir as store
+from harness.store.manifest import Manifest
 from harness.store.records import SCHEMA, Cell, Measurements, OutputCheck, Record
 
 
@@ -79,7 +80,7 @@ def test_records_and_manifest_are_never_written_through_a_symlink(tmp_path: Path
     with pytest.raises(store.RunDirError, match="leads through the symlink"):
         store.RecordWriter(run)
     with pytest.raises(store.RunDirError, match="leads through the symlink"):
-        store.write_manifest(run, {"schema": SCHEMA, "run_id": "r"})
+        store.write_manifest(run, Manifest(run_id="r"))
     with pytest.raises(store.RunDirError, match="leads through the symlink"):
         store.truncate_torn_tail(run)  # a torn last line would be cut through it
     assert victim.read_text() == "keep me\n"

@@ -21,6 +21,7 @@ from harness.report.data import matrix_data
 from harness.report.document import Document, Section, Table, Text
 from harness.report.html import render_html
 from harness.report.outcomes import summary_rows, verdict
+from harness.store.manifest import Manifest
 from harness.store.records import Cell, Measurements, Record
 from harness.store.runs import Run
 from harness.store.status import Stage, Status
@@ -60,8 +61,8 @@ def test_plots_and_html_colour_from_the_table(status: Status) -> None:
 
 @pytest.mark.parametrize("status", list(Status))
 def test_comparison_and_ratchet_block_exactly_the_failing_statuses(status: Status) -> None:
-    base = Run({"run_id": "a"}, (_record(Status.OK),))
-    cand = Run({"run_id": "b"}, (_record(status),))
+    base = Run(Manifest(run_id="a"), (_record(Status.OK),))
+    cand = Run(Manifest(run_id="b"), (_record(status),))
     found = compare_runs(base, cand, Options(compare_noisy=False))
     assert bool(found.blocking) is status.blocking
     expected = ExpectedFile("status.csv", ())

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+from harness.store.manifest import Hardware
 from harness.store.records import Record
 from harness.store.runs import Run
 
@@ -16,21 +17,21 @@ from harness.store.runs import Run
 def to_pytest_benchmark(run: Run) -> dict[str, Any]:
     """The candidate's ok cells as pytest-benchmark JSON (seconds): ORT and eager latency
     samples and export time, readable by `pytest-benchmark compare` and github-action-benchmark."""
-    hw, base = run.manifest.get("hardware") or {}, run.versions()
-    harness = run.manifest.get("harness") or {}
+    m, base = run.manifest, run.versions()
+    hw, written = m.hardware or Hardware(), m.to_dict()
     return {
         "machine_info": {
-            "node": hw.get("node") or "", "processor": hw.get("cpu") or "", "machine": hw.get("machine") or "",
+            "node": hw.extra.get("node") or "", "processor": hw.cpu or "", "machine": hw.machine or "",
             "python_implementation": "CPython", "python_version": base.get("python") or "",
-            "system": hw.get("system") or "", "cpu": {"brand_raw": hw.get("cpu") or "", "count": hw.get("cores")},
-            "harness_hardware": hw, "harness_settings": run.manifest.get("settings") or {},
+            "system": hw.system or "", "cpu": {"brand_raw": hw.cpu or "", "count": hw.cores},
+            "harness_hardware": written["hardware"] or {}, "harness_settings": written["settings"] or {},
         },
         "commit_info": {
-            "id": harness.get("git_sha") or "unknown", "time": None, "author_time": None, "dirty": False,
+            "id": (m.harness and m.harness.git_sha) or "unknown", "time": None, "author_time": None, "dirty": False,
             "project": "onnx-export-harness", "branch": "(unknown)",
         },
         "benchmarks": [b for r in run.records if r.status.exported for b in _benchmarks_of(run, r)],
-        "datetime": run.manifest.get("finished") or run.started,
+        "datetime": m.finished or run.started,
         "version": _version("pytest-benchmark", "5.0.0"),
     }  # fmt: skip
 
@@ -84,7 +85,7 @@ def _benchmark(run: Run, r: Record, metric: str, seconds: Sequence[float]) -> di
     return {
         "group": metric,
         "name": f"{metric}[{cell.cell_id}]",
-        "fullname": f"{run.manifest.get('suite') or 'harness'}::{metric}[{cell.cell_id}]",
+        "fullname": f"{run.manifest.suite or 'harness'}::{metric}[{cell.cell_id}]",
         "params": {
             "model": cell.model,
             "exporter": cell.exporter,

@@ -38,5 +38,5 @@ def _run_json(run: Run) -> dict[str, Any]:
         "run_id": run.run_id,
         "path": run.path,
         "started": run.started,
-        "versions": run.manifest.get("versions") or {},
+        "versions": run.manifest.to_dict()["versions"],
     }
