@@ -11,7 +11,7 @@ import pytest
 from harness.plan.resume import resume_plan
 from harness.report import summary_table
 from harness.store import rundir as store
-from harness.store.manifest import DispatchSlots
+from harness.store.manifest import DispatchSlots, Manifest
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
 
 pytestmark = pytest.mark.e2e
@@ -97,6 +97,7 @@ def test_failing_model_is_export_failed_with_stage_and_artifacts(tiny_run: Path)
 
 def test_manifest_and_report(tiny_run: Path) -> None:
     manifest = json.loads((tiny_run / "manifest.json").read_text())
+    assert Manifest.from_dict(manifest).to_dict() == manifest  # the typed manifest loses nothing
     assert manifest["finished"] is not None
     assert manifest["versions"]["base"]["torch"].startswith("2.")
     assert manifest["hardware"]["cores"] >= 1
