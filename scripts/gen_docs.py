@@ -214,10 +214,13 @@ def default_of(f: dataclasses.Field[object]) -> str:
 
 
 def class_section(cls: type) -> str:
-    comments = field_comments(cls)
+    comments: dict[str, str] = {}
+    for base in reversed(cls.__mro__):  # a field inherited is commented where it is declared
+        if dataclasses.is_dataclass(base):
+            comments.update(field_comments(base))
     rows = "\n".join(
         f"| {code(f.name)} | {code(str(f.type))} | {default_of(f)} | {cell(comments[f.name])} |"
-        for f in dataclasses.fields(cls)
+        for f in sorted(dataclasses.fields(cls), key=lambda f: f.kw_only is True)  # extra last
     )
     doc = cell(inspect.getdoc(cls) or "")
     return (
@@ -242,10 +245,27 @@ def record_page() -> str:
     )
 
 
+def manifest_page() -> str:
+    from harness.store.manifest import Manifest
+
+    return (
+        GENERATED.format(source="the Manifest dataclass (harness/store/manifest.py)")
+        + "\n# The manifest schema\n\n"
+        + "`manifest.json` is one `Manifest` as JSON, written when the run starts and again"
+        + " when it ends (`finished`, `dispatch` and `cold_start` are null or empty until"
+        + " then). Readers refuse a newer `schema` and validate every value (a run directory"
+        + " is untrusted input). A part an older harness did not write reads as null;"
+        + " keys a newer one added are kept in each part's `extra` and written back in"
+        + " place.\n\n"
+        + "\n".join(class_section(cls) for cls in schema_classes(Manifest))
+    )
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "cli.md": cli_page,
     "statuses.md": statuses_page,
     "record.md": record_page,
+    "manifest.md": manifest_page,
 }
 
 

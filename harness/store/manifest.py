@@ -40,6 +40,7 @@ class Part:
     """A part of the manifest: its fields, then the keys a newer writer added (`extra`).
     `from_dict` trusts its input: `Manifest.from_dict` checks the whole manifest first."""
 
+    # keys a newer writer added to this part: kept, and written back beside the others
     extra: Mapping[str, JsonValue] = field(default_factory=dict, kw_only=True)
 
     @classmethod
@@ -77,8 +78,10 @@ def _parts(part: type[Part], values: Any) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class HarnessInfo(Part):
+    """The harness that wrote the run."""
+
     version: str | None = None
-    git_sha: str | None = None
+    git_sha: str | None = None  # the checkout's commit, where the harness runs from one
 
 
 @dataclass(frozen=True)
@@ -200,13 +203,16 @@ class ColdStart(Part):
 
 @dataclass(frozen=True)
 class Manifest(Part):
-    schema: int = SCHEMA
+    """What ran, where, with what: the run's `manifest.json`."""
+
+    schema: int = SCHEMA  # the record schema of the harness that wrote it
     run_id: str | None = None
-    started: str | None = None
-    command: tuple[str, ...] = ()
+    started: str | None = None  # ISO 8601, UTC, to the second
+    command: tuple[str, ...] = ()  # the command line, as typed
     suite: str | None = None
     harness: HarnessInfo | None = None
-    versions: Mapping[str, PackageVersions] = field(default_factory=dict)  # per variant
+    # per variant: package -> version as its workers saw it, null where not installed
+    versions: Mapping[str, PackageVersions] = field(default_factory=dict)
     hardware: Hardware | None = None
     settings: Settings | None = None
     matrix: str | None = None  # the announcement: "132 cells = 11 models x ..."
@@ -216,7 +222,7 @@ class Manifest(Part):
     options: Mapping[str, JsonValue] = field(default_factory=dict)
     zoo_problems: tuple[ZooProblem, ...] = ()
     cluster: Cluster | None = None
-    finished: str | None = None
+    finished: str | None = None  # null while the run is under way, or was killed
     dispatch: DispatchSummary | None = None
     # Per worker process, exporter and variant: the first export's time and memory.
     cold_start: tuple[ColdStart, ...] = ()
