@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Self, TypeAlias
+from typing import Any, Self, TypeAlias, TypeVar
 
 from harness.store import environment
 from harness.store.records import SCHEMA
@@ -26,9 +26,14 @@ from harness.store.validate import check_manifest
 JsonValue: TypeAlias = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 # A JSON object as read, before or after validation: its values are typed by the parts.
 JsonObject: TypeAlias = Mapping[str, Any]
+# A part's constructor arguments, from a checked JSON object.
+Fields: TypeAlias = dict[str, Any]
 # One variant's package versions as its workers saw them: "torch" -> "2.13.0", None where
 # a package is not installed.
 PackageVersions: TypeAlias = Mapping[str, str | None]
+
+
+P = TypeVar("P", bound="Part")
 
 
 def now_iso() -> str:
@@ -50,7 +55,7 @@ class Part:
         return cls(**cls._typed(known), extra={k: v for k, v in d.items() if k not in names})
 
     @classmethod
-    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, known: Fields) -> Fields:
         """The known keys' values as the fields hold them (lists as tuples, parts)."""
         return known
 
@@ -72,7 +77,7 @@ def _plain(value: object) -> JsonValue:
     raise TypeError(f"{type(value).__name__} is no JSON value")
 
 
-def _parts(part: type[Part], values: Any) -> tuple[Any, ...]:
+def _parts(part: type[P], values: list[JsonObject] | None) -> tuple[P, ...]:
     return tuple(part.from_dict(v) for v in values or ())
 
 
@@ -96,7 +101,7 @@ class Hardware(Part):
     system: str | None = None
 
     @classmethod
-    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, known: Fields) -> Fields:
         return {**known, "gpus": tuple(known.get("gpus") or ())}
 
 
@@ -141,7 +146,7 @@ class Cluster(Part):
     resources: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
-    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, known: Fields) -> Fields:
         return {**known, "nodes": _parts(Node, known.get("nodes"))}
 
 
@@ -172,7 +177,7 @@ class DispatchSummary(Part):
     cells_per_minute: float | None = None
 
     @classmethod
-    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, known: Fields) -> Fields:
         slots = known.get("slots")
         return {
             **known,
@@ -287,11 +292,11 @@ class Manifest(Part):
         return super().from_dict(d)
 
     @classmethod
-    def _typed(cls, known: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, known: Fields) -> Fields:
         return {**known, **_typed_parts(known)}
 
 
-def _typed_parts(known: JsonObject) -> dict[str, Any]:
+def _typed_parts(known: JsonObject) -> Fields:
     def part(kind: type[Part], key: str) -> Part | None:
         value = known.get(key)
         return None if value is None else kind.from_dict(value)
