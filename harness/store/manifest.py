@@ -33,7 +33,7 @@ Fields: TypeAlias = dict[str, Any]
 PackageVersions: TypeAlias = Mapping[str, str | None]
 
 
-P = TypeVar("P", bound="Part")
+PartT = TypeVar("PartT", bound="Part")
 
 
 def now_iso() -> str:
@@ -77,7 +77,7 @@ def _plain(value: object) -> JsonValue:
     raise TypeError(f"{type(value).__name__} is no JSON value")
 
 
-def _parts(part: type[P], values: list[JsonObject] | None) -> tuple[P, ...]:
+def _parts(part: type[PartT], values: list[JsonObject] | None) -> tuple[PartT, ...]:
     return tuple(part.from_dict(v) for v in values or ())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,17 @@ def test_a_variant_of_a_run_keeps_its_own_versions_and_cold_starts() -> None:
     assert new.manifest.run_id == f"{OLD['run_id']}@new"
     assert new.versions("base") == new.versions("new") == {"torch": "2.10.0"}
     assert [(c.seconds, c.variant) for c in new.manifest.cold_start] == [(3.0, "new")]
+
+
+def test_a_manifest_changed_inside_the_history_database_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The database is an index anyone may hand over: its manifests are checked too."""
+    db = tmp_path / "h.sqlite"
+    history.add_runs(db, [write_run(tmp_path / "old", OLD, smoke_cells(1))])
+    tampered = json.dumps({**OLD, "hardware": {"cores": "many"}})
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET manifest = ?", (tampered,))
+    conn.close()
+    message = one_line_error(capsys, "report", "--history", "--db", str(db), "--no-plots")
+    assert f"run {OLD['run_id']} in the history: field 'hardware.cores'" in message
