@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.conftest import Figures, timed_sweep
-from harness.plan.zoo_expected import raw_status
 from harness.stats import median
 from harness.store import rundir as store
 from harness.store.records import Record
 from harness.store.status import Status
+from harness.zoo.expected import raw_status
 from model_zoo.transformers._decode_inventory import DECODE_INVENTORY
 from model_zoo.transformers._inventory import read_inventory
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from benchmarks.conftest import Figures, timed_sweep
 from benchmarks.overhead import overhead
-from harness.plan.zoo_expected import raw_status
 from harness.store import rundir as store
 from harness.store.records import Record
 from harness.store.status import Status
+from harness.zoo.expected import raw_status
 from model_zoo.transformers._inventory import read_inventory
 
 EXPORTERS = ("dynamo", "torchscript")

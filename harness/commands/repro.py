@@ -158,8 +158,8 @@ def _check_cells(records: list, cells: list[str]) -> None:  # type: ignore[type-
 
 def _sources(run_dir: Path) -> dict[str, str]:
     """Where each model comes from: the zoo as the run saw it (its --zoo paths)."""
-    from harness.plan.discovery import discover
     from harness.store import rundir
+    from harness.zoo.discovery import discover
 
     options = rundir.read_manifest(run_dir).get("options") or {}
     paths = [Path(p) for p in options.get("zoo") or () if Path(p).exists()]

@@ -16,7 +16,15 @@ import pytest
 from harness.compare import BLOCKING, IMPROVEMENT, WARNING, compare_runs
 from harness.coverage import matrix as coverage
 from harness.coverage import render
-from harness.coverage.opinfo_specs import (
+from harness.errors import UsageError
+from harness.plan.build import RunOptions, make_plan
+from harness.store.records import Cell, Measurements, Record
+from harness.store.runs import Run, variant_run
+from harness.zoo import ModelSpec, expect, expected_file
+from harness.zoo.discovery import discover
+from harness.zoo.expect import Expect
+from harness.zoo.expected import updated_rows
+from harness.zoo.generated.opinfo_specs import (
     BUILTIN_OPINFO_EXPECTED,
     BUILTIN_OPINFO_INVENTORY,
     EXPECTED,
@@ -24,15 +32,6 @@ from harness.coverage.opinfo_specs import (
     read_inventory,
     specs,
 )
-from harness.errors import UsageError
-from harness.plan import expect, expected_file
-from harness.plan.build import RunOptions, make_plan
-from harness.plan.discovery import discover
-from harness.plan.expect import Expect
-from harness.plan.zoo_expected import updated_rows
-from harness.store.records import Cell, Measurements, Record
-from harness.store.runs import Run, variant_run
-from harness.zoo import ModelSpec
 from tests.conftest import run_cli
 from tests.fixtures_compare import manifest
 

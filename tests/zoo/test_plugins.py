@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import discovery
 from harness.store import rundir as store
+from harness.zoo import discovery
 from tests.conftest import FIXTURES, run_cli
 
 PLUGIN_PKG = FIXTURES / "plugin_pkg"

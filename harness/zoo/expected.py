@@ -28,10 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.plan import expected_file
-from harness.plan.expect import ANY, Expect
 from harness.store.records import NO_PATCH, Record
 from harness.store.status import Status
+from harness.zoo import expected_file
+from harness.zoo.expect import ANY, Expect
 
 DETERMINISTIC = frozenset(
     {
