@@ -9,7 +9,7 @@ step too; the ten most common failure signatures; median decode-step and prefill
 
 Set HARNESS_SWEEP_OUT=DIR to keep the run directory (e.g. to refresh
 model_zoo/transformers/_decode_expected.csv from it with
-`python -m model_zoo.transformers._expected DIR`).
+`harness zoo expected DIR`).
 """
 
 from __future__ import annotations

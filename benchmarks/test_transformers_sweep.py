@@ -6,7 +6,7 @@ built, run in eager, exported per exporter, numerically right, and the most comm
 error signatures.
 
 Set HARNESS_SWEEP_OUT=DIR to keep the run directory (e.g. to refresh
-model_zoo/transformers/_expected.csv from it with `python -m model_zoo.transformers._expected DIR`),
+model_zoo/transformers/_expected.csv from it with `harness zoo expected DIR`),
 and HARNESS_SWEEP_BASELINE=DIR to compare its verdicts cell for cell with an earlier sweep's
 (e.g. one made by an earlier version of the harness).
 """
