@@ -68,7 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="where to write the inventory (default: the zoo's own in model_zoo/)",
     )
     refresh.add_argument(
-        "--zoo", action="append", metavar="PATH", help="ops: add zoo entry files (repeatable)"
+        "--zoo",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="ops: add zoo entry files (repeatable)",
     )
     refresh.add_argument(
         "--models",

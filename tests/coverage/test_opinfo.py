@@ -356,7 +356,7 @@ def test_expected_rows_from_a_run_keep_reasons_drop_fixed_and_keep_others(tmp_pa
     assert xfail.status == "xfail" and xfail.reason == "hand-written"
 
 
-def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
+def test_the_older_coverage_update_expected_says_so_and_writes_the_zoo_file(tmp_path: Path) -> None:
     from harness.store import rundir
 
     run = tmp_path / "run"
@@ -367,6 +367,7 @@ def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
     path = tmp_path / "expected.csv"
     result = run_cli("coverage", str(run), "--update-expected", "--expected", str(path))
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "deprecated: use `harness zoo expected RUN_DIR`" in result.stderr
     rows = expected_file.read(path).rows
     assert {(e.model, e.exporter, e.opset, str(e.status), str(e.stage)) for e in rows} == {
         ("opinfo.t.float32", "dynamo", "18", "export_failed", "translate"),
