@@ -1,5 +1,6 @@
 """A generated zoo's expected failures, kept as data beside it (`model_zoo/opinfo/_expected.csv`,
-`model_zoo/transformers/_expected.csv`, in the Expect grammar) and rewritten from a run, as
+`model_zoo/transformers/_expected.csv`, in the Expect grammar) and rewritten from a run
+(`harness zoo expected RUN_DIR`, harness.zoo.generated.catalog), as
 onnxscript keeps `ops_test_data.py`'s xfails. One mechanism for every such zoo; a zoo
 gives its header, its family and whether rows pin the error type (`ZooExpected`).
 
