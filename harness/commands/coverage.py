@@ -162,8 +162,7 @@ def _refresh(args: argparse.Namespace) -> int:
 
     _deprecated("--refresh-inventory", "harness zoo refresh ops")
     patterns = [m.strip() for m in args.models.split(",") if m.strip()]
-    say = _say
-    print(ops.refresh([Path(p) for p in args.zoo], patterns, out=args.inventory, say=say))
+    print(ops.refresh([Path(p) for p in args.zoo], patterns, out=args.inventory, say=_say))
     return 0
 
 

@@ -133,16 +133,15 @@ def refresh(args: argparse.Namespace) -> int:
         if getattr(args, dest) is not None and args.name not in zoos:
             flag = "--" + dest.replace("_", "-")
             raise UsageError(f"zoo refresh {args.name}: {flag} goes with {' or '.join(zoos)}")
-    say = _say
     if args.name == "ops":
         from harness.zoo.generated import ops
 
-        print(ops.refresh(args.zoo or (), args.models or (), out=args.out, say=say))
+        print(ops.refresh(args.zoo or (), args.models or (), out=args.out, say=_say))
     elif args.name == "opinfo":
         from harness.zoo.generated import opinfo_inventory
 
         print(
-            opinfo_inventory.refresh(args.ops or (), out=args.out, merge=bool(args.merge), say=say)
+            opinfo_inventory.refresh(args.ops or (), out=args.out, merge=bool(args.merge), say=_say)
         )
     else:
         print(_refresh_transformers(args))
