@@ -26,10 +26,10 @@ from typing import Any
 
 import onnx
 
-from harness.plan.discovery import discover
 from harness.store import rundir
 from harness.store.records import Record
 from harness.store.status import Stage, Status
+from harness.zoo.discovery import discover
 
 HERE = Path(__file__).resolve().parent
 COARSE = {

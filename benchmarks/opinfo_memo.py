@@ -29,7 +29,7 @@ from harness.cell.exporters import registry_memo
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.shapes import Inputs
 from harness.cell.warmup import warm_up_exporter
-from harness.coverage.opinfo_samples import op_db_index, sample_set
+from harness.zoo.generated.opinfo_samples import op_db_index, sample_set
 
 
 def export(sample: Any, memo: bool, folder: Path) -> tuple[dict[str, str] | str, float]:

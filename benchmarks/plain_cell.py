@@ -25,7 +25,7 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
 
-from harness.plan.discovery import load_source  # noqa: E402  (only to build the very same model)
+from harness.zoo.discovery import load_source  # noqa: E402  (only to build the very same model)
 
 
 def main() -> None:

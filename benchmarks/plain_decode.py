@@ -35,7 +35,7 @@ from torch.export import Dim
 # Only to build the very same model and inputs and to judge outputs the same way; the
 # export itself below is the direct call.
 from harness.cell.numerics import compare_outputs
-from harness.plan.discovery import BUILTIN_ZOO, load_source
+from harness.zoo.discovery import BUILTIN_ZOO, load_source
 
 SOURCE = BUILTIN_ZOO / "transformers" / "decoders.py"
 

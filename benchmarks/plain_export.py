@@ -31,7 +31,7 @@ import torch
 from harness.cell.numerics import compare_outputs
 from harness.cell.reference import reference64
 from harness.cell.shapes import Inputs, dynamic_axes, flatten_outputs
-from harness.plan.discovery import load_source
+from harness.zoo.discovery import load_source
 
 
 def main() -> None:

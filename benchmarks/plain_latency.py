@@ -15,7 +15,7 @@ import time
 import onnxruntime as ort
 import torch
 
-from harness.plan.discovery import load_source
+from harness.zoo.discovery import load_source
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from harness.cell.warmup import WarmUpModel
-from harness.plan.discovery import load_source
+from harness.zoo.discovery import load_source
 
 
 def _kib(field: str) -> int:

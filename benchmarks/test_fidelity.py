@@ -12,8 +12,8 @@ import statistics
 from pathlib import Path
 
 from benchmarks.conftest import REPO, Figures, harness, plain
-from harness.plan.discovery import discover
 from harness.store import rundir as store
+from harness.zoo.discovery import discover
 
 MEMORY_ZOO = REPO / "benchmarks" / "memory_zoo.py"
 MIN_PEAK_MB = 32.0  # the memory alert's absolute floor: smaller changes are never judged

@@ -74,7 +74,7 @@ def test_throughput_against_plain_way(
         iterations=1,
     )
     records = [r for r in store.read_records(out) if r.exporter in ("dynamo", "torchscript")]
-    from harness.plan.discovery import discover
+    from harness.zoo.discovery import discover
 
     sources = {name: spec.source for name, spec in discover().models.items()}
     plain_s, plain_status = _plain_way(records, sources)

@@ -9,7 +9,7 @@ step too; the ten most common failure signatures; median decode-step and prefill
 
 Set HARNESS_SWEEP_OUT=DIR to keep the run directory (e.g. to refresh
 model_zoo/transformers/_decode_expected.csv from it with
-`python -m model_zoo.transformers._expected DIR`).
+`harness zoo expected DIR`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.conftest import Figures, timed_sweep
-from harness.plan.zoo_expected import raw_status
 from harness.stats import median
 from harness.store import rundir as store
 from harness.store.records import Record
 from harness.store.status import Status
+from harness.zoo.expected import raw_status
 from model_zoo.transformers._decode_inventory import DECODE_INVENTORY
 from model_zoo.transformers._inventory import read_inventory
 

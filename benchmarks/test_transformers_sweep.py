@@ -6,7 +6,7 @@ built, run in eager, exported per exporter, numerically right, and the most comm
 error signatures.
 
 Set HARNESS_SWEEP_OUT=DIR to keep the run directory (e.g. to refresh
-model_zoo/transformers/_expected.csv from it with `python -m model_zoo.transformers._expected DIR`),
+model_zoo/transformers/_expected.csv from it with `harness zoo expected DIR`),
 and HARNESS_SWEEP_BASELINE=DIR to compare its verdicts cell for cell with an earlier sweep's
 (e.g. one made by an earlier version of the harness).
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from benchmarks.conftest import Figures, timed_sweep
 from benchmarks.overhead import overhead
-from harness.plan.zoo_expected import raw_status
 from harness.store import rundir as store
 from harness.store.records import Record
 from harness.store.status import Status
+from harness.zoo.expected import raw_status
 from model_zoo.transformers._inventory import read_inventory
 
 EXPORTERS = ("dynamo", "torchscript")

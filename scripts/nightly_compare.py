@@ -47,14 +47,14 @@ from harness.compare.output import write_outputs as write_comparison
 from harness.compare.output.markdown import findings_table, to_markdown
 from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
 from harness.pipeline.remeasure import remeasure
-from harness.plan import expected_file
-from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
 from harness.store.markdown import md_code, md_text
 from harness.store.paired import CellKey, PairPlan, PairResult
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
+from harness.zoo import expected_file
+from harness.zoo.expected_file import ExpectedFile, ExpectedFileError
 
 NONE = "none"
 # GitHub refuses a step summary over 1 MiB and an issue body over 65,536 characters.

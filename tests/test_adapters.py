@@ -19,8 +19,9 @@ import torch
 from harness.cell import exporters
 from harness.cell.exporters import ExportRequest
 from harness.cell.shapes import Inputs, flatten_outputs
-from harness.plan import discovery, suites
+from harness.plan import suites
 from harness.store import rundir as store
+from harness.zoo import discovery
 from tests.conftest import REPO, package_index_problem, run_cli
 
 HF = discovery.BUILTIN_ZOO / "hf"
@@ -66,7 +67,7 @@ import sys
 sys.modules["transformers"] = None  # `import transformers` now raises ImportError
 sys.modules["torchvision"] = None
 from pathlib import Path
-from harness.plan import discovery
+from harness.zoo import discovery
 for folder in ("hf", "torchvision"):
     for f in discovery.zoo_files(discovery.BUILTIN_ZOO / folder):
         for spec in discovery.load_file(f):

@@ -24,9 +24,9 @@ from ray.cluster_utils import Cluster
 
 from harness.dispatch import driver
 from harness.dispatch.policy import NODE_SETTLE_S
-from harness.plan.suites import Protocol
 from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
 from tests.node_loss import cluster_with_a_survivor, kill_a_node_mid_run

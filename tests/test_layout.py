@@ -18,16 +18,17 @@ MAX_FUNCTION_LINES = 60
 # argparse declarations read best as one list of flags, however long.
 LONG_FUNCTIONS_ALLOWED = {"add_arguments"}
 STAGES = (
-    "plan",
-    "cell",
-    "dispatch",
     "store",
+    "zoo",
+    "cell",
+    "plan",
+    "dispatch",
+    "coverage",
     "compare",
     "report",
-    "coverage",
     "pipeline",
-    "commands",
     "bisect",
+    "commands",
 )
 
 
@@ -103,6 +104,21 @@ def test_what_dispatch_decides_is_pure() -> None:
     assert _imported_after(modules) == set()
 
 
+def test_the_zoo_contract_discovery_and_expectations_load_without_torch() -> None:
+    """Plugins import harness.zoo; planning discovers the zoo and reads its expected
+    failures; only the generators (and a cell's build) import torch."""
+    modules = [
+        "harness.zoo",
+        "harness.zoo.discovery",
+        "harness.zoo.expected",
+        "harness.zoo.generated.catalog",
+        "harness.zoo.generated.opinfo_specs",
+        "harness.zoo.generated.transformers",
+        "harness.commands.zoo",
+    ]
+    assert _imported_after(modules) == set()
+
+
 def test_the_cli_and_the_exporter_registry_answer_without_torch() -> None:
     """`harness --help`, usage errors and suite validation stay instant."""
     assert _imported_after(["harness.cli", "harness.cell.exporters", "harness.zoo"]) == set()
@@ -116,6 +132,113 @@ def _imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+# The layers, lowest first: a module may import its own layer and the layers below it. A
+# module's layer is the longest of these its name starts with (zoo.generated, the
+# generators, capture models with the exporters: they sit above cell and coverage).
+LAYERS = (
+    "harness.errors",
+    "harness.stats",
+    "harness",  # __version__
+    "harness.store",
+    "harness.zoo",
+    "harness.cell",
+    "harness.plan",
+    "harness.dispatch",
+    "harness.coverage",
+    "harness.compare",
+    "harness.report",
+    "harness.zoo.generated",
+    "harness.progress",
+    "harness.pipeline",
+    "harness.bisect",
+    "harness.commands",
+    "harness.cli",
+)
+# Imports that go up a layer, each with why it stays for now; one that no longer happens
+# must leave this list.
+UPWARD_ALLOWED: set[tuple[str, str]] = set()
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(HARNESS.parent).with_suffix("").parts
+    return ".".join(parts).removesuffix(".__init__")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every harness module -> the harness modules it imports, at the top or inside a
+    function (`from harness.zoo import expect` names the module harness.zoo.expect;
+    `from harness.zoo import ModelSpec`, the package harness.zoo)."""
+    modules = {_module_name(p): p for p in _modules()}
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(module_of(a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.update(module_of(f"{node.module}.{a.name}") for a in node.names)
+        graph[name] = {m for m in found if m is not None and m != name}
+    return graph
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph (its modules, the first repeated at the end), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if cycle := visit(imported):
+                return cycle
+        path.pop()
+        done.add(module)
+        return None
+
+    return next((c for m in sorted(graph) if (c := visit(m))), None)
+
+
+def test_the_import_graph_of_harness_has_no_cycle() -> None:
+    cycle = _a_cycle(_import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_a_cycle_is_found_and_named() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _a_cycle(graph) == ["a", "b", "c", "a"]
+    assert _a_cycle({"a": {"b"}, "b": set(), "d": {"a", "b"}}) is None
+
+
+def _layer(module: str) -> int:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS.index(prefix)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = {
+        (module, imported)
+        for module, imports in _import_graph().items()
+        for imported in imports
+        if _layer(imported) > _layer(module)
+    }
+    assert upward - UPWARD_ALLOWED == set(), "imports of a higher layer"
+    assert UPWARD_ALLOWED - upward == set(), "allowed upward imports that no longer happen"
+
+
+def test_every_stage_folder_is_a_layer() -> None:
+    assert {f"harness.{stage}" for stage in STAGES} <= set(LAYERS)
 
 
 def test_only_the_exporters_call_torch_onnx_and_only_dispatchs_shell_imports_ray() -> None:

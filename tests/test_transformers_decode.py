@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from harness.cell.worker import run_cell
-from harness.plan import discovery, expected_file
 from harness.plan.suites import load_suite
 from harness.store import rundir as store
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
+from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _decode_inventory, _inventory
 from model_zoo.transformers._decode_probe import input_dims
 from tests.conftest import REPO, run_cli
@@ -99,7 +99,7 @@ def test_the_probe_names_each_axis_by_how_it_moved() -> None:
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
     script = f"""
 import sys
-from harness.plan import discovery
+from harness.zoo import discovery
 specs = discovery.load_file(discovery.Path({str(ZOO_FILE)!r}))
 print(len(specs), "transformers" in sys.modules, "torch" in sys.modules)
 """
@@ -134,7 +134,8 @@ def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:
     reason=f"the decode inventory is for transformers {INVENTORY['transformers']}; refresh it",
 )
 def test_the_inventory_covers_the_installed_heads() -> None:
-    from model_zoo.transformers._refresh import _decode_named, decode_registry
+    from harness.zoo.generated.transformers import _decode_named
+    from model_zoo.transformers._refresh import decode_registry
 
     assert sorted(ENTRIES) == sorted(_decode_named({item: {} for item in decode_registry()}))
 

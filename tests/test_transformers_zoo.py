@@ -16,9 +16,9 @@ import torch
 
 from harness.cell.shapes import Inputs, second_shape
 from harness.cli import main
-from harness.plan import discovery, expected_file
 from harness.store import rundir as store
 from harness.store.status import Status
+from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
 from tests.conftest import REPO, run_cli
 
@@ -177,7 +177,7 @@ def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
     script = f"""
 import sys, time
 start = time.perf_counter()
-from harness.plan import discovery
+from harness.zoo import discovery
 specs = discovery.load_file(discovery.Path({str(ZOO_FILE)!r}))
 print(len(specs), round(time.perf_counter() - start, 3), "transformers" in sys.modules, "torch" in sys.modules)
 """
@@ -360,15 +360,15 @@ def test_building_sets_the_hub_offline() -> None:
 
 
 def test_expected_rows_name_the_deterministic_failures_of_a_run() -> None:
-    """`python -m model_zoo.transformers._expected RUN` writes one row per failing cell
+    """`harness zoo expected RUN` writes one row per failing cell of a transformers run
     (timeouts and crashes are the machine's, not the exporter's), pinning the error type;
     the rows then judge the same records as expected (xfail)."""
     from datetime import date
 
-    from harness.plan.expect import judge
-    from harness.plan.zoo_expected import updated_rows
     from harness.store.records import Cell, Measurements, Record
-    from model_zoo.transformers._expected import ZOO
+    from harness.zoo.expect import judge
+    from harness.zoo.expected import updated_rows
+    from harness.zoo.generated.transformers import expected_files
 
     def cell(model: str, exporter: str = "dynamo") -> Cell:
         return Cell(model, exporter, 18, family="transformers")
@@ -382,7 +382,7 @@ def test_expected_rows_name_the_deterministic_failures_of_a_run() -> None:
         Record.without_run(cell("hf.c"), "r", status=Status.TIMEOUT, reason="cell exceeded 300 s"),
         Record.without_run(cell("hf.d"), "r", status=Status.SKIPPED, reason="does not build: x"),
     ]  # fmt: skip
-    (row,) = updated_rows((), records, ZOO)
+    (row,) = updated_rows((), records, expected_files()[0])
     assert (row.model, row.exporter, row.opset, row.shape) == ("hf.a", "dynamo", "18", "static")
     assert (row.status, str(row.stage)) == (Status.EXPORT_FAILED, "translate")
     assert row.match == f"^{records[0].error_signature.split(':')[0]}:"  # type: ignore[union-attr]

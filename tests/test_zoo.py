@@ -14,8 +14,8 @@ import torch
 from torch.utils import _pytree as pytree
 
 from harness.cell.exporters import NAMES as EXPORTERS
-from harness.plan import discovery, suites
-from harness.zoo import ModelSpec
+from harness.plan import suites
+from harness.zoo import ModelSpec, discovery
 
 ZOO = discovery.discover(entry_points=False)
 # Sampled entries (the opinfo family: ~2000 OpInfos at a dtype) are many small models

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.plan.suites import Protocol
 from harness.stats import is_stable
+from harness.store.protocol import Protocol
 
 STABLE_WINDOW = 6
 

@@ -32,11 +32,11 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss, freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
-from harness.plan.discovery import load_source
-from harness.plan.suites import Protocol
+from harness.store.protocol import Protocol
 from harness.store.records import CellTask, Measurements, Record, ShapeLatency
 from harness.store.status import Status
 from harness.zoo import ModelSpec
+from harness.zoo.discovery import load_source
 
 SEED = 0
 

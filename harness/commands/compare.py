@@ -26,13 +26,13 @@ from harness.compare.output.json_report import to_json
 from harness.compare.output.markdown import to_markdown
 from harness.errors import UsageError
 from harness.pipeline.remeasure import remeasure
-from harness.plan import expected_file
-from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.store.paired import PairPlan
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, VariantError, read_run, variant_run
 from harness.store.status import Status
+from harness.zoo import expected_file
+from harness.zoo.expected_file import ExpectedFile, ExpectedFileError
 
 HELP = "compare a candidate run with a baseline run or the history; exit 1 on blocking regressions"
 DEFAULT_EXPECTED = Path("expected/status.csv")

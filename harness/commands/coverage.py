@@ -1,5 +1,5 @@
-"""`harness coverage`: the op x (exporter, opset) coverage matrix of a run, or a fresh op
-inventory (the one-op models of `harness run --suite ops`)."""
+"""`harness coverage`: the op x (exporter, opset) coverage matrix of a run (and the older
+spellings of `harness zoo refresh ops|opinfo` and `harness zoo expected`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.errors import UsageError
 
-HELP = "which ATen ops (or OpInfos) each exporter covers at each opset (from a run), or refresh an inventory"
+HELP = "which ATen ops (or OpInfos) each exporter covers at each opset, from a run"
 DESCRIPTION = """\
 The op coverage matrix of a run: for each ATen op, and each exporter and opset, whether it
 exports and matches eager ('ok'), exports with wrong numbers ('wrong'), fails (with the
@@ -24,26 +24,17 @@ means every sample matched eager (partly matching cells show 'FAILS 3/8'; the su
 counts samples too); from any other run, an op is 'ok' where a passing cell used it and
 'fails' where a cell reported it unsupported.
 
---refresh-inventory captures every zoo model as the dynamo exporter does (torch.export,
-then its decompositions) and rewrites the inventory that the `ops` family is built from
-(model_zoo/ops/_inventory.json): each ATen overload, the models using it, and its first
-call's argument shapes and dtypes. `--refresh-inventory opinfo` rewrites the `opinfo`
-family's (model_zoo/opinfo/_inventory.json) from torch's op_db: each OpInfo, its dtypes
-among float32, float16, int64 and bool, and its CPU sample counts. Commit the result.
-
---update-expected RUN_DIR rewrites the opinfo zoo's expected failures
-(model_zoo/opinfo/_expected.csv) from a run: failing cells get a row with their status,
-stage and a reason, fixed ones lose theirs; review the reasons and commit the file.
+The op inventory (the usage column, and the ops that cannot be isolated) is the `ops`
+zoo's, model_zoo/ops/_inventory.json, regenerated with `harness zoo refresh ops`. The older
+--refresh-inventory [ops|opinfo] and --update-expected flags still work: they say so and
+run `harness zoo refresh ops|opinfo` and `harness zoo expected RUN_DIR`.
 
 examples:
   harness run --suite ops --out results/ops && harness coverage results/ops
   harness run --suite opinfo --models dtype:float32 --out results/opinfo
   harness coverage results/opinfo --format csv         # OpInfo x (exporter, opset, dtype)
-  harness coverage --update-expected results/opinfo    # known failures, as data
   harness coverage results/nightly --format csv > coverage.csv
   harness coverage results/ops --format json --problems-only
-  harness coverage --refresh-inventory                    # after adding zoo models
-  harness coverage --refresh-inventory --zoo ./my_models --inventory /tmp/inventory.json
 """
 
 FORMATS = ("md", "json", "csv")
@@ -71,13 +62,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="ops",
         choices=("ops", "opinfo"),
-        help="rewrite an inventory instead of reading a run: 'ops' (default) captures the "
-        "zoo; 'opinfo' lists torch's OpInfos and their samples (model_zoo/opinfo/)",
+        help="deprecated: `harness zoo refresh ops|opinfo` (rewrite an inventory: 'ops', the default, captures the "
+        "zoo; 'opinfo' lists torch's OpInfos and their samples)",
     )
     p.add_argument(
         "--update-expected",
         action="store_true",
-        help="rewrite the opinfo zoo's expected failures from RUN_DIR (see --expected)",
+        help="deprecated: `harness zoo expected RUN_DIR` (rewrite the opinfo zoo's expected "
+        "failures from RUN_DIR)",
     )
     p.add_argument(
         "--expected",
@@ -117,18 +109,17 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _update_expected(args: argparse.Namespace) -> int:
-    from harness.coverage.opinfo_specs import EXPECTED
-    from harness.plan import expected_file
-    from harness.store.rundir import RunDirError, read_manifest, read_records
+    from harness.zoo.generated.catalog import update_expected
+    from harness.zoo.generated.opinfo_specs import OPINFO_FAMILY
 
-    zoo = dataclasses.replace(EXPECTED, path=args.expected) if args.expected else EXPECTED
-    try:
-        read_manifest(args.run_dir)
-        before, after = zoo.update(read_records(args.run_dir))
-    except (RunDirError, expected_file.ExpectedFileError) as exc:
-        raise UsageError(str(exc)) from None
-    print(f"wrote {zoo.path}: {after} rows ({before} before) from {args.run_dir}")
+    _deprecated("--update-expected", "harness zoo expected RUN_DIR")
+    for line in update_expected(args.run_dir, path=args.expected, families=(OPINFO_FAMILY,)):
+        print(line)
     return 0
+
+
+def _deprecated(flag: str, instead: str) -> None:
+    print(f"harness coverage {flag} is deprecated: use `{instead}`", file=sys.stderr)
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -167,45 +158,25 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from harness.coverage import matrix as coverage
-    from harness.coverage.inventory import build_inventory, write_inventory
-    from harness.plan.discovery import discover
+    from harness.zoo.generated import ops
 
-    zoo = discover([Path(p) for p in args.zoo])
+    _deprecated("--refresh-inventory", "harness zoo refresh ops")
     patterns = [m.strip() for m in args.models.split(",") if m.strip()]
-    specs = zoo.select(patterns) if patterns else list(zoo.models.values())
-    for problem in zoo.problems:
-        print(f"warning: zoo file {problem.source} failed to import: {problem.error}")
-    path = args.inventory or coverage.BUILTIN_INVENTORY
-    inventory = build_inventory(specs, progress=lambda line: print(line, flush=True))
-    write_inventory(inventory, path)
-    failed = [name for name, m in inventory["models"].items() if "error" in m]
-    print(
-        f"{len(inventory['ops'])} ops with a one-op model, {len(inventory['skipped'])} not isolated, "
-        f"from {len(inventory['models']) - len(failed)} models"
-        + (f" ({len(failed)} could not be captured: {', '.join(failed)})" if failed else "")
-        + f" -> {path}"
-    )
+    print(ops.refresh([Path(p) for p in args.zoo], patterns, out=args.inventory, say=_say))
     return 0
 
 
 def _refresh_opinfo(args: argparse.Namespace) -> int:
-    from harness.coverage.opinfo_inventory import build_inventory, write_inventory
-    from harness.coverage.opinfo_specs import BUILTIN_OPINFO_INVENTORY
+    from harness.zoo.generated import opinfo_inventory
 
+    _deprecated("--refresh-inventory opinfo", "harness zoo refresh opinfo")
     if args.zoo or args.models:
         raise UsageError(
             "coverage --refresh-inventory opinfo reads torch's op_db: no --zoo or --models"
         )
-    path = args.inventory or BUILTIN_OPINFO_INVENTORY
-    inventory = build_inventory(progress=lambda line: print(line, flush=True))
-    write_inventory(inventory, path)
-    entries = inventory["opinfos"]
-    cells = sum(len(e["samples"]) + len(e["problems"]) for e in entries)
-    failing = sum(len(e["problems"]) for e in entries)
-    print(
-        f"{len(entries)} OpInfos, {cells} (OpInfo, dtype) entries at {', '.join(inventory['dtypes'])}"
-        + (f" ({failing} whose samples cannot be built: skipped cells)" if failing else "")
-        + f" -> {path}"
-    )
+    print(opinfo_inventory.refresh(out=args.inventory, say=_say))
     return 0
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.cell import patches
-from harness.plan.discovery import BUILTIN_ZOO, discover
 from harness.plan.suites import available_suites, load_suite
 from harness.zoo import Expect, ModelSpec
+from harness.zoo.discovery import BUILTIN_ZOO, discover
 
 HELP = "list models and suites"
 DESCRIPTION = """\

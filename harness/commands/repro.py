@@ -159,8 +159,8 @@ def _check_cells(records: list, cells: list[str]) -> None:  # type: ignore[type-
 def _sources(run_dir: Path) -> dict[str, str]:
     """Where each model comes from: the zoo as the run saw it (its --zoo paths)."""
     from harness.plan.build import RunOptions
-    from harness.plan.discovery import discover
     from harness.store import rundir
+    from harness.zoo.discovery import discover
 
     options = RunOptions.from_dict(dict(rundir.read_manifest(run_dir).options))
     paths = [Path(p) for p in options.zoo if Path(p).exists()]

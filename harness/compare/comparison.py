@@ -18,10 +18,10 @@ from harness.compare.metrics import NotCompared
 from harness.compare.paired import apply_paired
 from harness.compare.ratchet import defer_to_ratchet, ratchet_findings, update_command
 from harness.compare.thresholds import Thresholds
-from harness.plan.expected_file import ExpectedFile
 from harness.store.paired import PairResult
 from harness.store.records import Cell, CellKey
 from harness.store.runs import Run, comparability_differences
+from harness.zoo.expected_file import ExpectedFile
 
 
 @dataclass(frozen=True)

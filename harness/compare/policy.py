@@ -16,11 +16,11 @@ from harness.compare.comparison import (
     compare_runs,
 )
 from harness.compare.findings import BLOCKING, WARNING, Finding
-from harness.plan.expected_file import ExpectedFile
 from harness.store.manifest import Manifest
 from harness.store.paired import PairResult
 from harness.store.records import CellKey
 from harness.store.runs import Run
+from harness.zoo.expected_file import ExpectedFile
 
 # Nights on the same machine before latency, export time and memory may block: the history
 # judges a series by its own run-to-run noise from 3 changes on (Thresholds.min_history_changes).

@@ -1,5 +1,5 @@
 """The expected-status ratchet: every cell of the candidate judged against the expectation
-that `expected/status.csv` holds for it (harness.plan.expect's grammar; no row: it must
+that `expected/status.csv` holds for it (harness.zoo.expect's grammar; no row: it must
 pass). Worse than expected blocks, and so does the expected status reached another way: a
 new way of failing never hides behind an old row. Better than expected is an improvement,
 reported with the command that rewrites the file."""
@@ -11,10 +11,10 @@ from dataclasses import replace
 from datetime import date
 
 from harness.compare.findings import BLOCKING, IMPROVEMENT, WARNING, Finding, failure_text, finding
-from harness.plan.expect import ANY, Expect, lookup
-from harness.plan.expected_file import ExpectedFile
 from harness.store.records import Record
 from harness.store.runs import Run
+from harness.zoo.expect import ANY, Expect, lookup
+from harness.zoo.expected_file import ExpectedFile
 
 WORSE, DIFFERENTLY, BETTER = "worse", "differently", "better"
 # The cell fields an exact row names: what `--update-expected` writes one row for.

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.plan.discovery import BUILTIN_ZOO
 from harness.store.records import Cell, Record
+from harness.zoo.discovery import BUILTIN_ZOO
 
 BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"
 OPS_FAMILY = "ops"

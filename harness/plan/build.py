@@ -17,7 +17,6 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from harness.errors import UsageError
-from harness.plan.discovery import Zoo, discover
 from harness.plan.matrix import Matrix, ModelRef, expand
 from harness.plan.suites import (
     DEFAULT_EXPORTERS,
@@ -32,6 +31,7 @@ from harness.plan.suites import (
 from harness.store.lock import LOCK
 from harness.store.records import NO_PATCH, Cell
 from harness.zoo import ModelSpec
+from harness.zoo.discovery import Zoo, discover
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,8 @@
-"""Suite files (`suites/<name>.toml`) and the measurement protocol, validated into frozen
-dataclasses. Every problem is a `UsageError` naming the file (and line, where TOML says)."""
+"""Suite files (`suites/<name>.toml`), validated into frozen dataclasses (the measurement
+protocol they carry is harness.store.protocol). Every problem is a `UsageError` naming the file (and line, where TOML says)."""
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,37 +11,12 @@ from typing import Any
 from harness.cell import exporters, patches
 from harness.errors import UsageError
 from harness.plan.matrix import DYNAMIC_ONLY
+from harness.store.protocol import Protocol
 from harness.store.records import DEVICES, NO_PATCH
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
 DEFAULT_OPSETS = (17, 18, 20)
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """How latency is measured (docs/design.md, measurement protocol); recorded in the manifest."""
-
-    warmup_min_iters: int = 3
-    warmup_max_s: float = 2.0
-    warmup_tolerance: float = 0.1
-    min_iters: int = 20
-    min_time_s: float = 0.3
-    max_iters: int = 2000
-    max_time_s: float = 5.0
-
-    @classmethod
-    def from_table(cls, table: dict[str, Any], source: str) -> Protocol:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(table) - known)
-        if unknown:
-            raise UsageError(
-                f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})"
-            )
-        for key, value in table.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise UsageError(f"{source}: [protocol] {key} must be a non-negative number")
-        return cls(**table)
 
 
 @dataclass(frozen=True)

@@ -463,23 +463,3 @@ PLOT_TITLES = {
     "trends": "Latency trends per cell",
     "suite_trend": "Suite trends",
 }
-
-
-def run_plot_data(
-    records: Sequence[Record], *, baseline: Sequence[Record] | None = None
-) -> dict[str, Any]:
-    """The data of every plot of a run, by plot name (an empty one is not drawn)."""
-    data: dict[str, Any] = {
-        "matrix": matrix_data(records),
-        "export_cost": export_cost_data(records),
-        "latency": latency_data(records),
-        "opset_effect": opset_effect_data(records),
-        "coverage": coverage_data(records),
-    }
-    if baseline is not None:
-        data["comparison"] = comparison_data(baseline, records)
-    # generation.py builds on this module's LatencyData: imported here, not at the top.
-    from harness.report.generation import generation_latency_data
-
-    data["generation_latency"] = generation_latency_data(records)
-    return data

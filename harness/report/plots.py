@@ -24,7 +24,6 @@ from harness.report.data import (
     MatrixData,
     OpsetEffectData,
     Spread,
-    run_plot_data,
 )
 from harness.report.palette import (
     BAND_COLOUR,
@@ -35,6 +34,7 @@ from harness.report.palette import (
     REGRESSION_COLOUR,
     SERIES_COLOURS,
 )
+from harness.report.run_plots import run_plot_data
 from harness.report.trends import (
     RunLike,
     SuiteTrendData,

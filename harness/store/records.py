@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from harness.store.error_text import clean, normalize, root_cause, signature_of
+from harness.store.protocol import Protocol
 from harness.store.status import Stage, Status
 from harness.store.validate import Malformed, check_record
 from harness.store.validate import SchemaError as SchemaError  # raised by the readers
@@ -64,8 +65,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class CellTask:
-    """What a worker needs to run one cell: small, picklable, no tensors. `protocol` is a
-    `harness.plan.suites.Protocol`."""
+    """What a worker needs to run one cell: small, picklable, no tensors."""
 
     cell: Cell
     source: str
@@ -73,7 +73,7 @@ class CellTask:
     run_dir: str
     threads: int = 1
     keep_onnx: bool = False
-    protocol: Any = None
+    protocol: Protocol | None = None
     attempt: int = 1
     max_memory_gb: float | None = None
     # Seconds the cell may run (from the fork of its process); None: no limit.

@@ -3,16 +3,16 @@
 entry runs its OpInfo's CPU samples (up to HARNESS_OPINFO_MAX_SAMPLES, default 10, spread
 evenly over them), every sample exported, checked, run in ONNX Runtime and compared alone.
 
-The entries come from `_inventory.json` beside this file (`harness coverage
---refresh-inventory opinfo`); known failures, with reasons, from `_expected.csv`
-(`harness coverage --update-expected RUN_DIR`). op_db is imported only by a cell's build.
+The entries come from `_inventory.json` beside this file (`harness zoo refresh
+opinfo`); known failures, with reasons, from `_expected.csv`
+(`harness zoo expected RUN_DIR`). op_db is imported only by a cell's build.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.coverage.opinfo_specs import specs
+from harness.zoo.generated.opinfo_specs import specs
 
 HERE = Path(__file__).parent
 

@@ -2,15 +2,15 @@
 dtypes its first call really had (family `ops`, named by the overload: `aten.conv2d.default`).
 
 The ops and their argument templates come from `_inventory.json` beside this file, written
-by `harness coverage --refresh-inventory` from the zoo's captured graphs (see harness/ops.py).
+by `harness zoo refresh ops` from the zoo's captured graphs (harness/zoo/generated/ops.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.coverage.inventory import read_inventory
-from harness.coverage.one_op import specs_from_inventory
+from harness.zoo.generated.one_op import specs_from_inventory
+from harness.zoo.generated.ops import read_inventory
 
 INVENTORY = Path(__file__).with_name("_inventory.json")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from harness.plan.expect import Expect
 from harness.zoo import ModelSpec
+from harness.zoo.expect import Expect
 from model_zoo.transformers._inventory import HERE, REQUIRES, model_name, skip_reason
 
 DECODE_INVENTORY = HERE / "_decode_inventory.json"
@@ -21,7 +21,7 @@ DECODE_EXPECTED = HERE / "_decode_expected.csv"
 DECODE_FAMILY = "transformers-decode"
 CAUSAL, SEQ2SEQ = "causal-lm", "seq2seq-lm"
 SUFFIX = {CAUSAL: ".decode", SEQ2SEQ: ".decode-seq2seq"}
-DECODE_REFRESH = "python -m model_zoo.transformers._refresh --decode"
+DECODE_REFRESH = "harness zoo refresh transformers-decode"
 
 # Where a dynamic cell is verified again: a prefill (another batch, no past, a prompt) and
 # a decode step (another batch, another past, one new token). Sizes stay inside the

@@ -17,8 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.plan.expect import Expect
 from harness.zoo import ModelSpec
+from harness.zoo.expect import Expect
 from model_zoo.hf._adapter import REQUIRES
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +27,7 @@ EXPECTED = HERE / "_expected.csv"
 INVENTORY_SCHEMA = 1
 FAMILY = "transformers"
 PREFIX = "hf."
-REFRESH_COMMAND = "python -m model_zoo.transformers._refresh"
+REFRESH_COMMAND = "harness zoo refresh transformers"
 STAGE_WORDS = {
     "config": "its config does not shrink",
     "class": "no model class",
@@ -46,11 +46,15 @@ def model_name(model_type: str) -> str:
 
 
 def inventory_document(
-    entries: dict[str, dict[str, Any]], *, registry_size: int, seconds: float
+    entries: dict[str, dict[str, Any]],
+    *,
+    registry_size: int,
+    seconds: float,
+    command: str = REFRESH_COMMAND,
 ) -> dict[str, Any]:
     return {
         "schema": INVENTORY_SCHEMA,
-        "about": f"transformers model types probed from shrunk configs; regenerate with `{REFRESH_COMMAND}`",
+        "about": f"transformers model types probed from shrunk configs; regenerate with `{command}`",
         "transformers": _version("transformers"),
         "torch": _version("torch"),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d"),

@@ -4,14 +4,14 @@ shipped: one generation step with a KV cache (family `transformers-decode`, name
 suite; needs the hf extra).
 
 Read from the committed inventory beside this file (`_decode_inventory.json`, written by
-`python -m model_zoo.transformers._refresh --decode`): importing this file builds nothing. A
+`harness zoo refresh transformers-decode`): importing this file builds nothing. A
 head the probe could not build or run a step with a cache is an entry too, whose cells are
 skipped with the reason. Known export failures come from `_decode_expected.csv`.
 """
 
 from __future__ import annotations
 
-from harness.plan import expected_file
+from harness.zoo import expected_file
 from model_zoo.transformers._decode_inventory import (
     DECODE_EXPECTED,
     DECODE_INVENTORY,

@@ -18,7 +18,7 @@ import pytest
 
 from harness.cell import isolation
 from harness.cell.isolation import _Zygote, judge_exit, run_cell_isolated
-from harness.plan.suites import Protocol
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 from harness.zoo import ModelSpec

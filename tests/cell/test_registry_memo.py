@@ -17,7 +17,7 @@ from harness.cell.exporters import registry_memo
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.shapes import Inputs
 from harness.cell.warmup import WarmUpModel
-from harness.coverage.opinfo_samples import sample_set
+from harness.zoo.generated.opinfo_samples import sample_set
 from tests.zoo_fixtures.opinfo_inject.models import inject_wrong_translation
 
 

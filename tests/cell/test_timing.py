@@ -9,7 +9,7 @@ import weakref
 import pytest
 
 from harness.cell.timing import STABLE_WINDOW, _warm_up, freeze_survivors, gc_paused, time_calls
-from harness.plan.suites import Protocol
+from harness.store.protocol import Protocol
 
 
 @pytest.mark.timeout(10)

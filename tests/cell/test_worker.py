@@ -14,7 +14,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.cell.warmup import WARM_UP_MODEL_MIN_OPSET, WarmUpModel, _warm_up, warm_up_exporter
 from harness.cell.worker import run_cell
-from harness.plan.suites import Protocol
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from tests.conftest import FIXTURES
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from harness.compare import BLOCKING, WARNING, Finding, NightHistory, nightly_comparison
 from harness.compare.policy import NO_BASELINE_ID, usable_history, warn_only
-from harness.plan.expected_file import ExpectedFile
 from harness.store.runs import Run
+from harness.zoo.expected_file import ExpectedFile
 from tests.fixtures_compare import HARDWARE, kinds, one, run, smoke_cells
 
 EXPECTED = ExpectedFile("expected/status.csv", ())

@@ -8,10 +8,10 @@ from datetime import date
 from pathlib import Path
 
 from harness.compare import BLOCKING, IMPROVEMENT, WARNING, Options, compare_runs, updated_expected
-from harness.plan import expected_file
-from harness.plan.expect import Expect
-from harness.plan.expected_file import ExpectedFile
 from harness.store.status import Stage, Status
+from harness.zoo import expected_file
+from harness.zoo.expect import Expect
+from harness.zoo.expected_file import ExpectedFile
 from tests.fixtures_compare import kinds, one, record, run
 
 TODAY = date(2025, 6, 1)

@@ -16,7 +16,15 @@ import pytest
 from harness.compare import BLOCKING, IMPROVEMENT, WARNING, compare_runs
 from harness.coverage import matrix as coverage
 from harness.coverage import render
-from harness.coverage.opinfo_specs import (
+from harness.errors import UsageError
+from harness.plan.build import RunOptions, make_plan
+from harness.store.records import Cell, Measurements, Record
+from harness.store.runs import Run, variant_run
+from harness.zoo import ModelSpec, expect, expected_file
+from harness.zoo.discovery import discover
+from harness.zoo.expect import Expect
+from harness.zoo.expected import updated_rows
+from harness.zoo.generated.opinfo_specs import (
     BUILTIN_OPINFO_EXPECTED,
     BUILTIN_OPINFO_INVENTORY,
     EXPECTED,
@@ -24,15 +32,6 @@ from harness.coverage.opinfo_specs import (
     read_inventory,
     specs,
 )
-from harness.errors import UsageError
-from harness.plan import expect, expected_file
-from harness.plan.build import RunOptions, make_plan
-from harness.plan.discovery import discover
-from harness.plan.expect import Expect
-from harness.plan.zoo_expected import updated_rows
-from harness.store.records import Cell, Measurements, Record
-from harness.store.runs import Run, variant_run
-from harness.zoo import ModelSpec
 from tests.conftest import run_cli
 from tests.fixtures_compare import typed_manifest
 
@@ -359,7 +358,7 @@ def test_expected_rows_from_a_run_keep_reasons_drop_fixed_and_keep_others(tmp_pa
     assert xfail.status == "xfail" and xfail.reason == "hand-written"
 
 
-def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
+def test_the_older_coverage_update_expected_says_so_and_writes_the_zoo_file(tmp_path: Path) -> None:
     from harness.store import rundir
 
     run = tmp_path / "run"
@@ -370,6 +369,7 @@ def test_coverage_update_expected_writes_the_zoo_file(tmp_path: Path) -> None:
     path = tmp_path / "expected.csv"
     result = run_cli("coverage", str(run), "--update-expected", "--expected", str(path))
     assert result.returncode == 0, result.stderr[-2000:]
+    assert "deprecated: use `harness zoo expected RUN_DIR`" in result.stderr
     rows = expected_file.read(path).rows
     assert {(e.model, e.exporter, e.opset, str(e.status), str(e.stage)) for e in rows} == {
         ("opinfo.t.float32", "dynamo", "18", "export_failed", "translate"),

@@ -14,8 +14,6 @@ import pytest
 from harness.compare import Options, compare_runs
 from harness.compare.ratchet import ratchet_findings
 from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, op_cell_state
-from harness.plan.expect import Expect, judge
-from harness.plan.expected_file import ExpectedFile
 from harness.progress import Progress
 from harness.report.data import matrix_data
 from harness.report.document import Document, Section, Table, Text
@@ -25,6 +23,8 @@ from harness.store.manifest import Manifest
 from harness.store.records import Cell, Measurements, Record
 from harness.store.runs import Run
 from harness.store.status import Stage, Status
+from harness.zoo.expect import Expect, judge
+from harness.zoo.expected_file import ExpectedFile
 
 CELL = Cell("m", "dynamo", 18, family="seed")
 

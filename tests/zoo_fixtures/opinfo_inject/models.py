@@ -10,8 +10,8 @@ import dataclasses
 import functools
 import os
 
-from harness.coverage.opinfo_specs import BUILTIN_OPINFO_INVENTORY, specs
 from harness.zoo import ModelSpec, SampleSet
+from harness.zoo.generated.opinfo_specs import BUILTIN_OPINFO_INVENTORY, specs
 
 OPS = ("abs", "neg", "sigmoid", "add")
 ENV = "HARNESS_INJECT_WRONG_OP"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import discovery
 from harness.store import rundir as store
 from harness.store.manifest import ZooProblem
+from harness.zoo import discovery
 from tests.conftest import FIXTURES, run_cli
 
 PLUGIN_PKG = FIXTURES / "plugin_pkg"

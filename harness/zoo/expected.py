@@ -1,5 +1,6 @@
 """A generated zoo's expected failures, kept as data beside it (`model_zoo/opinfo/_expected.csv`,
-`model_zoo/transformers/_expected.csv`, in the Expect grammar) and rewritten from a run, as
+`model_zoo/transformers/_expected.csv`, in the Expect grammar) and rewritten from a run
+(`harness zoo expected RUN_DIR`, harness.zoo.generated.catalog), as
 onnxscript keeps `ops_test_data.py`'s xfails. One mechanism for every such zoo; a zoo
 gives its header, its family and whether rows pin the error type (`ZooExpected`).
 
@@ -28,10 +29,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.plan import expected_file
-from harness.plan.expect import ANY, Expect
 from harness.store.records import NO_PATCH, Record
 from harness.store.status import Status
+from harness.zoo import expected_file
+from harness.zoo.expect import ANY, Expect
 
 DETERMINISTIC = frozenset(
     {

@@ -11,12 +11,12 @@ import torch
 
 from harness.cell import samples
 from harness.cell.worker import run_cell
-from harness.coverage import opinfo_samples
-from harness.coverage.opinfo_specs import BUILTIN_OPINFO_INVENTORY, specs
-from harness.plan.discovery import BUILTIN_ZOO
 from harness.store.records import Cell, CellTask, Measurements, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
+from harness.zoo.discovery import BUILTIN_ZOO
+from harness.zoo.generated import opinfo_samples
+from harness.zoo.generated.opinfo_specs import BUILTIN_OPINFO_INVENTORY, specs
 
 SOURCE = str(BUILTIN_ZOO / "opinfo" / "opinfo.py")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import expected_file
-from harness.plan.expect import Expect, judge, lookup
 from harness.store.records import Cell, Measurements, Record
 from harness.store.status import Status
+from harness.zoo import expected_file
+from harness.zoo.expect import Expect, judge, lookup
 
 TODAY = date(2026, 11, 23)
 

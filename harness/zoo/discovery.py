@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.zoo import ModelSpec
+from harness.zoo.spec import ModelSpec
 
 BUILTIN_ZOO = Path(__file__).resolve().parents[2] / "model_zoo"
 ENTRY_POINT_GROUP = "harness.zoo"

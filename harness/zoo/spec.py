@@ -1,10 +1,10 @@
-"""Zoo entries: `ModelSpec`, the contract zoo files and plugins import.
+"""Zoo entries: `ModelSpec`, the contract zoo files and plugins import (through `harness.zoo`).
 
 A zoo entry is one small Python file that defines `SPEC` or `SPECS` (contract, docs/design.md):
 
     from harness.zoo import Expect, ModelSpec
 
-Finding and loading entries is the planning stage's job (harness.plan.discovery).
+Finding and loading entries is harness.zoo.discovery's job.
 """
 
 from __future__ import annotations
@@ -15,11 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.plan import expect as expectations
-from harness.plan.expect import Expect
 from harness.store.records import Record
-
-__all__ = ["Expect", "ModelSpec", "Sample", "SampleSet"]
+from harness.zoo import expect as expectations
 
 _NAME = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a final newline
 
@@ -79,7 +76,7 @@ class ModelSpec:
     output_names: tuple[str, ...] | None = None
     tolerance: tuple[float, float] | None = None
     tags: tuple[str, ...] = ()
-    # Expected outcomes (harness.plan.expect.Expect; the older `(pattern, reason)` tuples
+    # Expected outcomes (harness.zoo.expect.Expect; the older `(pattern, reason)` tuples
     # still work and mean any failure).
     expect: tuple[Any, ...] = ()
     description: str = ""
@@ -122,5 +119,5 @@ class ModelSpec:
         return self.skip_reason
 
     def judge(self, record: Record) -> Record:
-        """Apply this entry's expectations to one of its records (harness.plan.expect.judge)."""
+        """Apply this entry's expectations to one of its records (harness.zoo.expect.judge)."""
         return expectations.judge(record, self.expect)

@@ -1,9 +1,8 @@
 """The `opinfo` family's zoo entries: one per (OpInfo, dtype), from the committed inventory
-(`model_zoo/opinfo/_inventory.json`, written by `harness coverage --refresh-inventory
-opinfo`) and the expected failures beside it (`_expected.csv`, the Expect grammar).
+(`model_zoo/opinfo/_inventory.json`, written by `harness zoo refresh opinfo`) and the expected failures beside it (`_expected.csv`, the Expect grammar).
 
 Discovery stays cheap: reading the two files makes the entries; torch's op_db is imported
-only when a cell builds its samples (harness.coverage.opinfo_samples). A worker re-imports
+only when a cell builds its samples (harness.zoo.generated.opinfo_samples). A worker re-imports
 a zoo file for every cell, so the files are parsed once per process.
 """
 
@@ -17,17 +16,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.plan import expected_file
-from harness.plan.discovery import BUILTIN_ZOO
-from harness.plan.expect import Expect
-from harness.plan.zoo_expected import ZooExpected
-from harness.zoo import ModelSpec, SampleSet
+from harness.zoo import expected_file
+from harness.zoo.discovery import BUILTIN_ZOO
+from harness.zoo.expect import Expect
+from harness.zoo.expected import ZooExpected
+from harness.zoo.spec import ModelSpec, SampleSet
 
 OPINFO_FAMILY = "opinfo"
 BUILTIN_OPINFO_INVENTORY = BUILTIN_ZOO / "opinfo" / "_inventory.json"
 BUILTIN_OPINFO_EXPECTED = BUILTIN_ZOO / "opinfo" / "_expected.csv"
 INVENTORY_SCHEMA = 1
-REFRESH_COMMAND = "harness coverage --refresh-inventory opinfo"
+REFRESH_COMMAND = "harness zoo refresh opinfo"
 EXPECTED = ZooExpected(
     BUILTIN_OPINFO_EXPECTED,
     OPINFO_FAMILY,
@@ -38,7 +37,7 @@ EXPECTED = ZooExpected(
 # expected/status.csv (`*` globs; the most specific row wins; `match`: a regular expression
 # the error must contain; `expires`: an ISO date). Reasons may be edited by hand: a rewrite
 # keeps a row's reason while its status and stage stay.
-# Rewrite from a run with: harness coverage --update-expected RUN_DIR
+# Rewrite from a run with: harness zoo expected RUN_DIR
 """,
 )
 MAX_SAMPLES_ENV = "HARNESS_OPINFO_MAX_SAMPLES"  # samples per cell; 0: all of them
@@ -165,7 +164,7 @@ def spec(entry: dict[str, Any], dtype: str, expect: list[Expect]) -> ModelSpec:
 
 
 def _samples(name: str, variant: str, dtype: str) -> SampleSet:
-    from harness.coverage.opinfo_samples import sample_set
+    from harness.zoo.generated.opinfo_samples import sample_set
 
     return sample_set(name, variant, dtype, max_samples=max_samples())
 

@@ -1,6 +1,6 @@
 """The expected-status file (`expected/status.csv`): CI's ratchet, kept in the repository.
 
-One `Expect` per row, in the grammar zoo entries use (harness.plan.expect): the cell globs
+One `Expect` per row, in the grammar zoo entries use (harness.zoo.expect): the cell globs
 (model, exporter, opset, device, shape, variant, patch), the expected status, and optionally
 the stage and a regular expression the error must match. Lines starting with `#` are
 comments. Files written before the stage/match/shape/variant/patch columns existed still
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from harness.plan.expect import ANY, Expect
 from harness.store.status import Stage, Status
+from harness.zoo.expect import ANY, Expect
 
 COLUMNS = (
     "model",

@@ -20,12 +20,11 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from harness.coverage.opinfo_specs import DEFAULT_MAX_SAMPLES
-from harness.zoo import Sample, SampleSet
+from harness.zoo.spec import Sample, SampleSet
 
 SEED = 0
 # Where an OpInfo declares no tolerance of its own: the harness's float32 default, and
-# the one-op models' low-precision ones (harness.coverage.one_op).
+# the one-op models' low-precision ones (harness.zoo.generated.one_op).
 DEFAULT_TOLERANCES = {
     torch.float32: (1e-4, 1e-5),
     torch.float16: (1e-2, 1e-3),
@@ -89,9 +88,7 @@ def dtype_of(name: str) -> torch.dtype:
     return dtype
 
 
-def sample_set(
-    name: str, variant: str, dtype_name: str, *, max_samples: int = DEFAULT_MAX_SAMPLES
-) -> SampleSet:
+def sample_set(name: str, variant: str, dtype_name: str, *, max_samples: int) -> SampleSet:
     """The OpInfo's CPU samples at the dtype, deterministic under the seed; beyond
     `max_samples`, that many spread evenly over them (the first and the last included)."""
     op = find_opinfo(name, variant)

@@ -1,6 +1,6 @@
 """One-op models: a module whose forward is one call of one ATen op, with an argument
 template (tensors as shape and dtype, the rest as JSON values) recorded from a real graph
-(harness.coverage.inventory). `harness run --suite ops` exports, checks and times each."""
+(harness.zoo.generated.ops). `harness run --suite ops` exports, checks and times each."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from harness.coverage.matrix import OPS_FAMILY
-from harness.zoo import ModelSpec
+from harness.zoo.spec import ModelSpec
 
 
 def decode(template: Any, tensors: Callable[[dict[str, Any]], Any]) -> Any:

@@ -1,4 +1,4 @@
-"""A generated zoo's expected failures rewritten from a run (harness.plan.zoo_expected), the
+"""A generated zoo's expected failures rewritten from a run (harness.zoo.expected), the
 one mechanism the opinfo and transformers zoos share: records made by hand, a real file."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from harness.plan import expected_file
-from harness.plan.expect import Expect, judge
-from harness.plan.zoo_expected import ZooExpected
 from harness.store.records import Cell, Measurements, Record
 from harness.store.status import Status
+from harness.zoo import expected_file
+from harness.zoo.expect import Expect, judge
+from harness.zoo.expected import ZooExpected
 
 FAMILY = "gen"
 

@@ -8,12 +8,11 @@ import pytest
 import torch
 
 from harness.cell.worker import run_cell
-from harness.coverage import inventory as ops
-from harness.coverage import one_op
-from harness.plan.discovery import discover, load_file
-from harness.plan.suites import Protocol
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from harness.zoo import ModelSpec
+from harness.zoo.discovery import discover, load_file
+from harness.zoo.generated import one_op, ops
 from tests.conftest import FIXTURES
 
 COVERAGE_ZOO = FIXTURES / "coverage"
@@ -160,8 +159,8 @@ def test_an_op_cell_exports_just_the_op(fixture_inventory, tmp_path: Path):
     zoo_file = tmp_path / "ops_zoo.py"
     zoo_file.write_text(
         "from pathlib import Path\n"
-        "from harness.coverage.inventory import read_inventory\n"
-        "from harness.coverage.one_op import specs_from_inventory\n"
+        "from harness.zoo.generated.ops import read_inventory\n"
+        "from harness.zoo.generated.one_op import specs_from_inventory\n"
         f"SPECS = specs_from_inventory(read_inventory(Path({str(inventory_path)!r})))\n"
     )
     task = CellTask(

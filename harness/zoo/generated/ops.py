@@ -9,7 +9,7 @@ arguments as JSON values. `specs_from_inventory` turns each op into an ordinary 
 with those arguments, so `harness run --suite ops` exports, checks and times each op alone.
 
 The inventory is a committed JSON file (`model_zoo/ops/_inventory.json`), regenerated on
-purpose with `harness coverage --refresh-inventory`: discovery stays fast and the op cells
+purpose with `harness zoo refresh ops`: discovery stays fast and the op cells
 stay the same from run to run.
 """
 
@@ -23,7 +23,7 @@ import logging
 import math
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,19 +31,20 @@ from typing import Any
 import torch
 
 from harness.cell.exporters.dynamo import translated_program
-from harness.coverage.matrix import OPS_FAMILY
-from harness.coverage.one_op import (
+from harness.coverage.matrix import BUILTIN_INVENTORY, OPS_FAMILY
+from harness.store.error_text import first_line
+from harness.zoo.discovery import discover
+from harness.zoo.generated.one_op import (
     FLOATS,
     GENERATED_DTYPES,
     OneOp,
     example_inputs,
     model_name,
 )
-from harness.store.error_text import first_line
-from harness.zoo import ModelSpec
+from harness.zoo.spec import ModelSpec
 
 INVENTORY_SCHEMA = 1
-REFRESH_COMMAND = "harness coverage --refresh-inventory"
+REFRESH_COMMAND = "harness zoo refresh ops"
 
 # Ops whose output values are uninitialised memory: no two runs agree on them.
 _UNINITIALISED = re.compile(
@@ -361,6 +362,32 @@ def _inventory_json(
         "ops": ops,
         "skipped": skipped,
     }
+
+
+def refresh(
+    zoo_paths: Sequence[Path] = (),
+    patterns: Sequence[str] = (),
+    *,
+    out: Path | None = None,
+    say: Callable[[str], None] = print,
+) -> str:
+    """Capture the zoo's models (the built-in zoo and `zoo_paths`; those `patterns` select,
+    where given) and write the inventory to `out` (default: the ops zoo's own). The
+    summary line."""
+    zoo = discover(list(zoo_paths))
+    specs = zoo.select(list(patterns)) if patterns else list(zoo.models.values())
+    for problem in zoo.problems:
+        say(f"warning: zoo file {problem.source} failed to import: {problem.error}")
+    path = out or BUILTIN_INVENTORY
+    inventory = build_inventory(specs, progress=say)
+    write_inventory(inventory, path)
+    failed = [name for name, m in inventory["models"].items() if "error" in m]
+    return (
+        f"{len(inventory['ops'])} ops with a one-op model, {len(inventory['skipped'])} not isolated, "
+        f"from {len(inventory['models']) - len(failed)} models"
+        + (f" ({len(failed)} could not be captured: {', '.join(failed)})" if failed else "")
+        + f" -> {path}"
+    )
 
 
 def write_inventory(inventory: dict[str, Any], path: Path) -> None:
