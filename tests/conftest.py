@@ -13,6 +13,20 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "zoo_fixtures"
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers: every test under tests/e2e/ is `e2e`, and every `e2e` test is `slow`, so
+    that the fast tier (`make test`: -m "not e2e and not slow") leaves them out. Under
+    xdist, the e2e tests run one at a time on one worker (`--dist loadgroup`): they start
+    Ray instances, and some check what Ray leaves in its shared temp folder."""
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 def run_cli(

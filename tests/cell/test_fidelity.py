@@ -1,7 +1,7 @@
 """Each cell is what a direct torch.onnx.export call does (issue 13): export-only branches
 run, a trailing dict is keyword arguments, and a numerics mismatch says where it starts.
 Real exports and onnxruntime, in this process (the crash and hang cases need a worker
-process: tests/test_run_e2e.py)."""
+process: tests/e2e/test_run.py)."""
 
 from __future__ import annotations
 

@@ -6,32 +6,10 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from harness.plan.resume import resume_plan
 from harness.report import summary_table
 from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
-
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_cli(
-        "run",
-        "--suite",
-        str(FIXTURES / "tiny_suite.toml"),
-        "--zoo",
-        str(FIXTURES / "tiny"),
-        "--out",
-        str(out),
-        "--timeout",
-        "300",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
 
 
 def _by_cell(run_dir: Path) -> dict[tuple[str, str, int, bool], object]:
