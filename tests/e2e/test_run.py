@@ -93,8 +93,9 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
         "17",
         "--out",
         str(out),
+        # the hangs need only outlast it; the other cells (tiny, or quick to die) fit well
         "--timeout",
-        "30",
+        "15",
         "--max-memory-gb",
         "1",
         "--no-report",
@@ -149,8 +150,10 @@ def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: P
         "18",
         "--out",
         str(out),
+        # longer than an honest export of these models takes, so that a hang outside the
+        # export call would pass and fail the test
         "--timeout",
-        "40",
+        "20",
         "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]
