@@ -2,7 +2,7 @@
 a survivor, TRIES times on one real local cluster (ray.cluster_utils: real raylets). Every
 try must end with every cell recorded `ok`, the dead node's cell run again on the
 survivor: none lost, none `crashed`. Reports how long each decision waited for Ray to
-mark the node dead, and each try's wall time. (tests/test_distribution.py does two.)"""
+mark the node dead, and each try's wall time. (tests/e2e/test_distribution.py does two.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.conftest import Figures
-from tests.node_loss import Try, cluster_with_a_survivor, kill_a_node_mid_run
+from tests.e2e.node_loss import Try, cluster_with_a_survivor, kill_a_node_mid_run
 
 TRIES = int(os.environ.get("HARNESS_NODE_LOSS_TRIES", "10"))
 

@@ -241,6 +241,7 @@ def test_both_onnxruntime_builds_installed_are_named(monkeypatch: pytest.MonkeyP
     assert "pip uninstall -y onnxruntime onnxruntime-gpu" in clash
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--out", "--keep-graphs"])
 def test_a_read_only_place_for_the_run_or_its_graphs_is_exit_2_before_ray_starts(
     tmp_path: Path, flag: str

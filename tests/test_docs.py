@@ -140,6 +140,17 @@ def test_every_module_the_docs_run_exists():
     assert not missing, "\n".join(missing)
 
 
+def test_every_make_target_the_docs_name_exists():
+    targets = set(re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), flags=re.M))
+    named = [
+        (page, target)
+        for page, code in named_in_docs()
+        for target in re.findall(r"(?:^|[\s&;|(])make ([\w-]+)", code)
+    ]
+    assert {"test", "test-all"} <= {target for _, target in named}  # the checker found them
+    assert not [f"{page}: make {t}" for page, t in named if t not in targets]
+
+
 def test_every_harness_command_the_docs_name_exists():
     parsers = verb_parsers()
     wrong, seen = [], 0

@@ -208,6 +208,7 @@ def _cell(tmp_path: Path, name: str, exporter: str, patch: str = "none") -> Reco
     return run_cell(task)
 
 
+@pytest.mark.slow
 def test_a_decoder_step_exports_runs_at_three_shapes_and_is_timed_at_two(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     record = _cell(tmp_path, "hf.llama.decode", "dynamo")
@@ -238,6 +239,7 @@ def test_torchscript_cannot_take_the_cache_and_says_so(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_sliding_window_layers_export_only_with_the_patch(tmp_path: Path) -> None:
     """A sliding layer's token count is a Python int torch.export bakes in: the past length
     is specialised. The `sliding-window` patch, asked for, makes the same model export and

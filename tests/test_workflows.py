@@ -123,8 +123,10 @@ def test_ci_lints_type_checks_and_runs_the_readme_test_command():
     assert ci["concurrency"]["cancel-in-progress"] is True
     assert "github.ref" in ci["concurrency"]["group"]
     script = runs(ci)
-    for command in ("ruff check .", "ruff format --check .", "mypy", "python -m pytest -q"):
+    for command in ("ruff check .", "ruff format --check .", "mypy"):
         assert command in script
+    # both tiers, the whole suite, as the README says
+    assert "python -m pytest -q -n auto --dist loadgroup" in script
     assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in script
     assert 'pip install -e ".[cpu,test]"' in script
 

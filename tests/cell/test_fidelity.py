@@ -1,7 +1,7 @@
 """Each cell is what a direct torch.onnx.export call does (issue 13): export-only branches
 run, a trailing dict is keyword arguments, and a numerics mismatch says where it starts.
 Real exports and onnxruntime, in this process (the crash and hang cases need a worker
-process: tests/test_run_e2e.py)."""
+process: tests/e2e/test_run.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def _run(tmp_path: Path, file: str, model: str, exporter: str) -> Record:
     return run_cell(task)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
 def test_an_export_only_branch_is_exported_as_a_direct_call_exports_it(
     tmp_path: Path, exporter: str
@@ -37,6 +38,7 @@ def test_an_export_only_branch_is_exported_as_a_direct_call_exports_it(
     assert record.onnx_ops and "Mul" in record.onnx_ops
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
 def test_a_trailing_dict_is_keyword_arguments_for_both_exporters(
     tmp_path: Path, exporter: str
@@ -46,6 +48,7 @@ def test_a_trailing_dict_is_keyword_arguments_for_both_exporters(
     assert "extras" in (record.error_message or "") or "scale" in (record.error_message or "")
 
 
+@pytest.mark.slow
 def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
@@ -67,6 +70,7 @@ def test_torchscript_cells_say_why_no_node_is_named(tmp_path: Path) -> None:
     assert "no mapping" in (record.first_divergence or {})["reason"]
 
 
+@pytest.mark.slow
 def test_phases_are_observed_around_the_real_call(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
     phases = record.export_phases or {}

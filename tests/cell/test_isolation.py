@@ -81,6 +81,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dic
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "exporter"), PAIRS)
 def test_a_victim_after_a_contaminator_gets_its_record_alone(
     pairs: dict[tuple[str, str], dict[str, Record]], kind: str, exporter: str
@@ -93,6 +94,7 @@ def test_a_victim_after_a_contaminator_gets_its_record_alone(
     assert after.worker["cell_pid"] != runs["contaminate"].worker["cell_pid"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "exporter"), [p for p in PAIRS if p[0] != "modules"])
 def test_each_contaminator_does_change_its_victim_in_one_process(
     pairs: dict[tuple[str, str], dict[str, Record]], kind: str, exporter: str
@@ -123,6 +125,7 @@ FAULT_RECORDS = [
 ]
 
 
+@pytest.mark.slow
 def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> None:
     _new_zygote()
     records = {
@@ -138,6 +141,7 @@ def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> Non
     assert len(zygotes) == 1 and len(cells) == len(FAULT_RECORDS)
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_what_the_cell_started(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, FAULTS, "fault_hang_with_child", timeout_s=4))
     assert r.status == Status.TIMEOUT
@@ -156,6 +160,7 @@ def _processes_running(argv: tuple[str, ...]) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_the_zygotes_cold_start_rides_on_its_first_record_of_each_exporter(tmp_path: Path) -> None:
     _new_zygote()
     first, second = (run_cell_isolated(_task(tmp_path, STICKY, "sticky_a")) for _ in range(2))
@@ -165,6 +170,7 @@ def test_the_zygotes_cold_start_rides_on_its_first_record_of_each_exporter(tmp_p
     assert "cold_start" not in second.worker
 
 
+@pytest.mark.slow
 def test_a_record_says_where_and_at_what_cost_it_ran(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, STICKY, "sticky_b"))
     assert r.status == Status.OK and r.worker
@@ -175,6 +181,7 @@ def test_a_record_says_where_and_at_what_cost_it_ran(tmp_path: Path) -> None:
     assert w["cell_pss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_a_zygote_killed_from_outside_is_started_again(tmp_path: Path) -> None:
     first = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
     assert first.worker

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.cell.exporters.dynamo_stages import first_changed
 from harness.cell.worker import run_cell
 from harness.store.records import Cell, CellTask, Record
@@ -38,6 +40,7 @@ def _run_elsewhere(tmp_path: Path, source: Path, model: str) -> Record:
     return Record.from_json(line[len("RECORD ") :])
 
 
+@pytest.mark.slow
 def test_an_export_only_constant_is_attributed_to_capture(tmp_path: Path) -> None:
     """The case of the issue: the program itself differs from eager and every ONNX node
     follows it. The record no longer says the difference is in the final outputs."""
@@ -54,6 +57,7 @@ def test_an_export_only_constant_is_attributed_to_capture(tmp_path: Path) -> Non
     assert "optimizer_step" not in stage
 
 
+@pytest.mark.slow
 def test_a_wrong_constant_in_a_translation_is_attributed_to_translation(tmp_path: Path) -> None:
     record = _run(tmp_path, BROKEN, "repro_wrong_constant")
     stage = record.mismatch_stage or {}
@@ -65,6 +69,7 @@ def test_a_wrong_constant_in_a_translation_is_attributed_to_translation(tmp_path
     assert (record.first_divergence or {})["fx_node"] == "shift"
 
 
+@pytest.mark.slow
 def test_a_wrong_rewrite_rule_is_named_by_bisecting_the_optimizer(tmp_path: Path) -> None:
     record = _run_elsewhere(tmp_path, BAD_RULE, "repro_optimizer_rule")
     assert record.status is Status.NUMERICS_MISMATCH

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from harness.cell.fingerprint import graph_fingerprint
@@ -49,6 +50,7 @@ def matmul_chain(store: Path, layers: int, *, identity: bool = False) -> str:
     return str(entry / MODEL)
 
 
+@pytest.mark.slow  # timed pairs: seconds each, and noise from a parallel worker
 def test_a_graph_against_a_free_change_of_itself_is_not_slower(tmp_path: Path) -> None:
     a = matmul_chain(tmp_path, 8)
     b = matmul_chain(tmp_path, 8, identity=True)
@@ -61,6 +63,7 @@ def test_a_graph_against_a_free_change_of_itself_is_not_slower(tmp_path: Path) -
     assert r.runtime and r.runtime["session_options"]["session.intra_op.allow_spinning"] == "0"
 
 
+@pytest.mark.slow  # timed pairs: seconds each, and noise from a parallel worker
 def test_a_graph_with_twice_the_work_is_slower(tmp_path: Path) -> None:
     a = matmul_chain(tmp_path, 8)
     b = matmul_chain(tmp_path, 16)

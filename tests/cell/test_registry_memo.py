@@ -60,6 +60,7 @@ def models() -> list[tuple[str, torch.nn.Module, tuple, int]]:
     return found
 
 
+@pytest.mark.slow
 def test_memoised_exports_are_byte_identical_to_plain_ones(
     memo: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -75,6 +76,7 @@ def test_memoised_exports_are_byte_identical_to_plain_ones(
     assert {n.op_type for n in graph.graph.node} >= {"Conv", "Softmax"}
 
 
+@pytest.mark.slow
 def test_a_translation_replaced_after_the_memo_was_built_is_used(
     memo: None, tmp_path: Path
 ) -> None:

@@ -75,6 +75,7 @@ def test_float32_covers_the_opinfos_that_support_it() -> None:
     assert len(float32) >= 650  # 677 in torch 2.13
 
 
+@pytest.mark.slow
 def test_list_json_names_each_models_opinfo_and_dtype() -> None:
     result = run_cli("list", "--suite", "opinfo", "--json")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -89,6 +90,7 @@ def test_list_json_names_each_models_opinfo_and_dtype() -> None:
     )
 
 
+@pytest.mark.slow
 def test_models_select_by_opinfo_and_dtype_and_an_unknown_opinfo_is_named() -> None:
     zoo = discover()
     chosen = {s.name for s in zoo.select(["opinfo:nn.functional.conv2d"])}
@@ -280,6 +282,7 @@ def test_two_variants_of_one_run_compare_cell_by_cell() -> None:
     assert [(f.cell.model, f.cell.variant) for f in lost] == [("opinfo._t.float32", "new")]
 
 
+@pytest.mark.slow
 def test_variants_flag_on_the_cli(tmp_path: Path) -> None:
     from harness.store import rundir
 

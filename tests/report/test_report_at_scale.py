@@ -95,6 +95,7 @@ def test_plot_data_keeps_the_most_telling_rows(records: list[Record]) -> None:
     assert all("fails" in line for line in coverage.state[:7])  # aten.op0..6 fail somewhere
 
 
+@pytest.mark.slow
 def test_plots_of_a_large_run_have_a_bounded_height(records: list[Record], tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", records)
     written = write_reports(run)

@@ -23,6 +23,9 @@ from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 from harness.store.status import Stage
 
+# Every test here shrinks real failing models in fresh processes (tens of seconds each).
+pytestmark = pytest.mark.slow
+
 BROKEN = Path(__file__).resolve().parent.parent.parent / "zoo_fixtures" / "repro" / "broken.py"
 CELLS = [
     ("repro_wrong_constant", "dynamo"),

@@ -116,6 +116,7 @@ def test_an_opinfo_whose_samples_cannot_be_built_is_a_skipped_cell_with_the_reas
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
 def test_uninitialised_outputs_compare_shapes_only(exporter: str, tmp_path: Path) -> None:
     record = run("opinfo.empty_like.float32", exporter, tmp_path)
@@ -130,6 +131,7 @@ def test_first_sample_is_the_entrys_plain_model() -> None:
     assert out.dtype == torch.int64
 
 
+@pytest.mark.slow
 def test_a_sparse_opinfo_is_judged_on_its_export_not_a_harness_error(tmp_path: Path) -> None:
     """`to_sparse` returns a sparse tensor: eager's outputs are compared densified, so the
     cell ends on what the exporter does with the op (neither exporter translates it)."""
@@ -152,6 +154,7 @@ def test_a_sample_whose_eager_depends_on_its_views_is_skipped_and_counted(tmp_pa
     assert s["matched"] == s["run"] - s["skipped"] - s["wrong"] - s["failed"] > 0
 
 
+@pytest.mark.slow
 def test_sparse_inputs_have_no_views_to_check_and_fail_where_the_exporter_does(
     tmp_path: Path,
 ) -> None:
@@ -182,6 +185,7 @@ def test_only_forward_value_tests_give_an_opinfo_its_tolerance() -> None:
     )
 
 
+@pytest.mark.slow
 def test_each_compared_sample_records_the_tolerance_that_judged_it(tmp_path: Path) -> None:
     record = run("opinfo.nn.functional.layer_norm.float32", "dynamo", tmp_path)
     s = record.samples

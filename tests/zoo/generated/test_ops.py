@@ -50,6 +50,7 @@ def template_shapes(e: dict) -> list[list[int]]:
 # -- the inventory -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_inventory_lists_each_op_with_its_models(fixture_inventory):
     names = {e["op"] for e in fixture_inventory["ops"]}
     assert {
@@ -72,6 +73,7 @@ def test_inventory_lists_each_op_with_its_models(fixture_inventory):
     assert getitem["op"] == "operator.getitem" and "plumbing" in getitem["reason"]
 
 
+@pytest.mark.slow
 def test_template_reproduces_the_real_shapes_of_the_conv(fixture_inventory):
     conv = entry(fixture_inventory, "aten.conv2d.default")
     spec = next(
@@ -84,6 +86,7 @@ def test_template_reproduces_the_real_shapes_of_the_conv(fixture_inventory):
     assert conv["args"][3:] == [[1, 1], [1, 1]]  # stride, padding (defaults left out)
 
 
+@pytest.mark.slow
 def test_one_op_model_takes_the_real_shapes_as_inputs_and_state(fixture_inventory):
     conv = entry(fixture_inventory, "aten.conv2d.default")
     spec = one_op.op_spec(conv)
@@ -95,6 +98,7 @@ def test_one_op_model_takes_the_real_shapes_as_inputs_and_state(fixture_inventor
     assert list(module(x).shape) == [2, 4, 8, 8]
 
 
+@pytest.mark.slow
 def test_multi_output_op_returns_only_the_outputs_the_graph_used(fixture_inventory):
     cummax = entry(fixture_inventory, "aten.cummax.default")
     assert cummax["outputs"] == [0]
@@ -135,6 +139,7 @@ class Log(torch.nn.Module):
         return torch.log(x.abs() + 1)
 
 
+@pytest.mark.slow
 def test_random_ops_are_skipped_and_log_gets_inputs_in_its_domain():
     specs = [
         ModelSpec("noisy", "seed", Noisy, lambda: (torch.randn(4, 4),)),
@@ -153,6 +158,7 @@ def test_random_ops_are_skipped_and_log_gets_inputs_in_its_domain():
 # -- one real op cell ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_op_cell_exports_just_the_op(fixture_inventory, tmp_path: Path):
     inventory_path = tmp_path / "_inventory.json"
     ops.write_inventory(fixture_inventory, inventory_path)

@@ -1,5 +1,5 @@
 """A zoo for the op coverage tests: a plain model and one per op whose support differs
-between the exporters here (torch 2.13, checked by tests/test_coverage_e2e.py):
+between the exporters here (torch 2.13, checked by tests/e2e/test_coverage.py):
 torch.cummax neither exports; torch.special.erfcx and torch.logcumsumexp only dynamo."""
 
 from __future__ import annotations

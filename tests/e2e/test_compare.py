@@ -11,8 +11,6 @@ import pytest
 from harness.store.runs import read_run
 from tests.conftest import FIXTURES, run_cli
 
-pytestmark = pytest.mark.e2e
-
 
 def _run(out: Path, *more: str, **env: str) -> Path:
     result = run_cli(

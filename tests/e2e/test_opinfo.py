@@ -15,7 +15,6 @@ import pytest
 from harness.store import rundir
 from tests.conftest import FIXTURES, run_cli
 
-pytestmark = pytest.mark.e2e
 ZOO = FIXTURES / "opinfo_inject"
 
 

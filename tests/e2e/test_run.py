@@ -6,33 +6,11 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from harness.plan.resume import resume_plan
 from harness.report import summary_table
 from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots, Manifest
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
-
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    result = run_cli(
-        "run",
-        "--suite",
-        str(FIXTURES / "tiny_suite.toml"),
-        "--zoo",
-        str(FIXTURES / "tiny"),
-        "--out",
-        str(out),
-        "--timeout",
-        "300",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
 
 
 def _by_cell(run_dir: Path) -> dict[tuple[str, str, int, bool], object]:
@@ -117,8 +95,9 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
         "17",
         "--out",
         str(out),
+        # the hangs need only outlast it; the other cells (tiny, or quick to die) fit well
         "--timeout",
-        "30",
+        "15",
         "--max-memory-gb",
         "1",
         "--no-report",
@@ -174,8 +153,10 @@ def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: P
         "18",
         "--out",
         str(out),
+        # longer than an honest export of these models takes, so that a hang outside the
+        # export call would pass and fail the test
         "--timeout",
-        "40",
+        "20",
         "--no-report",
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -15,7 +15,6 @@ from harness.store.diagnosis import repro_text
 from harness.store.rundir import read_records
 from tests.conftest import FIXTURES, run_cli
 
-pytestmark = pytest.mark.e2e
 MODELS = "repro_untranslated,repro_checker_invalid,repro_export_only"
 
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from benchmarks.differential import compare_run, markdown
 from tests.conftest import FIXTURES, run_cli
 
-pytestmark = pytest.mark.e2e
 ZOO = [
     FIXTURES / "tiny",
     FIXTURES / "fidelity" / "trailing_dict.py",

@@ -16,8 +16,6 @@ from harness.plan.build import RunOptions, make_plan
 from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli
 
-pytestmark = pytest.mark.e2e
-
 
 @pytest.fixture(scope="module")
 def coverage_run(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.bisect.probe_packages import (
     BROKEN,
     CORE,
@@ -26,8 +24,6 @@ from tests.bisect.probe_packages import (
     write_probe_zoo,
 )
 from tests.conftest import run_cli
-
-pytestmark = pytest.mark.e2e
 
 WIDEN, CHAIN = "probe_widen torchscript@18 cpu", "probe_chain torchscript@18 cpu"
 

@@ -29,9 +29,7 @@ from harness.store.manifest import DispatchSlots
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
-from tests.node_loss import cluster_with_a_survivor, kill_a_node_mid_run
-
-pytestmark = pytest.mark.e2e
+from tests.e2e.node_loss import cluster_with_a_survivor, kill_a_node_mid_run
 
 
 @pytest.fixture

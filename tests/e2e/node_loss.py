@@ -1,5 +1,5 @@
 """Kill a worker node without grace while `harness run` has cells running on it, and read
-what became of them. Shared by tests/test_distribution.py (a couple of tries) and
+what became of them. Shared by tests/e2e/test_distribution.py (a couple of tries) and
 benchmarks/test_node_loss.py (ten). Everything is real: Ray's `cluster_utils.Cluster`
 starts real raylets on this machine, and `remove_node(allow_graceful=False)` kills one."""
 

@@ -1,0 +1,31 @@
+"""Fixtures of the end-to-end tier: real `harness run` subprocesses, each with its own
+local Ray instance. Every test under tests/e2e/ is marked `e2e` and `slow`
+(tests/conftest.py), so the fast tier (`make test`) leaves them out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One small real run per session (the tiny suite: 3 models, both exporters, 3 opsets,
+    the dynamic cells), for tests that only read its outputs: never write into it."""
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = run_cli(
+        "run",
+        "--suite",
+        str(FIXTURES / "tiny_suite.toml"),
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--out",
+        str(out),
+        "--timeout",
+        "300",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
