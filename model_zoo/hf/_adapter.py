@@ -9,21 +9,11 @@ from __future__ import annotations
 
 import torch
 
+# What building a transformers model imports, for `requires` (one list for every
+# transformers entry, in a module that imports neither torch nor transformers).
+from model_zoo.transformers._inventory import REQUIRES as REQUIRES
+
 VOCAB = 1000
-# What building any transformers model imports (the hf suite's and the transformers suite's).
-# Each cell runs in a child forked from its worker's zygote, which imports an entry's
-# `requires` once (harness.cell.isolation): with
-# only "transformers" (a lazy package) every child imported ~1 000 modules itself (torch's
-# distributed and dynamo packages, sympy, transformers' generation and integrations),
-# about 1.3 s a cell.
-REQUIRES = (
-    "transformers",
-    "transformers.modeling_utils",
-    "transformers.generation.utils",
-    "transformers.masking_utils",
-    "transformers.modeling_layers",
-    "transformers.processing_utils",
-)
 
 # Small enough for a 2-core CI runner, big enough to exercise every block:
 # hidden 64, 2 layers, 4 heads, FFN 128.
