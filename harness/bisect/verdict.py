@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from harness.bisect.search import Judgement, Verdict
 from harness.compare.findings import BLOCKING, WARNING, Finding
-from harness.store.records import Record
-from harness.store.runs import CellKey
+from harness.store.records import CellKey, Record
 
 AUTO = "auto"
 GRAPH = "graph"

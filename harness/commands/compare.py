@@ -30,7 +30,8 @@ from harness.errors import UsageError
 from harness.plan import expected_file
 from harness.plan.expected_file import ExpectedFile, ExpectedFileError
 from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
-from harness.store.paired import CellKey, PairPlan, PairResult
+from harness.store.paired import PairPlan, PairResult
+from harness.store.records import CellKey
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, VariantError, read_run, variant_run
 from harness.store.status import Status

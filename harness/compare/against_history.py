@@ -21,8 +21,8 @@ from harness.compare.metrics import (
 )
 from harness.compare.same_graph import SAME_GRAPH, drift_of, shift_finding, split_by_graph
 from harness.compare.thresholds import Thresholds
-from harness.store.records import Record
-from harness.store.runs import CellKey, Run
+from harness.store.records import CellKey, Record
+from harness.store.runs import Run
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from harness.compare.paired import apply_paired
 from harness.compare.ratchet import defer_to_ratchet, ratchet_findings, update_command
 from harness.compare.thresholds import Thresholds
 from harness.plan.expected_file import ExpectedFile
-from harness.store.paired import CellKey, PairResult
-from harness.store.records import Cell
+from harness.store.paired import PairResult
+from harness.store.records import Cell, CellKey
 from harness.store.runs import Run, comparability_differences
 
 

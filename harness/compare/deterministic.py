@@ -20,8 +20,8 @@ from harness.compare.samples import sample_findings
 from harness.compare.thresholds import Thresholds
 from harness.coverage import matrix as coverage
 from harness.store.diagnosis import mismatch_stage_text
-from harness.store.records import OutputCheck, Record
-from harness.store.runs import CellKey, Run
+from harness.store.records import CellKey, OutputCheck, Record
+from harness.store.runs import Run
 from harness.store.status import Status
 
 

@@ -19,8 +19,8 @@ from harness.compare.findings import BLOCKING, IMPROVEMENT, INFO, WARNING, Findi
 from harness.compare.metrics import NotCompared
 from harness.compare.thresholds import Thresholds
 from harness.store.graphs import stored_model
-from harness.store.paired import CellKey, PairPlan, PairResult, PairTask
-from harness.store.records import Record
+from harness.store.paired import PairPlan, PairResult, PairTask
+from harness.store.records import CellKey, Record
 from harness.store.runs import Run
 
 PAIRED_KINDS = frozenset({"paired_regressed", "paired_improved", "paired_unknown"})

@@ -17,7 +17,8 @@ from harness.compare.comparison import (
 )
 from harness.compare.findings import BLOCKING, WARNING, Finding
 from harness.plan.expected_file import ExpectedFile
-from harness.store.paired import CellKey, PairResult
+from harness.store.paired import PairResult
+from harness.store.records import CellKey
 from harness.store.runs import Run
 
 # Nights on the same machine before latency, export time and memory may block: the history

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.store.rundir import RunDirError
+from harness.store.files import RunDirError
 
 LOCK = ".lock"
 

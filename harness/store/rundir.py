@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.store.files import RunDirError, WriteFailed, append_inside, write_inside
+from harness.store.files import RunDirError as RunDirError  # raised by the readers
+from harness.store.files import WriteFailed, append_inside, write_inside
 from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
 from harness.store.validate import Malformed, check_manifest
@@ -50,7 +51,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no {MANIFEST})")
     try:
-        manifest = json.loads(path.read_bytes())
+        manifest: dict[str, Any] = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise RunDirError(f"{path} is unreadable: {exc}") from None
     version = manifest.get("schema") if isinstance(manifest, dict) else None
