@@ -34,7 +34,7 @@ def test_an_export_only_branch_is_exported_as_a_direct_call_exports_it(
     a user who exports it (the old dynamo cell captured outside export and passed)."""
     record = _run(tmp_path, "export_only.py", "export_only_value", exporter)
     assert (record.status, record.stage) == (Status.NUMERICS_MISMATCH, Stage.NUMERICS)
-    assert record.onnx_ops and "Mul" in record.onnx_ops
+    assert record.export.onnx_ops and "Mul" in record.export.onnx_ops
 
 
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
@@ -49,7 +49,7 @@ def test_a_trailing_dict_is_keyword_arguments_for_both_exporters(
 def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.first_divergence or {}
+    found = record.numerics.first_divergence or {}
     assert (found["node"], found["op_type"], found["aten_op"]) == (
         "node_shift",
         "Add",
@@ -64,15 +64,15 @@ def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -
 
 def test_torchscript_cells_say_why_no_node_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "export_only.py", "export_only_value", "torchscript")
-    assert "no mapping" in (record.first_divergence or {})["reason"]
+    assert "no mapping" in (record.numerics.first_divergence or {})["reason"]
 
 
 def test_phases_are_observed_around_the_real_call(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
-    phases = record.export_phases or {}
+    phases = record.export.phases or {}
     assert set(phases) == {"capture", "translate", "optimize", "save"}
     assert all(v is not None and v >= 0 for v in phases.values())
-    assert record.export_s is not None and record.export_s >= sum(phases.values())  # type: ignore[arg-type]
+    assert record.export.seconds is not None and record.export.seconds >= sum(phases.values())  # type: ignore[arg-type]
 
 
 def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
@@ -82,5 +82,5 @@ def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
     the walk skips it and still names the node before (seen on aten.gru.input)."""
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant_last", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.first_divergence or {}
+    found = record.numerics.first_divergence or {}
     assert found.get("node") == "node_shift", found

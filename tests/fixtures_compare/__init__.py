@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.compare import Comparison, Finding
+from harness.store.details import Divergence, MismatchStage, OrtRuntime
+from harness.store.measures import EagerMeasures, ExportMeasures, Numerics, OrtMeasures
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
 from harness.store.runs import Run
@@ -77,7 +80,7 @@ def record(
     opset_actual: int | None = None,
     dynamic: bool = False,
 ) -> Record:
-    measured = Measurements(
+    measured = measurements(
         opset_actual=opset_actual,
         export_s=export_s,
         export_peak_rss_mb=rss_mb,
@@ -89,6 +92,58 @@ def record(
     )
     cell = Cell(model, exporter, opset, dynamic=dynamic, family="test")
     return Record.finished(cell, run_id, measured, status=status, stage=stage, error=error)
+
+
+_EXPORT = {
+    "export_s": "seconds",
+    "export_phases": "phases",
+    "export_peak_rss_mb": "peak_rss_mb",
+    "export_peak_cuda_mb": "peak_cuda_mb",
+    **{
+        k: k for k in "aten_ops unsupported_ops opset_actual onnx_bytes onnx_nodes onnx_ops".split()
+    },
+    "graph_fingerprint": "graph_fingerprint",
+}
+_ORT = {"ort_session_s": "session_s", "ort_latency_ms": "latency", "ort_runtime": "runtime"}
+_NUMERICS = {"numerics": "checks", "first_divergence": "first_divergence"}
+_NUMERICS["mismatch_stage"] = "mismatch_stage"
+_PARTS = {
+    "first_divergence": Divergence,
+    "mismatch_stage": MismatchStage,
+    "ort_runtime": OrtRuntime,
+}
+
+
+def measurements(**flat: Any) -> Measurements:
+    """Measurements named by the record's flat field names (`export_s=1.5`, `numerics=[...]`,
+    `first_divergence={...}`), as the tests write them; the rest (`artifacts`, `samples`,
+    `shape_latency`) as `Measurements` names them."""
+    for name, part in _PARTS.items():
+        if isinstance(flat.get(name), dict):
+            flat[name] = part.from_dict(flat[name])
+
+    def pick(names: dict[str, str]) -> dict[str, Any]:
+        return {names[k]: flat.pop(k) for k in list(flat) if k in names}
+
+    return Measurements(
+        export=ExportMeasures(**pick(_EXPORT)),
+        ort=OrtMeasures(**pick(_ORT)),
+        eager=EagerMeasures(latency=flat.pop("eager_latency_ms", None)),
+        numerics=Numerics(**pick(_NUMERICS)),
+        **flat,
+    )
+
+
+def changed(record: Record, **flat: Any) -> Record:
+    """`record` with fields changed by their flat names in `records.jsonl` (`export_s=2.0`,
+    `ort_latency_ms=Latency(...)`, `samples={...}`), read back through `Record.from_dict`."""
+    line = {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in flat.items()}
+    line = {k: [_plain(o) for o in v] if k == "numerics" and v else v for k, v in line.items()}
+    return Record.from_dict({**record.to_dict(), **line})
+
+
+def _plain(check: Any) -> Any:
+    return asdict(check) if is_dataclass(check) and not isinstance(check, type) else check
 
 
 def check(name: str = "out0", *, max_abs: float = 1e-6, ok: bool = True) -> OutputCheck:

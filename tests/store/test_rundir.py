@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.store import rundir as store
-from harness.store.records import SCHEMA, Cell, Measurements, OutputCheck, Record
+from harness.store.records import SCHEMA, Cell, OutputCheck, Record
+from tests.fixtures_compare import measurements
 
 
 def _record(model: str) -> Record:
@@ -25,7 +26,7 @@ def test_a_record_with_a_nan_is_written_as_a_harness_error_saying_why(tmp_path: 
     bad = Record.finished(
         Cell("m", "torchscript", 18),
         "r1",
-        Measurements(numerics=[check]),
+        measurements(numerics=[check]),
         status="numerics_mismatch",
     )
     with store.RecordWriter(tmp_path) as w:

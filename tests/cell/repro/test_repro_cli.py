@@ -38,7 +38,8 @@ def test_the_run_records_a_verified_repro_for_each_cluster(run_dir: Path) -> Non
         assert repro["reproduces"] is True and repro["nodes_after"] <= 3, repro
         assert (run_dir / records[model].artifacts["minimal_repro"]).is_file()
     assert (records["repro_export_only"].minimal_repro or {})["reason"].startswith("capture")
-    assert (records["repro_export_only"].mismatch_stage or {})["stage"] == "capture"
+    found = records["repro_export_only"].numerics.mismatch_stage
+    assert found is not None and found.stage == "capture"
 
 
 def test_the_report_links_each_repro(run_dir: Path) -> None:
