@@ -11,11 +11,12 @@ them. In `records.jsonl` an `Open` object leaves out the keys whose value is Non
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-JsonObject = dict[str, Any]
+JsonObject = dict[str, Any]  # a JSON object as `json.loads` gives it
+Reader = Callable[[Any], object]  # reads a JSON value into a typed part
 
 
 def plain(value: object) -> object:
@@ -39,10 +40,10 @@ class Open:
 
     extra: JsonObject = field(default_factory=dict, kw_only=True)
     # How to read a field that is itself a typed part (or a list of them).
-    _PARTS: ClassVar[Mapping[str, Any]] = {}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+    def from_dict(cls, d: JsonObject) -> Self:
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in d.items() if k in names}
         for name, read in cls._PARTS.items():
@@ -64,7 +65,7 @@ class Open:
         return self.from_dict({**self.to_dict(), **facts})
 
 
-def _tuple_of(part: type[Open]) -> Any:
+def _tuple_of(part: type[Open]) -> Reader:
     return lambda items: tuple(part.from_dict(i) for i in items)
 
 
@@ -119,7 +120,7 @@ class MismatchStage(Open):
     note: str | None = None
     reason: str | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"checks": _tuple_of(StageCheck)}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"checks": _tuple_of(StageCheck)}
 
 
 # -- where and how it ran -----------------------------------------------------------------------
@@ -134,7 +135,7 @@ class OrtRuntime(Open):
     providers: tuple[str, ...] | None = None
     session_options: JsonObject | None = None  # threads, graph optimization, spinning
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"providers": tuple}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"providers": tuple}
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class WorkerInfo(Open):
     cell_uss_mb: float | None = None
     cold_start: ColdStart | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"cold_start": ColdStart.from_dict}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"cold_start": ColdStart.from_dict}
 
 
 # -- sampled cells ------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ class SampleFailure(Open):
     inputs: str | None = None
     tolerance: JsonObject | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"unsupported_ops": tuple}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"unsupported_ops": tuple}
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class SampleTolerance(Open):
     source: str | None = None
     samples: tuple[int, ...] | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"samples": tuple}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"samples": tuple}
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ class SampleSummary(Open):
     skips: tuple[SampleSkip, ...] | None = None
     tolerances: tuple[SampleTolerance, ...] | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {
+    _PARTS: ClassVar[Mapping[str, Reader]] = {
         "indices": tuple,
         "failures": _tuple_of(SampleFailure),
         "skips": _tuple_of(SampleSkip),
@@ -256,4 +257,4 @@ class MinimalRepro(Open):
     reason: str | None = None
     verify: JsonObject | None = None
 
-    _PARTS: ClassVar[Mapping[str, Any]] = {"imports": tuple}
+    _PARTS: ClassVar[Mapping[str, Reader]] = {"imports": tuple}

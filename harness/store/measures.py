@@ -9,15 +9,16 @@ docs/design.md: `export_s`, `ort_latency_ms`, ...): `to_flat` and `from_flat`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 from harness.store.details import (
     Divergence,
     JsonObject,
     MismatchStage,
     OrtRuntime,
+    Reader,
     SampleSummary,
     plain,
 )
@@ -43,7 +44,7 @@ class Latency:
         return cls(tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> Latency | None:
+    def from_dict(cls, d: JsonObject | None) -> Latency | None:
         if d is None:
             return None
         return cls(
@@ -83,7 +84,7 @@ class ShapeLatency:
         return cls(sizes, ort, eager, speedup_of(eager, ort))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ShapeLatency:
+    def from_dict(cls, d: JsonObject) -> ShapeLatency:
         load = Latency.from_dict
         ort, eager = load(d["ort_latency_ms"]), load(d["eager_latency_ms"])
         if ort is None or eager is None:
@@ -116,7 +117,7 @@ class OutputCheck:
     mismatches: int | None = None
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> OutputCheck:
+    def from_dict(cls, d: JsonObject) -> OutputCheck:
         return cls(**{k: v for k, v in d.items() if k in _CHECK_FIELDS})
 
 
@@ -131,10 +132,10 @@ class Group:
     of `records.jsonl` (the contract), `READ` how to read a field that is not plain JSON."""
 
     FLAT: ClassVar[Mapping[str, str]] = {}  # key in the line -> field
-    READ: ClassVar[Mapping[str, Callable[[Any], object]]] = {}
+    READ: ClassVar[Mapping[str, Reader]] = {}
 
     @classmethod
-    def from_flat(cls, d: Mapping[str, Any]) -> Self:
+    def from_flat(cls, d: JsonObject) -> Self:
         values = {name: d.get(key) for key, name in cls.FLAT.items()}
         read = {name: cls.READ[name](v) for name, v in values.items() if name in cls.READ}
         return cls(**{**values, **read})
@@ -176,7 +177,7 @@ class ExportMeasures(Group):
     }
 
 
-def _maybe(read: Callable[[Any], object]) -> Callable[[Any], object]:
+def _maybe(read: Reader) -> Reader:
     return lambda value: None if value is None else read(value)
 
 
@@ -194,7 +195,7 @@ class OrtMeasures(Group):
         "ort_latency_ms": "latency",
         "ort_runtime": "runtime",
     }
-    READ: ClassVar[Mapping[str, Callable[[Any], object]]] = {
+    READ: ClassVar[Mapping[str, Reader]] = {
         "latency": Latency.from_dict,
         "runtime": _maybe(OrtRuntime.from_dict),
     }
@@ -207,7 +208,7 @@ class EagerMeasures(Group):
     latency: Latency | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {"eager_latency_ms": "latency"}
-    READ: ClassVar[Mapping[str, Callable[[Any], object]]] = {"latency": Latency.from_dict}
+    READ: ClassVar[Mapping[str, Reader]] = {"latency": Latency.from_dict}
 
 
 @dataclass(frozen=True)
@@ -224,7 +225,7 @@ class Numerics(Group):
         "first_divergence": "first_divergence",
         "mismatch_stage": "mismatch_stage",
     }
-    READ: ClassVar[Mapping[str, Callable[[Any], object]]] = {
+    READ: ClassVar[Mapping[str, Reader]] = {
         "checks": _maybe(lambda checks: [OutputCheck.from_dict(o) for o in checks]),
         "first_divergence": _maybe(Divergence.from_dict),
         "mismatch_stage": _maybe(MismatchStage.from_dict),

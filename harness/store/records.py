@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.store.details import MinimalRepro, SampleSummary, WorkerInfo, plain
+from harness.store.details import JsonObject, MinimalRepro, SampleSummary, WorkerInfo, plain
 from harness.store.error_text import clean, normalize, root_cause, signature_of
 from harness.store.measures import EagerMeasures, ExportMeasures, Numerics, OrtMeasures, speedup_of
 from harness.store.measures import Latency as Latency
@@ -119,7 +119,7 @@ class Record:
     duration_s: float | None = None  # the cell, start to end, as its worker timed it
     worker: WorkerInfo | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path in the run directory
-    metadata: dict[str, Any] | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
+    metadata: JsonObject | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
     minimal_repro: MinimalRepro | None = None  # harness.cell.repro; the script: `artifacts`
 
     def __post_init__(self) -> None:
@@ -238,7 +238,7 @@ class Record:
 
     # -- serialisation --------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The flat line of `records.jsonl` (the contract's field names and shapes)."""
         c, shapes = self.cell, self.shape_latency
         return {
@@ -336,7 +336,7 @@ def _check_version(d: Any) -> None:
         )
 
 
-def upgrade(d: dict[str, Any]) -> dict[str, Any]:
+def upgrade(d: JsonObject) -> JsonObject:
     """Bring a record dict written by an older harness up to `SCHEMA`; refuse newer ones."""
     _check_version(d)
     if d["schema"] < 2:
@@ -348,7 +348,7 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _update_to_2(d: dict[str, Any]) -> dict[str, Any]:
+def _update_to_2(d: JsonObject) -> JsonObject:
     """Schema 1 kept an integer output's mismatch count in `max_abs` (an exact check,
     rtol = atol = 0); schema 2 has `mismatches` for it and every other output."""
     checks = []
@@ -360,13 +360,13 @@ def _update_to_2(d: dict[str, Any]) -> dict[str, Any]:
     return {**d, "numerics": checks if d.get("numerics") is not None else None, "schema": 2}
 
 
-def _update_to_3(d: dict[str, Any]) -> dict[str, Any]:
+def _update_to_3(d: JsonObject) -> JsonObject:
     """Schema 3 adds `mismatch_stage` and `minimal_repro`: unknown for older records."""
     return {**d, "mismatch_stage": None, "minimal_repro": None, "schema": 3}
 
 
 # Fields older writers may lack, at their meaning there.
-_SINCE_4: dict[str, Any] = {
+_SINCE_4: JsonObject = {
     "attempt": 1,
     "artifacts": {},
     "patch": NO_PATCH,
@@ -375,7 +375,7 @@ _SINCE_4: dict[str, Any] = {
 }
 
 
-def _update_to_4(d: dict[str, Any]) -> dict[str, Any]:
+def _update_to_4(d: JsonObject) -> JsonObject:
     """Schema 4 is the typed record: every field present, `speedup` derived from the two
     latencies (never stored apart from them), and `worker`, `samples`, `first_divergence`,
     `mismatch_stage`, `minimal_repro` and `ort_runtime` typed objects that leave out their

@@ -3,15 +3,23 @@ tests, and lookups of their findings (no torch)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.compare import Comparison, Finding
-from harness.store.details import Divergence, MismatchStage, OrtRuntime
-from harness.store.measures import EagerMeasures, ExportMeasures, Numerics, OrtMeasures
+from harness.store.details import (
+    Divergence,
+    MinimalRepro,
+    MismatchStage,
+    OrtRuntime,
+    SampleSummary,
+    WorkerInfo,
+    plain,
+)
+from harness.store.measures import EagerMeasures, ExportMeasures, Group, Numerics, OrtMeasures
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
 from harness.store.runs import Run
@@ -136,14 +144,27 @@ def measurements(**flat: Any) -> Measurements:
 
 def changed(record: Record, **flat: Any) -> Record:
     """`record` with fields changed by their flat names in `records.jsonl` (`export_s=2.0`,
-    `ort_latency_ms=Latency(...)`, `samples={...}`), read back through `Record.from_dict`."""
-    line = {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in flat.items()}
-    line = {k: [_plain(o) for o in v] if k == "numerics" and v else v for k, v in line.items()}
-    return Record.from_dict({**record.to_dict(), **line})
+    `ort_latency_ms=Latency(...)`, `samples={...}`): each group re-read from its flat keys
+    (`Group.from_flat`), the other parts from their JSON."""
+    line = {k: plain(v) for k, v in flat.items()}
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(Record):
+        if isinstance(f.default, Group) and line.keys() & f.default.FLAT.keys():
+            group = getattr(record, f.name)
+            changes[f.name] = group.from_flat({**group.to_flat(), **line})
+    for key, value in line.items():
+        if not any(
+            key in f.default.FLAT
+            for f in dataclasses.fields(Record)
+            if isinstance(f.default, Group)
+        ):
+            read = _READ.get(key)
+            changes[key] = value if read is None or value is None else read(value)
+    return dataclasses.replace(record, **changes)
 
 
-def _plain(check: Any) -> Any:
-    return asdict(check) if is_dataclass(check) and not isinstance(check, type) else check
+_READ = {"minimal_repro": MinimalRepro.from_dict, "samples": SampleSummary.from_dict}
+_READ["worker"] = WorkerInfo.from_dict
 
 
 def check(name: str = "out0", *, max_abs: float = 1e-6, ok: bool = True) -> OutputCheck:
