@@ -64,7 +64,8 @@ def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -
 
 def test_torchscript_cells_say_why_no_node_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "export_only.py", "export_only_value", "torchscript")
-    assert "no mapping" in (record.numerics.first_divergence or {})["reason"]
+    found = record.numerics.first_divergence
+    assert found is not None and "no mapping" in (found.reason or "")
 
 
 def test_phases_are_observed_around_the_real_call(tmp_path: Path) -> None:

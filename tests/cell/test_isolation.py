@@ -169,10 +169,12 @@ def test_a_record_says_where_and_at_what_cost_it_ran(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, STICKY, "sticky_b"))
     assert r.status == Status.OK and r.worker
     w = r.worker
-    assert w["zygote_pid"] not in (w["cell_pid"], os.getpid())
-    assert 0 < w["fork_s"] < 60 and 0 <= w["exit_s"] < 60 and w["prepare_s"] >= 0
-    assert 0 < w["cell_uss_mb"] < w["zygote_rss_mb"]  # the child shares the zygote's pages
-    assert w["cell_pss_mb"] > 0
+    assert w.zygote_pid not in (w.cell_pid, os.getpid())
+    assert w.fork_s is not None and w.exit_s is not None and w.prepare_s is not None
+    assert 0 < w.fork_s < 60 and 0 <= w.exit_s < 60 and w.prepare_s >= 0
+    assert w.cell_uss_mb is not None and w.zygote_rss_mb is not None
+    assert 0 < w.cell_uss_mb < w.zygote_rss_mb  # the child shares the zygote's pages
+    assert (w.cell_pss_mb or 0) > 0
 
 
 def test_a_zygote_killed_from_outside_is_started_again(tmp_path: Path) -> None:

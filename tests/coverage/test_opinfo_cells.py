@@ -151,10 +151,11 @@ def test_a_sample_whose_eager_depends_on_its_views_is_skipped_and_counted(tmp_pa
     the sample 'matched' a clone while eager on the original view gives other values."""
     record = run("opinfo.as_strided-partial_views.float32", "dynamo", tmp_path)
     s = record.samples
-    assert s is not None and s["view_dependent"] == 1
-    assert {"index": 1, "reason": samples.VIEW_DEPENDENT} in s["skips"]
-    assert 1 not in {i for t in s["tolerances"] for i in t["samples"]}  # never compared
-    assert s["matched"] == s["run"] - s["skipped"] - s["wrong"] - s["failed"] > 0
+    assert s is not None and s.view_dependent == 1
+    assert {"index": 1, "reason": samples.VIEW_DEPENDENT} in [k.to_dict() for k in s.skips or ()]
+    assert 1 not in {i for t in s.tolerances or () for i in t.samples or ()}  # never compared
+    assert s.run is not None and s.skipped is not None and s.wrong is not None
+    assert s.matched == s.run - s.skipped - s.wrong - (s.failed or 0) > 0
 
 
 def test_sparse_inputs_have_no_views_to_check_and_fail_where_the_exporter_does(
@@ -164,9 +165,9 @@ def test_sparse_inputs_have_no_views_to_check_and_fail_where_the_exporter_does(
     made every sample a harness_error instead of the exporter's own failure."""
     record = run("opinfo.sparse.sampled_addmm.float32", "dynamo", tmp_path)
     s = record.samples
-    assert s is not None and s["view_dependent"] == 0
+    assert s is not None and s.view_dependent == 0
     assert record.status is Status.EXPORT_FAILED, record.error_signature
-    assert not [f for f in s["failures"] if f["status"] == str(Status.HARNESS_ERROR)]
+    assert not [f for f in s.failures or () if f.status == str(Status.HARNESS_ERROR)]
 
 
 def test_only_forward_value_tests_give_an_opinfo_its_tolerance() -> None:
