@@ -49,17 +49,18 @@ def test_a_trailing_dict_is_keyword_arguments_for_both_exporters(
 def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.numerics.first_divergence or {}
-    assert (found["node"], found["op_type"], found["aten_op"]) == (
+    found = record.numerics.first_divergence
+    assert found is not None
+    assert (found.node, found.op_type, found.aten_op) == (
         "node_shift",
         "Add",
         "harness_test.shift.default",
     )
     source = (FIDELITY / "wrong_constant.py").read_text().splitlines()
     line = next(i for i, text in enumerate(source, 1) if "harness_test.shift(y)" in text)
-    assert found["source"] == f"{FIDELITY / 'wrong_constant.py'}:{line} in forward"
-    assert found["max_abs"] == pytest.approx(1.0)
-    assert found["compared"] == 3  # linear, relu, then the shift
+    assert found.source == f"{FIDELITY / 'wrong_constant.py'}:{line} in forward"
+    assert found.max_abs == pytest.approx(1.0)
+    assert found.compared == 3  # linear, relu, then the shift
 
 
 def test_torchscript_cells_say_why_no_node_is_named(tmp_path: Path) -> None:
@@ -83,5 +84,5 @@ def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
     the walk skips it and still names the node before (seen on aten.gru.input)."""
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant_last", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.numerics.first_divergence or {}
-    assert found.get("node") == "node_shift", found
+    found = record.numerics.first_divergence
+    assert found is not None and found.node == "node_shift", found
