@@ -137,8 +137,8 @@ def noise(runs: Sequence[Run]) -> dict[str, Any]:
     labels: dict[tuple, str] = {}
     for run in runs:
         for r in run.records:
-            if r.status in ("ok", "xpass") and r.ort_latency_ms is not None:
-                p50s.setdefault(r.cell.key, []).append(r.ort_latency_ms.p50)
+            if r.status in ("ok", "xpass") and r.ort.latency is not None:
+                p50s.setdefault(r.cell.key, []).append(r.ort.latency.p50)
                 labels[r.cell.key] = r.cell.label()
     cvs = {
         k: statistics.stdev(v) / statistics.mean(v) for k, v in p50s.items() if len(v) == len(runs)

@@ -87,7 +87,7 @@ def harness_side(run_dir: Path, r: Record) -> Side:
     verdict = "ok" if r.stage is None else COARSE.get(r.stage, str(r.stage))
     kept = r.artifacts.get("onnx")
     if not kept:
-        return Side(verdict, r.onnx_ops, error=r.error_signature)
+        return Side(verdict, r.export.onnx_ops, error=r.error_signature)
     graph = onnx.load(str(run_dir / kept), load_external_data=False).graph
     ops = dict(collections.Counter(n.op_type for n in graph.node))
     return Side(verdict, ops, len(graph.initializer), r.error_signature)

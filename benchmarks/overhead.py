@@ -21,7 +21,7 @@ def overhead(run_dir: Path) -> dict[str, float | int | None]:
     queued, collected = [], []
     isolation: dict[str, list[float]] = {k: [] for k in ISOLATION}
     for r in store.iter_records(run_dir):
-        w = r.worker or {}
+        w = {} if r.worker is None else r.worker.to_dict()
         if {"submitted_at", "started_at", "finished_at", "collected_at"} <= set(w):
             queued.append((w["started_at"] - w["submitted_at"]) * 1000)
             collected.append((w["collected_at"] - w["finished_at"]) * 1000)

@@ -30,7 +30,7 @@ def test_latency_fidelity_smoke(benchmark, figures: Figures, tmp_path: Path) -> 
     sources = {n: s.source for n, s in discover().models.items()}
     rows, ratios = [], []
     for r in store.read_records(out):
-        if r.status != "ok" or r.ort_latency_ms is None:
+        if r.status != "ok" or r.ort.latency is None:
             continue
         mine = plain(
             "plain_latency.py",
@@ -41,10 +41,10 @@ def test_latency_fidelity_smoke(benchmark, figures: Figures, tmp_path: Path) -> 
             "--model",
             r.model,
         )
-        ratio = r.ort_latency_ms.p50 / mine["p50_ms"]
+        ratio = r.ort.latency.p50 / mine["p50_ms"]
         ratios.append(ratio)
         rows.append(
-            f"| {r.cell.label()} | {r.ort_latency_ms.p50:.4f} | {mine['p50_ms']:.4f} | {ratio:.3f} |"
+            f"| {r.cell.label()} | {r.ort.latency.p50:.4f} | {mine['p50_ms']:.4f} | {ratio:.3f} |"
         )
     median = statistics.median(ratios)
     benchmark.extra_info.update(median_ratio=median, cells=len(ratios))
@@ -67,7 +67,7 @@ def _memory_fidelity(out: Path, min_peak_mb: float) -> tuple[float, list[str]]:
     sources = {n: s.source for n, s in discover(extra_paths=[MEMORY_ZOO]).models.items()}
     rows, ratios = [], []
     for r in store.read_records(out):
-        if r.export_peak_rss_mb is None:
+        if r.export.peak_rss_mb is None:
             continue
         mine = plain(
             "plain_memory.py",
@@ -81,11 +81,11 @@ def _memory_fidelity(out: Path, min_peak_mb: float) -> tuple[float, list[str]]:
             str(r.opset),
         )
         counted = mine["peak_mb"] >= min_peak_mb
-        ratio = r.export_peak_rss_mb / mine["peak_mb"] if mine["peak_mb"] > 0 else float("nan")
+        ratio = r.export.peak_rss_mb / mine["peak_mb"] if mine["peak_mb"] > 0 else float("nan")
         if counted:
             ratios.append(ratio)
         rows.append(
-            f"| {r.cell.label()} | {r.export_peak_rss_mb:.1f} | {mine['peak_mb']:.1f} | {ratio:.2f} |"
+            f"| {r.cell.label()} | {r.export.peak_rss_mb:.1f} | {mine['peak_mb']:.1f} | {ratio:.2f} |"
             f" {'' if counted else f'below {min_peak_mb:g} MiB, not counted'} |"
         )
     return statistics.median(ratios), [

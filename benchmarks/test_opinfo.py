@@ -32,8 +32,9 @@ def top_signatures(records: list[Record], n: int = 10) -> list[tuple[str, int]]:
     """The most common error signatures over the failing samples (each sample once)."""
     found: Counter[str] = Counter()
     for r in records:
-        for f in (r.samples or {}).get("failures") or ():
-            found[f.get("error_signature") or f.get("status")] += 1
+        listed = () if r.samples is None else r.samples.failures or ()
+        for f in listed:
+            found[f.error_signature or f.status] += 1
     return found.most_common(n)
 
 

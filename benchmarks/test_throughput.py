@@ -30,9 +30,9 @@ def _plain_way(records: list[Record], sources: dict[str, str]) -> tuple[float, d
             "--opset",
             str(r.opset),
             "--ort-iters",
-            str(r.ort_latency_ms.n if r.ort_latency_ms else 20),
+            str(r.ort.latency.n if r.ort.latency else 20),
             "--eager-iters",
-            str(r.eager_latency_ms.n if r.eager_latency_ms else 20),
+            str(r.eager.latency.n if r.eager.latency else 20),
         ]
         if r.dynamic:
             args.append("--dynamic")

@@ -39,14 +39,14 @@ def _attempted(r: Record) -> bool:
 
 
 def _matched_example(r: Record) -> bool:
-    first = [c for c in r.numerics or () if "@" not in c.name]
+    first = [c for c in r.numerics.checks or () if "@" not in c.name]
     return bool(first) and all(c.ok for c in first)
 
 
 def _matched_everywhere(r: Record) -> bool:
     """Right at the example shape, the prefill and the decode step, no dimension fixed."""
-    shapes = {c.name.partition("@")[2] for c in r.numerics or ()}
-    return len(shapes) >= 3 and all(c.ok for c in r.numerics or ()) and r.stage is None
+    shapes = {c.name.partition("@")[2] for c in r.numerics.checks or ()}
+    return len(shapes) >= 3 and all(c.ok for c in r.numerics.checks or ()) and r.stage is None
 
 
 def registry_figures(inventory: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def run_figures(records: list[Record]) -> dict[str, Any]:
             mine = [r for r in records if (r.exporter, r.patch) == (exporter, patch)]
             figures[f"{exporter}/{patch}"] = {
                 "attempted": sum(_attempted(r) for r in mine),
-                "exported": sum(r.export_s is not None for r in mine),
+                "exported": sum(r.export.seconds is not None for r in mine),
                 "matched_example": sum(_matched_example(r) for r in mine),
                 "matched_three_shapes": sum(_matched_everywhere(r) for r in mine),
             }

@@ -41,11 +41,11 @@ def _ran_in_eager(r: Record) -> bool:
 
 def _exported(r: Record) -> bool:
     """The exporter call returned a model (whatever the checks after it found)."""
-    return r.export_s is not None
+    return r.export.seconds is not None
 
 
 def _numerically_ok(r: Record) -> bool:
-    return bool(r.numerics) and all(c.ok for c in r.numerics or ())
+    return bool(r.numerics.checks) and all(c.ok for c in r.numerics.checks or ())
 
 
 def sweep_figures(records: list[Record], inventory: dict[str, Any]) -> dict[str, Any]:

@@ -206,11 +206,19 @@ def schema_classes(root: type) -> list[type]:
 
 
 def default_of(f: dataclasses.Field[object]) -> str:
+    if is_group(f.default):
+        return code(f"{type(f.default).__name__}()")
     if f.default is not dataclasses.MISSING:
         return code(repr(f.default).replace("None", "null"))
     if f.default_factory is not dataclasses.MISSING:
         return code(repr(f.default_factory()))
     return "required"
+
+
+def is_group(value: object) -> bool:
+    from harness.store.measures import Group
+
+    return isinstance(value, Group)
 
 
 def class_section(cls: type) -> str:
@@ -219,7 +227,8 @@ def class_section(cls: type) -> str:
         if dataclasses.is_dataclass(base):
             comments.update(field_comments(base))
     rows = "\n".join(
-        f"| {code(f.name)} | {code(str(f.type))} | {default_of(f)} | {cell(comments[f.name])} |"
+        f"| {code(f.name)} | {code(str(f.type))} | {default_of(f)} |"
+        f" {cell(comments.get(f.name, EXTRA if f.name == 'extra' else ''))} |"
         for f in sorted(dataclasses.fields(cls), key=lambda f: f.kw_only is True)  # extra last
     )
     doc = cell(inspect.getdoc(cls) or "")
@@ -229,18 +238,48 @@ def class_section(cls: type) -> str:
     )
 
 
+EXTRA = "keys this harness does not know (a newer writer's): kept, and written back"
+
+
+def line_fields() -> list[tuple[str, str]]:
+    """Each key of a `records.jsonl` line and where the typed `Record` holds it."""
+    from harness.store.measures import Group
+    from harness.store.records import NO_PATCH, Cell
+
+    where: dict[str, str] = {}
+    for f in dataclasses.fields(Record):
+        if isinstance(f.default, Group):
+            where |= {key: f"{f.name}.{attr}" for key, attr in f.default.FLAT.items()}
+    cell_keys = {f.name for f in dataclasses.fields(Cell)}
+    line = Record(Cell("m", "e", 1, patch=NO_PATCH), "r", "ok").to_dict()
+    special = {"schema": "(written: the schema of this code)", "speedup": "speedup (derived)"}
+    return [
+        (key, special.get(key) or where.get(key) or (f"cell.{key}" if key in cell_keys else key))
+        for key in line
+    ]
+
+
 def record_page() -> str:
     from harness.store.records import SCHEMA
 
+    rows = "\n".join(f"| {code(key)} | {code(path)} |" for key, path in line_fields())
     return (
         GENERATED.format(source="the Record dataclass (harness/store/records.py)")
         + "\n# The record schema\n\n"
-        + f"Each line of `records.jsonl` is one `Record` as JSON, schema {SCHEMA}. A value"
+        + f"Each line of `records.jsonl` is one `Record` as flat JSON, schema {SCHEMA}. A value"
         + " that was not measured is `null`, never 0. Readers refuse a newer `schema`,"
         + " validate every value (a run directory is untrusted input) and migrate older"
         + " records (`_update_to_N` in `harness/store/records.py`). The statuses and stages"
         + " are in [Statuses and stages](statuses.md); how each figure is taken is in"
         + " [How it measures](../measurement.md).\n\n"
+        + "## The line\n\nThe keys of a line (the contract: scripts read them with `jq`),"
+        + " in the order they are written, and where the typed `Record` holds each"
+        + " (`Record.to_dict` and `Record.from_dict` map between the two). `speedup` is"
+        + " eager p50 / ORT p50 at the first timed shape. Nested objects (`worker`,"
+        + " `samples`, `first_divergence`, ...) leave out their null keys.\n\n"
+        + "| key | in the `Record` |\n| --- | --- |\n"
+        + rows
+        + "\n\n"
         + "\n".join(class_section(cls) for cls in schema_classes(Record))
     )
 

@@ -184,12 +184,12 @@ def test_transformers_models_export_and_match_in_ort(tmp_path: Path, offline: No
     assert set(records) == {"hf_bert", "hf_llama"}
     for record in records.values():
         assert record.status == "ok", (record.model, record.error_message)
-        assert record.opset_actual == 18
-        assert record.numerics and all(c.ok for c in record.numerics)
-        assert record.ort_latency_ms is not None and record.speedup is not None
+        assert record.export.opset_actual == 18
+        assert record.numerics.checks and all(c.ok for c in record.numerics.checks)
+        assert record.ort.latency is not None and record.speedup is not None
     # BERT's two outputs (hidden states, pooled) and LLaMA's logits, in graph order.
-    assert [c.name for c in records["hf_bert"].numerics] == ["output_0", "output_1"]
-    assert [c.name for c in records["hf_llama"].numerics] == ["output_0"]
+    assert [c.name for c in records["hf_bert"].numerics.checks] == ["output_0", "output_1"]
+    assert [c.name for c in records["hf_llama"].numerics.checks] == ["output_0"]
 
 
 @pytest.mark.e2e
@@ -210,7 +210,7 @@ def test_torchvision_cells_are_skipped_with_the_reason(tmp_path: Path) -> None:
     for r in records:
         assert r.status == "skipped", (r.model, r.status, r.error_message)
         assert "torchvision is not available here" in (r.reason or ""), r.reason
-        assert r.export_s is None and r.numerics is None
+        assert r.export.seconds is None and r.numerics.checks is None
 
 
 # -- the torchvision adapter with torchvision's real model code ----------------------------
@@ -264,6 +264,6 @@ def test_torchvision_adapter_end_to_end(torchvision_site: Path, tmp_path: Path) 
     )
     for r in records:
         assert r.status == "ok", (r.cell.label(), r.status, r.error_message)
-        assert r.numerics and all(c.ok for c in r.numerics)
-        assert r.onnx_ops and "Conv" in r.onnx_ops
-        assert r.ort_latency_ms is not None and r.opset_actual == 18
+        assert r.numerics.checks and all(c.ok for c in r.numerics.checks)
+        assert r.export.onnx_ops and "Conv" in r.export.onnx_ops
+        assert r.ort.latency is not None and r.export.opset_actual == 18

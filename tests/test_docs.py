@@ -208,3 +208,13 @@ def test_the_site_builds_strictly(tmp_path):
 @pytest.mark.parametrize("name", ["README.md", "docs/index.md"])
 def test_the_readme_stays_about_a_page(name):
     assert len((REPO / name).read_text().splitlines()) <= 120
+
+
+def test_the_record_reference_lists_every_key_of_a_records_line():
+    from harness.store.records import Cell, Record
+
+    text = (REPO / "docs" / "reference" / "record.md").read_text()
+    line = Record(Cell("m", "dynamo", 18), "r", "ok").to_dict()
+    assert len(line) > 40  # the contract's fields and the later ones
+    missing = [key for key in line if f"| `{key}` |" not in text]
+    assert not missing, missing

@@ -219,13 +219,13 @@ def test_a_decoder_step_exports_runs_at_three_shapes_and_is_timed_at_two(tmp_pat
     # Every declared-dynamic dimension stayed symbolic in the graph.
     past = graph.input[3].type.tensor_type.shape.dim
     assert (past[0].dim_param, past[2].dim_param, past[1].dim_value) == ("batch", "past", 4)
-    checked = {c.name.partition("@")[2] for c in record.numerics or ()}
+    checked = {c.name.partition("@")[2] for c in record.numerics.checks or ()}
     assert checked == {"", "batch=1,past=0,sequence=4", "batch=3,past=9,sequence=1"}
-    assert record.numerics and all(c.ok for c in record.numerics)
+    assert record.numerics.checks and all(c.ok for c in record.numerics.checks)
     assert record.shape_latency is not None
     assert list(record.shape_latency) == ["decode_step", "prefill"]
     assert record.shape_latency["decode_step"].sizes == {"batch": 1, "past": 32, "sequence": 1}
-    assert record.ort_latency_ms == record.shape_latency["decode_step"].ort_latency_ms
+    assert record.ort.latency == record.shape_latency["decode_step"].ort_latency_ms
     assert record.speedup == record.shape_latency["decode_step"].speedup
 
 
@@ -253,7 +253,7 @@ def test_sliding_window_layers_export_only_with_the_patch(tmp_path: Path) -> Non
     patched = _cell(tmp_path / "patched", "hf.gemma2.decode", "dynamo", "sliding-window")
     assert patched.status is Status.OK, (patched.error_signature, patched.error_message)
     outputs = len(_spec("hf.gemma2.decode").output_names)
-    assert patched.patch == "sliding-window" and len(patched.numerics or ()) == 3 * outputs
+    assert patched.patch == "sliding-window" and len(patched.numerics.checks or ()) == 3 * outputs
 
 
 # -- end to end: the real CLI, a real local Ray -------------------------------------------------

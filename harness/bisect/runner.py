@@ -27,7 +27,8 @@ from harness.pipeline.execute import execute_on, harness_env
 from harness.plan.build import RunPlan, new_run_id
 from harness.plan.matrix import Matrix
 from harness.store.paired import PairResult
-from harness.store.runs import CellKey, Run, read_run, variant_run
+from harness.store.records import CellKey
+from harness.store.runs import Run, read_run, variant_run
 
 RUNS = "runs"
 GRAPHS = "graphs"

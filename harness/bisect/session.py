@@ -29,8 +29,8 @@ from harness.bisect.search import Judgement, Search, Verdict, next_round
 from harness.bisect.verdict import Criterion, Target, judge, op_count_diff, targets
 from harness.bisect.versions import Move
 from harness.store.paired import PairResult
-from harness.store.records import Record
-from harness.store.runs import CellKey, Run
+from harness.store.records import CellKey, Record
+from harness.store.runs import Run
 
 LATENCY = "ort_latency"
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from harness.bisect.search import Judgement, Verdict
 from harness.compare.findings import BLOCKING, WARNING, Finding
-from harness.store.records import Record
-from harness.store.runs import CellKey
+from harness.store.records import CellKey, Record
 
 AUTO = "auto"
 GRAPH = "graph"
@@ -115,7 +114,7 @@ def targets(
 
 
 def graph_target(good: Record, bad: Record) -> Target | None:
-    a, b = good.graph_fingerprint, bad.graph_fingerprint
+    a, b = good.export.graph_fingerprint, bad.export.graph_fingerprint
     if a is None or b is None or a == b:
         return None
     return Target(GRAPH, "graph_changed", f"graph changed ({_ops_text(good, bad)})", WARNING)
@@ -145,9 +144,9 @@ def judge(
 
 
 def _judge_graph(version: str, good: Record, step: Record) -> Verdict:
-    if step.graph_fingerprint is None:
+    if step.export.graph_fingerprint is None:
         return Verdict(version, Judgement.SKIP, f"{step.status}: no graph to compare")
-    if step.graph_fingerprint == good.graph_fingerprint:
+    if step.export.graph_fingerprint == good.export.graph_fingerprint:
         return Verdict(version, Judgement.GOOD, "same graph as the good version")
     return Verdict(version, Judgement.BAD, f"graph changed ({_ops_text(good, step)})")
 
@@ -155,9 +154,9 @@ def _judge_graph(version: str, good: Record, step: Record) -> Verdict:
 def op_count_diff(before: Record, after: Record) -> dict[str, list[int | None]]:
     """op_type -> [count before, count after], for the op types whose count changed; empty
     where either side has no graph (a failed export)."""
-    if before.onnx_ops is None or after.onnx_ops is None:
+    if before.export.onnx_ops is None or after.export.onnx_ops is None:
         return {}
-    a, b = before.onnx_ops, after.onnx_ops
+    a, b = before.export.onnx_ops, after.export.onnx_ops
     return {
         op: [a.get(op), b.get(op)] for op in sorted(a.keys() | b.keys()) if a.get(op) != b.get(op)
     }

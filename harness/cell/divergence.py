@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +23,12 @@ import torch
 
 from harness.cell.numerics import check_output
 from harness.cell.shapes import Inputs
+from harness.store.details import Divergence
 
 _FX_NAME = re.compile(r"^%(\w+)")
 _TARGET = re.compile(r"target=torch\.ops\.([\w.]+)\]")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
-
-
-@dataclass(frozen=True)
-class Divergence:
-    """The first ONNX node over tolerance, or why none could be named (`reason`)."""
-
-    node: str | None = None
-    fx_node: str | None = None  # the program's node it came from (a repro ends there)
-    op_type: str | None = None
-    aten_op: str | None = None
-    source: str | None = None
-    output: str | None = None
-    max_abs: float | None = None
-    compared: int = 0  # intermediate values compared up to and including this node
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 def first_divergence(

@@ -3,6 +3,7 @@ opset it really has, node count, op histogram, bytes on disk, the graph fingerpr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -16,13 +17,16 @@ def check(path: Path, m: Measurements) -> None:
     with stage("check"):
         onnx.checker.check_model(str(path), full_check=True)
         model = onnx.load(str(path), load_external_data=False)
-    m.opset_actual = next(
-        (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None
-    )
-    m.onnx_nodes = len(model.graph.node)
     ops: dict[str, int] = {}
     for node in model.graph.node:
         ops[node.op_type] = ops.get(node.op_type, 0) + 1
-    m.onnx_ops = dict(sorted(ops.items()))
-    m.graph_fingerprint = graph_fingerprint(path)
-    m.onnx_bytes = sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file())
+    m.export = replace(
+        m.export,
+        opset_actual=next(
+            (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None
+        ),
+        onnx_nodes=len(model.graph.node),
+        onnx_ops=dict(sorted(ops.items())),
+        graph_fingerprint=graph_fingerprint(path),
+        onnx_bytes=sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file()),
+    )

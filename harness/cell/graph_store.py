@@ -18,9 +18,9 @@ from harness.store.records import CellTask, Measurements
 def keep_graph(task: CellTask, path: Path, feeds: dict[str, np.ndarray], m: Measurements) -> None:
     """Store the model at `path` (weights as external data) and its inputs under its
     fingerprint, unless an entry is already there; name it in the record's artifacts."""
-    if not task.graph_store or m.graph_fingerprint is None:
+    if not task.graph_store or m.export.graph_fingerprint is None:
         return
-    entry = entry_dir(Path(task.graph_store), m.graph_fingerprint)
+    entry = entry_dir(Path(task.graph_store), m.export.graph_fingerprint)
     try:
         if not (entry / MODEL).is_file():
             _write_entry(entry, path, feeds)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.cell import limits
+from harness.store.details import WorkerInfo
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -117,7 +118,8 @@ def _fork_and_run(task: CellTask) -> Record:
     record, child_facts = child.record(task)
     if cold_start:
         facts["cold_start"] = cold_start
-    return record.with_changes(worker={**(record.worker or {}), **facts, **child_facts})
+    worker = record.worker or WorkerInfo()
+    return record.with_changes(worker=worker.merged({**facts, **child_facts}))
 
 
 @functools.cache

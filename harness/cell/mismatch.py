@@ -4,10 +4,12 @@ optimizer step where it was the optimizer; both into the cell's measurements."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from harness.cell.exporters import Exporter
 from harness.cell.exporters.request import Exported, ExportRequest
+from harness.store.details import Divergence, MismatchStage
 from harness.store.records import Measurements
 
 
@@ -21,8 +23,11 @@ def diagnose(
 ) -> None:
     found = exporter.first_divergence(request, exported, tolerance)
     stage = exporter.mismatch_stage(request, exported, reference, tolerance)
-    m.first_divergence = with_stage(found, stage)
-    m.mismatch_stage = stage
+    m.numerics = replace(
+        m.numerics,
+        first_divergence=Divergence.from_dict(with_stage(found, stage)),
+        mismatch_stage=MismatchStage.from_dict(stage),
+    )
 
 
 def with_stage(found: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import copy
 import shutil
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,9 @@ from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
+from harness.store.details import SampleSummary
 from harness.store.error_text import first_line, signature_of
+from harness.store.measures import ExportMeasures
 from harness.store.records import CellTask, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
@@ -73,7 +75,7 @@ class Outcome:
     def tolerance(self) -> dict[str, Any] | None:
         """The tolerance that judged the sample's outputs (where they were compared), and
         where it comes from: the OpInfo's own, or the harness's default."""
-        if self.measured.numerics is None:
+        if self.measured.numerics.checks is None:
             return None
         rtol, atol = self.sample.tolerance or DEFAULT_TOLERANCE
         source = self.sample.tolerance_source or "the harness's default"
@@ -108,7 +110,9 @@ def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) 
         return Outcome(sample, Status.SKIPPED, reason=sample.skip or "no model to build")
     outcome = Outcome(sample, Status.OK)
     try:
-        _stages(task, sample, workdir, outcome.measured, locate=cell.first_divergence is None)
+        _stages(
+            task, sample, workdir, outcome.measured, locate=cell.numerics.first_divergence is None
+        )
     except SkipSample as skip:
         return Outcome(sample, Status.SKIPPED, reason=str(skip))
     except StageFailure as failure:
@@ -116,9 +120,13 @@ def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) 
         outcome.error = failure.error
     except Exception as exc:  # a harness bug on one sample must not lose the others
         outcome.status, outcome.error = Status.HARNESS_ERROR, exc
-    if outcome.measured.first_divergence is not None:
-        cell.first_divergence = {"sample": sample.index, **outcome.measured.first_divergence}
-        cell.mismatch_stage = outcome.measured.mismatch_stage
+    found = outcome.measured.numerics
+    if found.first_divergence is not None:
+        cell.numerics = replace(
+            cell.numerics,
+            first_divergence=replace(found.first_divergence, sample=sample.index),
+            mismatch_stage=found.mismatch_stage,
+        )
     return outcome
 
 
@@ -145,22 +153,27 @@ def _stages(
         exported = exporter.export(request)
     except StageFailure as failure:
         facts = exporter.on_failure(request, failure)
-        m.aten_ops, m.unsupported_ops = facts.aten_ops, facts.unsupported_ops
+        m.export = replace(m.export, aten_ops=facts.aten_ops, unsupported_ops=facts.unsupported_ops)
         raise
-    m.export_s, m.export_phases = exported.export_s, exported.phases
-    m.aten_ops = exporter.aten_ops(request, exported)
+    m.export = replace(
+        m.export,
+        seconds=exported.export_s,
+        phases=exported.phases,
+        aten_ops=exporter.aten_ops(request, exported),
+    )
     check(request.path, m)
     runner = OrtRunner(request.path, task.threads, "cpu")
     with stage("ort_run"):
         got = [_real_view(np.asarray(a)) for a in runner.run(inputs)]
-    m.numerics = _compare(sample, got, outputs, outputs64, runner.output_names)
-    bad = [c for c in m.numerics if not c.ok]
+    checks = _compare(sample, got, outputs, outputs64, runner.output_names)
+    m.numerics = replace(m.numerics, checks=checks)
+    bad = [c for c in checks if not c.ok]
     if bad and locate:
         tolerance = sample.tolerance or DEFAULT_TOLERANCE
         reference = Reference(inputs, outputs, outputs64)
         mismatch.diagnose(exporter, request, exported, reference, tolerance, m)
     if bad:
-        raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(m.numerics))))
+        raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(checks))))
 
 
 def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
@@ -329,7 +342,7 @@ def _record(
     task: CellTask, sample_set: SampleSet, outcomes: list[Outcome], m: Measurements
 ) -> Record:
     _merge(outcomes, m)
-    m.samples = summary(sample_set, outcomes)
+    m.samples = SampleSummary.from_dict(summary(sample_set, outcomes))
     ran = [o for o in outcomes if o.ran]
     if not ran:
         reasons = Counter(o.reason or "" for o in outcomes)
@@ -351,22 +364,22 @@ def _record(
 def _merge(outcomes: list[Outcome], m: Measurements) -> None:
     """The cell's measurements: sums over its samples (export time, phases, nodes, bytes,
     op counts), the union of unsupported ops, every sample's numerics."""
-    done = [o.measured for o in outcomes if o.ran]
-    m.export_s = _sum(s.export_s for s in done)
-    phases = {p for s in done for p in (s.export_phases or {})}
-    m.export_phases = {
-        p: _sum((s.export_phases or {}).get(p) for s in done) for p in sorted(phases)
-    } or None
-    m.opset_actual = next((s.opset_actual for s in done if s.opset_actual is not None), None)
-    m.onnx_nodes = _sum(s.onnx_nodes for s in done)
-    m.onnx_bytes = _sum(s.onnx_bytes for s in done)
-    m.onnx_ops = _counts(s.onnx_ops for s in done)
-    m.aten_ops = _counts(s.aten_ops for s in done)
+    done = [o.measured.export for o in outcomes if o.ran]
+    phases = {p for s in done for p in (s.phases or {})}
     unsupported = [op for s in done for op in s.unsupported_ops or ()]
     known = any(s.unsupported_ops is not None for s in done)
-    m.unsupported_ops = sorted(set(unsupported)) if known else None
-    checks = [c for s in done for c in s.numerics or ()]
-    m.numerics = checks or None
+    m.export = ExportMeasures(
+        seconds=_sum(s.seconds for s in done),
+        phases={p: _sum((s.phases or {}).get(p) for s in done) for p in sorted(phases)} or None,
+        opset_actual=next((s.opset_actual for s in done if s.opset_actual is not None), None),
+        onnx_nodes=_sum(s.onnx_nodes for s in done),
+        onnx_bytes=_sum(s.onnx_bytes for s in done),
+        onnx_ops=_counts(s.onnx_ops for s in done),
+        aten_ops=_counts(s.aten_ops for s in done),
+        unsupported_ops=sorted(set(unsupported)) if known else None,
+    )
+    checks = [c for o in outcomes if o.ran for c in o.measured.numerics.checks or ()]
+    m.numerics = replace(m.numerics, checks=checks or None)
 
 
 def _sum(values: Any) -> Any:
@@ -432,7 +445,7 @@ def _failure(o: Outcome) -> dict[str, Any]:
         "status": str(o.status),
         "stage": None if o.stage is None else str(o.stage),
         "error_signature": signature,
-        "unsupported_ops": o.measured.unsupported_ops or None,
+        "unsupported_ops": o.measured.export.unsupported_ops or None,
         "inputs": o.sample.description or None,
         "tolerance": o.tolerance,
     }

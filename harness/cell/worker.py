@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss, freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
+from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
 from harness.store.records import CellTask, Measurements, Record, ShapeLatency
 from harness.store.status import Status
@@ -68,7 +70,7 @@ def run_cell(task: CellTask) -> Record:
     return record.with_changes(
         duration_s=time.perf_counter() - start,
         attempt=task.attempt,
-        worker={"cold_start": cold} if cold else None,
+        worker=WorkerInfo.from_dict({"cold_start": cold}) if cold else None,
     )
 
 
@@ -114,14 +116,14 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             exported = _export(task, request, m, spec.max_export_memory_ratio)
             check(request.path, m)
             runner = OrtRunner(request.path, task.threads, device)
-            m.ort_session_s = runner.session_s
+            m.ort = replace(m.ort, session_s=runner.session_s)
             _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
             if task.cell.dynamic:
                 _verify_dynamic(runner, model, inputs, spec, m)
             shapes = _timed_shapes(task, spec, model, inputs)
             _latency(runner, model, shapes, task.protocol or Protocol(), m)
         finally:  # a model that exported and then failed is the one a user keeps to debug
-            if m.export_s is not None:
+            if m.export.seconds is not None:
                 keep_onnx(task, request.path, m)
         keep_graph(task, request.path, runner.feeds(inputs), m)
     finally:
@@ -181,13 +183,16 @@ def _export_call(
         raise StageFailure("translate", exc) from exc
     except StageFailure as failure:
         facts = exporter.on_failure(request, failure)
-        m.aten_ops, m.unsupported_ops = facts.aten_ops, facts.unsupported_ops
+        m.export = replace(m.export, aten_ops=facts.aten_ops, unsupported_ops=facts.unsupported_ops)
         raise
-    m.export_phases = {k: None if v is None else round(v, 6) for k, v in exported.phases.items()}
-    m.export_s = exported.export_s
-    m.export_peak_rss_mb = peak.peak_mb
-    m.export_peak_cuda_mb = peak_cuda.peak_mb
-    m.aten_ops = exporter.aten_ops(request, exported)
+    m.export = replace(
+        m.export,
+        seconds=exported.export_s,
+        phases={k: None if v is None else round(v, 6) for k, v in exported.phases.items()},
+        peak_rss_mb=peak.peak_mb,
+        peak_cuda_mb=peak_cuda.peak_mb,
+        aten_ops=exporter.aten_ops(request, exported),
+    )
     _check_memory_budget(request.model, peak.peak_mb, memory_ratio)
     return exported
 
@@ -224,12 +229,13 @@ def _verify(
 ) -> None:
     with stage("ort_run"):
         outputs = runner.run(ref.inputs)
-    m.numerics = compare_outputs(
+    checks = compare_outputs(
         outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance
     )
-    if not all(c.ok for c in m.numerics):
+    m.numerics = replace(m.numerics, checks=checks)
+    if not all(c.ok for c in checks):
         diagnose()
-    _require_ok("numerics", m.numerics)
+    _require_ok("numerics", checks)
 
 
 def _diagnose(
@@ -272,7 +278,7 @@ def _verify_dynamic(
             outputs = runner.run(other)
         names = [f"{n}@{label}" for n in runner.output_names]
         checks += compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
-    m.numerics = [*(m.numerics or []), *checks]
+    m.numerics = replace(m.numerics, checks=[*(m.numerics.checks or []), *checks])
     _require_ok("dynamic", checks)
 
 
@@ -310,7 +316,7 @@ def _latency(
         del runner.session
         gc.collect()
         timed = OrtRunner(path, threads, device, spinning=False)
-        m.ort_runtime = timed.runtime
+        m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
         by_shape: dict[str, ShapeLatency] = {}
         for name, (sizes, inputs) in shapes.items():
             call, eager = timed.bind(inputs), _eager_call(model, inputs)
@@ -319,7 +325,8 @@ def _latency(
             by_shape[name] = ShapeLatency.of(sizes, ort_ms, eager_ms)
             del call
         first = next(iter(by_shape.values()))
-        m.ort_latency_ms, m.eager_latency_ms = first.ort_latency_ms, first.eager_latency_ms
+        m.ort = replace(m.ort, latency=first.ort_latency_ms)
+        m.eager = replace(m.eager, latency=first.eager_latency_ms)
         m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
         del timed
 

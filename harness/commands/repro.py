@@ -109,18 +109,15 @@ def main(args: argparse.Namespace) -> int:
 
 def line(record: object) -> str:
     """'[reproduces] cell: 600 -> 3 nodes, 12.1 s, artifacts/.../repro_min.py' or why not."""
+    from harness.store.details import MinimalRepro
     from harness.store.records import Record
 
     assert isinstance(record, Record)
-    m = record.minimal_repro or {}
-    verdict = {True: "reproduces", False: "does not reproduce", None: "no repro"}[
-        m.get("reproduces")
-    ]
-    nodes = (
-        f"{m.get('nodes_before')} -> {m.get('nodes_after')} nodes, " if m.get("nodes_after") else ""
-    )
-    where = record.artifacts.get("minimal_repro") or m.get("reason") or ""
-    return f"[{verdict}] {record.cell.label()}: {nodes}{m.get('wall_s')} s, {where}"
+    m = record.minimal_repro or MinimalRepro()
+    verdict = {True: "reproduces", False: "does not reproduce", None: "no repro"}[m.reproduces]
+    nodes = f"{m.nodes_before} -> {m.nodes_after} nodes, " if m.nodes_after else ""
+    where = record.artifacts.get("minimal_repro") or m.reason or ""
+    return f"[{verdict}] {record.cell.label()}: {nodes}{m.wall_s} s, {where}"
 
 
 def _finished_run_records(run_dir: Path) -> list:  # type: ignore[type-arg]

@@ -96,20 +96,28 @@ def status_findings(b: Record, c: Record) -> list[Finding]:
 
 
 def opset_findings(b: Record, c: Record) -> list[Finding]:
-    if b.opset_actual is None or c.opset_actual is None or b.opset_actual == c.opset_actual:
+    if (
+        b.export.opset_actual is None
+        or c.export.opset_actual is None
+        or b.export.opset_actual == c.export.opset_actual
+    ):
         return []
-    message = f"opset_actual {b.opset_actual} -> {c.opset_actual} (requested {c.opset})"
-    return [finding("opset_changed", WARNING, c, message, b.opset_actual, c.opset_actual)]
+    message = (
+        f"opset_actual {b.export.opset_actual} -> {c.export.opset_actual} (requested {c.opset})"
+    )
+    return [
+        finding("opset_changed", WARNING, c, message, b.export.opset_actual, c.export.opset_actual)
+    ]
 
 
 def numerics_findings(b: Record, c: Record, *, growth: float) -> list[Finding]:
     """Per output (matched by name): ok flipped, or max error grown `growth`-fold within
     tolerance. A flip is a warning that names the output: the status change it comes with
     (numerics_mismatch) is what blocks."""
-    if b.numerics is None or c.numerics is None:
+    if b.numerics.checks is None or c.numerics.checks is None:
         return []
-    before = {o.name: o for o in b.numerics}
-    pairs = [(before[o.name], o) for o in c.numerics if o.name in before]
+    before = {o.name: o for o in b.numerics.checks}
+    pairs = [(before[o.name], o) for o in c.numerics.checks if o.name in before]
     return [f for old, new in pairs if (f := _output_finding(old, new, c, growth))]
 
 
@@ -135,9 +143,9 @@ def _output_finding(old: OutputCheck, new: OutputCheck, c: Record, growth: float
 
 def _unsupported(r: Record) -> list[str] | None:
     """The record's unsupported ATen ops; a cell that exported has none, even when unrecorded."""
-    if r.unsupported_ops is None and r.status.exported:
+    if r.export.unsupported_ops is None and r.status.exported:
         return []
-    return r.unsupported_ops
+    return r.export.unsupported_ops
 
 
 def unsupported_op_findings(b: Record, c: Record) -> list[Finding]:
@@ -171,9 +179,9 @@ def _ops_by_exporter(records: Iterable[Record], *, ok: bool) -> dict[str, dict[s
     """exporter -> ATen op -> models whose (ok or not ok) cells captured it."""
     table: dict[str, dict[str, list[str]]] = {}
     for r in records:
-        if r.aten_ops is None or r.status.exported != ok:
+        if r.export.aten_ops is None or r.status.exported != ok:
             continue
-        ops = list(r.aten_ops) + ([] if ok else list(r.unsupported_ops or ()))
+        ops = list(r.export.aten_ops) + ([] if ok else list(r.export.unsupported_ops or ()))
         for op in ops:
             table.setdefault(r.exporter, {}).setdefault(op, []).append(r.model)
     return table

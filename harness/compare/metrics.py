@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from harness import stats
 from harness.compare.findings import BLOCKING, IMPROVEMENT, INFO, WARNING, Finding
 from harness.compare.thresholds import Thresholds
-from harness.store.records import Record
+from harness.store.records import Latency, Record
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,11 @@ class Metric:
         return float(getattr(t, self.min_abs_field)) if self.min_abs_field else 0.0
 
 
-def _latency_samples(attr: str) -> Callable[[Record], tuple[float, ...] | None]:
+def _latency_samples(
+    latency: Callable[[Record], Latency | None],
+) -> Callable[[Record], tuple[float, ...] | None]:
     def samples(r: Record) -> tuple[float, ...] | None:
-        lat = getattr(r, attr)
+        lat = latency(r)
         if lat is None:
             return None
         return lat.samples or (lat.p50,)
@@ -43,19 +45,21 @@ def _latency_samples(attr: str) -> Callable[[Record], tuple[float, ...] | None]:
     return samples
 
 
-def _scalar(attr: str) -> Callable[[Record], tuple[float, ...] | None]:
+def _scalar(
+    value_of: Callable[[Record], float | None],
+) -> Callable[[Record], tuple[float, ...] | None]:
     def samples(r: Record) -> tuple[float, ...] | None:
-        value = getattr(r, attr)
+        value = value_of(r)
         return None if value is None else (float(value),)
 
     return samples
 
 
 METRICS = (
-    Metric("ort_latency", "ORT latency", "ms", _latency_samples("ort_latency_ms"), "latency_floor", blocks=True, min_abs_field="latency_abs_ms"),
-    Metric("eager_latency", "eager latency", "ms", _latency_samples("eager_latency_ms"), "latency_floor", blocks=False, min_abs_field="latency_abs_ms"),
-    Metric("export_time", "export time", "s", _scalar("export_s"), "export_time_floor", blocks=True),
-    Metric("export_memory", "export peak memory", "MiB", _scalar("export_peak_rss_mb"), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
+    Metric("ort_latency", "ORT latency", "ms", _latency_samples(lambda r: r.ort.latency), "latency_floor", blocks=True, min_abs_field="latency_abs_ms"),
+    Metric("eager_latency", "eager latency", "ms", _latency_samples(lambda r: r.eager.latency), "latency_floor", blocks=False, min_abs_field="latency_abs_ms"),
+    Metric("export_time", "export time", "s", _scalar(lambda r: r.export.seconds), "export_time_floor", blocks=True),
+    Metric("export_memory", "export peak memory", "MiB", _scalar(lambda r: r.export.peak_rss_mb), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
 )  # fmt: skip
 
 

@@ -33,12 +33,13 @@ def _run_dir(run: Run) -> Path | None:
 
 def changed_graph(b: Record, c: Record) -> bool:
     """Both ok with ORT latency, both fingerprinted, in one onnxruntime, graphs differ."""
-    if not (b.passed and c.passed and b.ort_latency_ms and c.ort_latency_ms):
+    if not (b.passed and c.passed and b.ort.latency and c.ort.latency):
         return False
-    if b.graph_fingerprint is None or c.graph_fingerprint is None:
+    if b.export.graph_fingerprint is None or c.export.graph_fingerprint is None:
         return False
-    same_ort = (b.ort_runtime or {}).get("onnxruntime") == (c.ort_runtime or {}).get("onnxruntime")
-    return same_ort and b.graph_fingerprint != c.graph_fingerprint
+    versions = [None if r.ort.runtime is None else r.ort.runtime.onnxruntime for r in (b, c)]
+    same_ort = versions[0] == versions[1]
+    return same_ort and b.export.graph_fingerprint != c.export.graph_fingerprint
 
 
 def pair_tasks(

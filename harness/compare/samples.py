@@ -19,14 +19,14 @@ def sample_states(r: Record) -> dict[int, dict[str, Any]] | None:
     vouch for (a sample beyond the record's listing limit is left out); None where the
     record has no per-sample summary."""
     s = r.samples
-    if not s or "indices" not in s:
+    if s is None or s.indices is None:
         return None
-    failures = {f["index"]: f for f in s.get("failures") or ()}
-    skips = {k["index"] for k in s.get("skips") or ()}
-    complete = len(failures) == (s.get("wrong") or 0) + (s.get("failed") or 0)
-    complete = complete and len(skips) == (s.get("skipped") or 0)
+    failures = {f.index: f.to_dict() for f in s.failures or ()}
+    skips = {k.index for k in s.skips or ()}
+    complete = len(failures) == (s.wrong or 0) + (s.failed or 0)
+    complete = complete and len(skips) == (s.skipped or 0)
     states: dict[int, dict[str, Any]] = {}
-    for i in s["indices"]:
+    for i in s.indices:
         if i in failures:
             states[i] = failures[i]
         elif i in skips:

@@ -228,7 +228,7 @@ def build_coverage(
     names = _OpNames(usage or {})
     names.learn(r.model for r in op_cells)
     for r in model_cells:
-        names.learn([*(r.aten_ops or ()), *(r.unsupported_ops or ())])
+        names.learn([*(r.export.aten_ops or ()), *(r.export.unsupported_ops or ())])
     evidence: dict[tuple[str, Column], _Evidence] = {}
     seen_in: dict[str, set[str]] = {}
     for key, column, state in _model_evidence(model_cells, names):
@@ -297,7 +297,7 @@ def _usage_of(
 
 def op_cell_state(r: Record) -> OpState:
     """An op cell's status as a coverage state: the op alone, so the cell's outcome is the op's."""
-    if r.status.exported or (r.stage == "latency" and r.numerics):
+    if r.status.exported or (r.stage == "latency" and r.numerics.checks):
         state = OK  # a latency failure comes after the numerics passed
     elif r.status.wrong_numbers:
         state = WRONG
@@ -308,10 +308,8 @@ def op_cell_state(r: Record) -> OpState:
     signature = None if state == OK else (r.error_signature or r.reason or r.status)
     samples = None
     if r.samples is not None:
-        samples = (
-            int(r.samples.get("matched") or 0),
-            int(r.samples.get("run") or 0) - int(r.samples.get("skipped") or 0),
-        )
+        s = r.samples
+        samples = (s.matched or 0, (s.run or 0) - (s.skipped or 0))
     return OpState(state, signature, (r.model,), r.cell, samples)
 
 
@@ -319,12 +317,12 @@ def _model_evidence(
     records: Sequence[Record], names: _OpNames
 ) -> Iterable[tuple[str, Column, OpState]]:
     for r in records:
-        column, unsupported = Column.of(r), set(r.unsupported_ops or ())
+        column, unsupported = Column.of(r), set(r.export.unsupported_ops or ())
         for op in unsupported:
             for key in names.keys(op):
                 yield key, column, OpState(FAILS, r.error_signature, (r.model,), r.cell)
         passed = r.status.exported
-        for op in set(r.aten_ops or ()) - unsupported:
+        for op in set(r.export.aten_ops or ()) - unsupported:
             state = (
                 OpState(OK, None, (r.model,), r.cell)
                 if passed

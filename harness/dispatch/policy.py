@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from harness.store.details import WorkerInfo
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -187,7 +188,7 @@ class InFlight:
         if record.worker is None:
             return record
         stamps = {"submitted_at": self.submitted_at, "collected_at": time.time()}
-        return record.with_changes(worker={**record.worker, **stamps})
+        return record.with_changes(worker=record.worker.merged(stamps))
 
     def whereabouts(self) -> dict[str, object]:
         """What the driver knows of where and when the cell ran, for a record it writes."""
@@ -240,7 +241,9 @@ def no_run(task: CellTask, status: Status, reason: str, flight: InFlight | None 
     if flight is None:
         return record
     duration = flight.ran_for(time.perf_counter())
-    return record.with_changes(duration_s=duration, worker=flight.whereabouts())
+    return record.with_changes(
+        duration_s=duration, worker=WorkerInfo.from_dict(flight.whereabouts())
+    )
 
 
 def past_backstop(flight: InFlight, now: float, options: Options) -> Record | None:
@@ -414,15 +417,15 @@ class DispatchStats:
         self.peak_in_flight_gpu = max(self.peak_in_flight_gpu, running_gpu)
 
     def note_cold_start(self, record: Record) -> None:
-        worker = record.worker or {}
-        if cold := worker.get("cold_start"):
+        worker = record.worker
+        if worker is not None and worker.cold_start is not None:
             where = {
-                "node": worker.get("node"),
-                "pid": worker.get("pid"),  # the Ray worker's
-                "zygote_pid": worker.get("zygote_pid"),
+                "node": worker.node,
+                "pid": worker.pid,  # the Ray worker's
+                "zygote_pid": worker.zygote_pid,
                 "variant": record.variant,
             }
-            self.cold_starts.append({**cold, **where})
+            self.cold_starts.append({**worker.cold_start.to_dict(), **where})
 
     def figures(self) -> dict[str, object]:
         """The additive per-resource and node-loss figures of the manifest's `dispatch`."""

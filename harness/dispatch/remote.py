@@ -21,6 +21,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.dispatch.cluster import runtime_env
 from harness.dispatch.policy import GPU, Evidence, InFlight, Start, StartBoard, kind, no_run
+from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
@@ -49,13 +50,9 @@ def _run_cell_here(task: CellTask, board: ActorHandle | None = None, flight_id: 
     from harness.cell.isolation import run_cell_isolated
 
     record = run_cell_isolated(task)
-    worker = {
-        **(record.worker or {}),  # what the zygote and the cell's process reported
-        **_whoami(),
-        "started_at": started,
-        "finished_at": time.time(),
-    }
-    return record.with_changes(worker=worker)
+    reported = record.worker or WorkerInfo()  # what the zygote and the cell's process reported
+    where = {**_whoami(), "started_at": started, "finished_at": time.time()}
+    return record.with_changes(worker=reported.merged(where))
 
 
 def _report_start(board: ActorHandle, start: Start) -> None:

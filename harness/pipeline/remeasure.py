@@ -8,7 +8,8 @@ import sys
 import time
 
 from harness.compare.paired import pair_tasks
-from harness.store.paired import CellKey, PairPlan, PairResult
+from harness.store.paired import PairPlan, PairResult
+from harness.store.records import CellKey
 from harness.store.runs import Run
 
 

@@ -39,7 +39,7 @@ def status_word(record: Record) -> str:
 
 
 def opset_differs(record: Record) -> bool:
-    return record.opset_actual is not None and record.opset_actual != record.opset
+    return record.export.opset_actual is not None and record.export.opset_actual != record.opset
 
 
 def pass_rate(records: Sequence[Record]) -> float | None:
@@ -121,7 +121,7 @@ def _matrix_text(record: Record | None) -> str:
     if record.status is Status.EXPORT_FAILED and record.stage:
         text = record.stage  # the failing export phase says more than 'export'
     if opset_differs(record):
-        text += f"\nopset {record.opset_actual}"
+        text += f"\nopset {record.export.opset_actual}"
     return text
 
 
@@ -175,14 +175,14 @@ def export_cost_data(records: Sequence[Record], *, max_rows: int = MAX_BAR_ROWS)
     lay = layout(records)
 
     def slowest(row: RowKey) -> float:
-        return -max((r.export_s or 0.0 for r in lay.row_records(row)), default=0.0)
+        return -max((r.export.seconds or 0.0 for r in lay.row_records(row)), default=0.0)
 
     rows = _first(lay.rows, slowest, max_rows)
     return ExportCostData(
         rows=tuple(lay.row_label(r) for r in rows),
         series=lay.series(),
-        export_s=_grid(lay, rows, lambda rs: median_or_none(r.export_s for r in rs)),
-        peak_rss_mb=_grid(lay, rows, lambda rs: median_or_none(r.export_peak_rss_mb for r in rs)),
+        export_s=_grid(lay, rows, lambda rs: median_or_none(r.export.seconds for r in rs)),
+        peak_rss_mb=_grid(lay, rows, lambda rs: median_or_none(r.export.peak_rss_mb for r in rs)),
         omitted=len(lay.rows) - len(rows),
     )
 
@@ -215,17 +215,17 @@ class LatencyData:
 
 
 def _latest_timed(records: Sequence[Record]) -> Record | None:
-    timed = [r for r in records if r.ort_latency_ms is not None]
+    timed = [r for r in records if r.ort.latency is not None]
     return max(timed, key=lambda r: r.opset) if timed else None
 
 
 def _speedup_spread(record: Record | None) -> Spread | None:
-    if record is None or record.eager_latency_ms is None:
+    if record is None or record.eager.latency is None:
         return None
-    ort = spread(record.ort_latency_ms)
+    ort = spread(record.ort.latency)
     if ort is None or ort.p10 <= 0:
         return None
-    eager = record.eager_latency_ms.p50
+    eager = record.eager.latency.p50
     return Spread(eager / ort.p90, eager / ort.p50, eager / ort.p10)
 
 
@@ -239,16 +239,14 @@ def latency_data(records: Sequence[Record], *, max_rows: int = MAX_BAR_ROWS) -> 
     rows = _first(lay.rows, least_speedup, max_rows)
     chosen = _grid(lay, rows, _latest_timed)
     eager_rows = [
-        next((spread(r.eager_latency_ms) for r in line if r and r.eager_latency_ms), None)
+        next((spread(r.eager.latency) for r in line if r and r.eager.latency), None)
         for line in chosen
     ]
     return LatencyData(
         rows=tuple(lay.row_label(r) for r in rows),
         series=lay.series(),
         opsets=tuple(tuple(r.opset if r else None for r in line) for line in chosen),
-        ort_ms=tuple(
-            tuple(spread(r.ort_latency_ms) if r else None for r in line) for line in chosen
-        ),
+        ort_ms=tuple(tuple(spread(r.ort.latency) if r else None for r in line) for line in chosen),
         eager_ms=tuple(eager_rows),
         speedup=tuple(tuple(_speedup_spread(r) for r in line) for line in chosen),
         omitted=len(lay.rows) - len(rows),
@@ -283,13 +281,11 @@ def _relative_latency(
     by_opset: Mapping[int, Sequence[Record]], opset: int, reference: int
 ) -> float | None:
     """Median over models timed at both opsets of p50(opset) / p50(reference)."""
-    base = {
-        (r.model, r.dynamic): r.ort_latency_ms.p50 for r in by_opset[reference] if r.ort_latency_ms
-    }
+    base = {(r.model, r.dynamic): r.ort.latency.p50 for r in by_opset[reference] if r.ort.latency}
     ratios = [
-        r.ort_latency_ms.p50 / base[(r.model, r.dynamic)]
+        r.ort.latency.p50 / base[(r.model, r.dynamic)]
         for r in by_opset[opset]
-        if r.ort_latency_ms and base.get((r.model, r.dynamic))
+        if r.ort.latency and base.get((r.model, r.dynamic))
     ]
     return median(ratios) if ratios else None
 
@@ -433,12 +429,10 @@ def comparison_data(
     for key in sorted(base.keys() | cand.keys()):
         b, c = base.get(key), cand.get(key)
         label = (c or b).cell.label()  # type: ignore[union-attr]
-        if b and c and b.ort_latency_ms and c.ort_latency_ms and b.ort_latency_ms.p50 > 0:
-            ratio = c.ort_latency_ms.p50 / b.ort_latency_ms.p50
+        if b and c and b.ort.latency and c.ort.latency and b.ort.latency.p50 > 0:
+            ratio = c.ort.latency.p50 / b.ort.latency.p50
             verdict = _verdict(ratio, threshold)
-            points.append(
-                RatioPoint(label, b.ort_latency_ms.p50, c.ort_latency_ms.p50, ratio, verdict)
-            )
+            points.append(RatioPoint(label, b.ort.latency.p50, c.ort.latency.p50, ratio, verdict))
         else:
             unmatched.append(label)
     return ComparisonData(

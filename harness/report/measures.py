@@ -38,24 +38,24 @@ from harness.store.status import Stage
 
 
 def _phases_text(record: Record) -> str | None:
-    if not record.export_phases:
+    if not record.export.phases:
         return None
-    return ", ".join(f"{k} {fmt(v)}" for k, v in record.export_phases.items())
+    return ", ".join(f"{k} {fmt(v)}" for k, v in record.export.phases.items())
 
 
 def phases_table(lay: Layout) -> Table | None:
-    timed = [r for r in lay.in_order() if r.export_phases]
+    timed = [r for r in lay.in_order() if r.export.phases]
     if not timed:
         return None
-    seen = {name for r in timed for name in r.export_phases or {}}
+    seen = {name for r in timed for name in r.export.phases or {}}
     order = [s.value for s in Stage if s.is_export]
     names = [p for p in order if p in seen] + sorted(seen - set(order))
     rows = [
         (
             Text(lay.row_label((r.model, r.dynamic))),
             Text(lay.column_label(column_of(r))),
-            Text(fmt(r.export_s)),
-            *(Text(fmt((r.export_phases or {}).get(p))) for p in names),
+            Text(fmt(r.export.seconds)),
+            *(Text(fmt((r.export.phases or {}).get(p))) for p in names),
         )
         for r in timed
     ]
@@ -68,19 +68,19 @@ def export_section(lay: Layout, image: Image | None, manifest: Manifest | None =
         sub("Exporter cold start (first export in a worker process)", cold_start_table(manifest)),
         sub(
             "Export time (s)",
-            grid_table(lay, lambda r: Text(fmt(r.export_s), title=_phases_text(r))),
+            grid_table(lay, lambda r: Text(fmt(r.export.seconds), title=_phases_text(r))),
         ),
         sub("Export phases (s)", phases_table(lay)),
         sub(
             "Export peak memory (MiB, RSS above baseline)",
-            grid_table(lay, lambda r: Text(fmt(r.export_peak_rss_mb))),
+            grid_table(lay, lambda r: Text(fmt(r.export.peak_rss_mb))),
         ),
     ]
-    if any(r.export_peak_cuda_mb is not None for r in records):
+    if any(r.export.peak_cuda_mb is not None for r in records):
         subs.append(
             sub(
                 "Export peak CUDA memory (MiB)",
-                grid_table(lay, lambda r: Text(fmt(r.export_peak_cuda_mb))),
+                grid_table(lay, lambda r: Text(fmt(r.export.peak_cuda_mb))),
             )
         )
     return sub("Export", *(s for s in subs if s.blocks), image)
@@ -135,11 +135,11 @@ def latency_section(lay: Layout, image: Image | None) -> Section:
         "Latency",
         sub(
             "ORT latency p50 (ms, p10–p90)",
-            grid_table(lay, lambda r: Text(latency_text(r.ort_latency_ms))),
+            grid_table(lay, lambda r: Text(latency_text(r.ort.latency))),
         ),
         sub(
             "Eager latency p50 (ms, p10–p90)",
-            grid_table(lay, lambda r: Text(latency_text(r.eager_latency_ms))),
+            grid_table(lay, lambda r: Text(latency_text(r.eager.latency))),
         ),
         sub(
             "Speedup (eager p50 / ORT p50)",
@@ -253,16 +253,16 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
         Text(r.model),
         Text(r.exporter),
         Text(str(r.opset)),
-        Text(str(r.opset_actual) if r.opset_actual is not None else MISSING),
+        Text(str(r.export.opset_actual) if r.export.opset_actual is not None else MISSING),
         Text(r.device),
         Text("dynamic" if r.dynamic else "static"),
         Text(r.variant),
         status_cell(r),
         Text(r.stage or MISSING),
-        Text(fmt(r.export_s)),
-        Text(fmt(r.export_peak_rss_mb)),
-        Text(fmt(r.ort_latency_ms.p50 if r.ort_latency_ms else None)),
-        Text(fmt(r.eager_latency_ms.p50 if r.eager_latency_ms else None)),
+        Text(fmt(r.export.seconds)),
+        Text(fmt(r.export.peak_rss_mb)),
+        Text(fmt(r.ort.latency.p50 if r.ort.latency else None)),
+        Text(fmt(r.eager.latency.p50 if r.eager.latency else None)),
         Text(fmt(r.speedup, "×")),
         artifacts_link(r),
     )

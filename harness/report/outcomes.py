@@ -80,7 +80,7 @@ def _summary_row(label: str, records: Sequence[Record]) -> tuple[str, ...]:
         str(counts[Status.OK]),
         str(sum(not r.status.passing for r in records)),
         *(str(counts[s]) for s in _OTHER_PASSING),
-        fmt(median_or_none(r.export_s for r in records)),
+        fmt(median_or_none(r.export.seconds for r in records)),
         fmt(median_or_none(r.speedup for r in records), "×"),
     )
 
@@ -127,7 +127,7 @@ def status_text(record: Record) -> str:
     """'✅ ok', '❌ export (translate)', '🟡 xfail (capture) 18≠17'."""
     text = f"{record.status.mark} {status_word(record)}"
     if opset_differs(record):
-        text += f" {record.opset_actual}≠{record.opset}"
+        text += f" {record.export.opset_actual}≠{record.opset}"
     return text
 
 
@@ -247,8 +247,8 @@ def repro_link(record: Record) -> Text:
 
 
 def _failure_section(group: FailureGroup) -> Section:
-    located = any(r.first_divergence for r in group.records)
-    staged = any(r.mismatch_stage for r in group.records)
+    located = any(r.numerics.first_divergence for r in group.records)
+    staged = any(r.numerics.mismatch_stage for r in group.records)
     repro = any(r.minimal_repro for r in group.records)
     rows = [
         (

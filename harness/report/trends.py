@@ -142,7 +142,7 @@ def trend_data(
     for run in runs:
         for r in run.records:
             cells.setdefault(r.cell.key, r.cell.label())
-    by_run = [{r.cell.key: r.ort_latency_ms for r in run.records} for run in runs]
+    by_run = [{r.cell.key: r.ort.latency for r in run.records} for run in runs]
     series = [
         _trend_series(label, [lat.get(key) for lat in by_run], threshold, window)
         for key, label in cells.items()

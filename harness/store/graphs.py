@@ -37,7 +37,7 @@ def artifact_path(run_dir: Path, model: Path) -> str:
 def stored_model(run_dir: Path | None, record: Record) -> Path | None:
     """The stored model of `record`, if it was kept and is still there."""
     name = record.artifacts.get("graph")
-    if not name or record.graph_fingerprint is None:
+    if not name or record.export.graph_fingerprint is None:
         return None
     path = Path(name) if os.path.isabs(name) or run_dir is None else run_dir / name
     return path if path.is_file() and (path.parent / INPUTS).is_file() else None
@@ -63,7 +63,9 @@ def prune(store: Path, keep: Iterable[str]) -> int:
 
 def referenced(records: Iterable[Record]) -> set[str]:
     return {
-        r.graph_fingerprint for r in records if r.graph_fingerprint and r.artifacts.get("graph")
+        r.export.graph_fingerprint
+        for r in records
+        if r.export.graph_fingerprint and r.artifacts.get("graph")
     }
 
 

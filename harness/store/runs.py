@@ -51,7 +51,7 @@ def variant_run(run: Run, variant: str, *, label: str = "base") -> Run:
     starts and versions relabelled to the variant `label`, so that two variants of one run
     compare cell by cell like two runs (`harness compare RUN --variants base,new` labels
     both sides `new`)."""
-    records = tuple(r.with_changes(variant=label) for r in run.records if r.variant == variant)
+    records = tuple(r.with_cell(variant=label) for r in run.records if r.variant == variant)
     if not records:
         held = ", ".join(sorted({r.variant for r in run.records})) or "none"
         raise VariantError(

@@ -5,10 +5,12 @@ every record and manifest is checked here, in one place, before any stage uses i
 and what is wrong with its value; the readers (harness.store.rundir, harness.store.history)
 add the file and line. The rules follow what the harness writes: strict JSON (no NaN or
 infinity), measured amounts (seconds, milliseconds, MiB, bytes, speedups) within what a
-clock or a counter can give, statuses and stages this harness knows. Free-form objects
-(`worker`, `metadata`, ...) and keys this harness does not know only need finite numbers:
-a manifest keeps them (harness.store.manifest), a newer harness that changes a field's
-meaning also raises the schema, which readers refuse.
+clock or a counter can give, statuses and stages this harness knows. The keys a typed part
+of the record knows (harness.store.details: `worker`, `samples`, ...) hold what it would
+write there; any other key, and free-form objects (`metadata`, `cluster`, ...), only need
+finite numbers: a newer harness may add a key to `worker` without raising the schema, and
+the reader keeps it (`Open.extra`). A newer harness that changes a field raises the
+schema, which readers refuse.
 """
 
 from __future__ import annotations
@@ -92,6 +94,12 @@ def size(value: Any, where: str) -> None:
     """An error size or a tolerance: any finite number of at least 0."""
     if not _number(value) or not math.isfinite(value) or value < 0:
         raise Malformed(where, f"must be a finite number of at least 0, not {_shown(value)}")
+
+
+def number(value: Any, where: str) -> None:
+    """A clock reading or a figure of where a cell ran: any finite number."""
+    if not _number(value) or not math.isfinite(value):
+        raise Malformed(where, f"must be a finite number, not {_shown(value)}")
 
 
 def free(value: Any, where: str) -> None:
@@ -193,7 +201,14 @@ LATENCY = obj(
 STATUS = one_of((s.value for s in Status), "status")
 STAGE = one_of((s.value for s in Stage), "stage")
 _SAMPLE_FAILURE = obj(
-    {"index": integer(), "status": STATUS, "stage": optional(STAGE), "error_signature": _TEXT},
+    {
+        "index": integer(),
+        "status": STATUS,
+        "stage": optional(STAGE),
+        **dict.fromkeys(("error_signature", "inputs"), _TEXT),
+        "unsupported_ops": optional(list_of(string)),
+        "tolerance": optional(mapping_of(free)),
+    },
     required=("index", "status"),
 )
 SAMPLES = obj(
@@ -204,13 +219,79 @@ SAMPLES = obj(
         "indices": optional(list_of(integer())),
         "failures": optional(list_of(_SAMPLE_FAILURE)),
         "skips": optional(list_of(obj({"index": integer(), "reason": _TEXT}, required=("index",)))),
-        "tolerances": optional(list_of(obj({"rtol": size, "atol": size, "source": _TEXT}))),
+        "tolerances": optional(
+            list_of(
+                obj(
+                    {
+                        "rtol": size,
+                        "atol": size,
+                        "source": _TEXT,
+                        "samples": optional(list_of(integer())),
+                    },
+                    required=("rtol", "atol"),
+                )
+            )
+        ),
     }
 )
+_TEXTS = optional(list_of(string))
 FIRST_DIVERGENCE = obj(
     {
-        **dict.fromkeys(("node", "op_type", "aten_op", "source", "reason"), _TEXT),
+        **dict.fromkeys(("node", "fx_node", "op_type", "aten_op", "source", "output"), _TEXT),
+        "reason": _TEXT,
         "max_abs": optional(size),
+        "compared": _COUNT,
+        "sample": _COUNT,
+    }
+)
+MISMATCH_STAGE = obj(
+    {
+        **dict.fromkeys(("stage", "note", "reason"), _TEXT),
+        "checks": optional(
+            list_of(
+                obj(
+                    {
+                        "stage": _TEXT,
+                        "compared": _TEXT,
+                        "ok": optional(boolean),
+                        "max_abs": optional(size),
+                    }
+                )
+            )
+        ),
+        "optimizer_step": optional(mapping_of(free)),
+    }
+)
+ORT_RUNTIME = obj(
+    {"onnxruntime": _TEXT, "providers": _TEXTS, "session_options": optional(mapping_of(free))}
+)
+_NUMBER, _PID = optional(number), optional(integer())
+WORKER = obj(
+    {
+        **dict.fromkeys(("node", "host"), _TEXT),
+        **dict.fromkeys(("pid", "zygote_pid", "cell_pid"), _PID),
+        **dict.fromkeys(("submitted_at", "started_at", "finished_at", "collected_at"), _NUMBER),
+        **dict.fromkeys(("prepare_s", "fork_s", "exit_s"), _NUMBER),
+        **dict.fromkeys(("zygote_rss_mb", "cell_pss_mb", "cell_uss_mb"), _NUMBER),
+        "cold_start": optional(
+            obj(
+                {
+                    **dict.fromkeys(("exporter", "error"), _TEXT),
+                    "opset": _COUNT,
+                    **dict.fromkeys(("seconds", "peak_rss_mb"), _NUMBER),
+                }
+            )
+        ),
+    }
+)
+MINIMAL_REPRO = obj(
+    {
+        **dict.fromkeys(("kind", "method", "target", "reason"), _TEXT),
+        **dict.fromkeys(("reproduces", "search_complete"), optional(boolean)),
+        **dict.fromkeys(("nodes_before", "nodes_after", "tests"), _COUNT),
+        **dict.fromkeys(("seconds", "bound_s", "wall_s"), _AMOUNT),
+        "imports": _TEXTS,
+        "verify": optional(mapping_of(free)),
     }
 )
 # The Record's fields without a default (tests/store/test_validate.py holds the two equal).
@@ -239,6 +320,11 @@ RECORD = obj(
         "ort_latency_ms": optional(LATENCY),
         "eager_latency_ms": optional(LATENCY),
         "first_divergence": optional(FIRST_DIVERGENCE),
+        "mismatch_stage": optional(MISMATCH_STAGE),
+        "ort_runtime": optional(ORT_RUNTIME),
+        "worker": optional(WORKER),
+        "minimal_repro": optional(MINIMAL_REPRO),
+        "metadata": optional(mapping_of(free)),
         "attempt": integer(1),
         "artifacts": optional(mapping_of(string)),
         "samples": optional(SAMPLES),

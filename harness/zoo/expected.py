@@ -151,6 +151,6 @@ def error_type_pattern(r: Record) -> str | None:
 
 def reason_of(r: Record) -> str:
     """What a new row says: the ops the exporter could not translate, else the error."""
-    if r.unsupported_ops:
-        return f"no {r.exporter} translation for {', '.join(r.unsupported_ops[:4])}"
+    if r.export.unsupported_ops:
+        return f"no {r.exporter} translation for {', '.join(r.export.unsupported_ops[:4])}"
     return (r.error_signature or r.reason or str(r.status))[:160]

@@ -19,7 +19,7 @@ from harness.bisect.verdict import (
 from harness.compare import Finding, compare_runs
 from harness.store.paired import CellKey
 from harness.store.records import Record
-from tests.fixtures_compare import record, run, samples
+from tests.fixtures_compare import changed, record, run, samples
 
 FAILED = dict(status="export_failed", stage="translate", error=RuntimeError("no aten.histc"))
 
@@ -29,7 +29,7 @@ def ok(
 ) -> Record:
     rng = random.Random(seed)
     r = record(model, ort=samples(rng, ms, 0.02), eager=samples(rng, 4.0, 0.02), opset_actual=18)
-    return r.with_changes(graph_fingerprint=fp, onnx_ops=ops or {"MatMul": 1, "Tanh": 1})
+    return changed(r, graph_fingerprint=fp, onnx_ops=ops or {"MatMul": 1, "Tanh": 1})
 
 
 def findings_between(good: list[Record], other: list[Record]) -> list[Finding]:
@@ -46,7 +46,7 @@ def by_cell(records: list[Record]) -> dict[CellKey, Record]:
 
 def test_auto_bisects_the_blocking_findings_and_not_the_warnings_beside_them() -> None:
     good = [ok("widen"), ok("chain", seed=1)]
-    bad = [record("widen", **FAILED), ok("chain", seed=2).with_changes(opset_actual=17)]
+    bad = [record("widen", **FAILED), changed(ok("chain", seed=2), opset_actual=17)]
     found = targets(findings_between(good, bad), by_cell(good), by_cell(bad), Criterion())
     assert list(found) == [key("widen")]  # the opset change only warns
     assert found[key("widen")].family == "status"
@@ -55,14 +55,14 @@ def test_auto_bisects_the_blocking_findings_and_not_the_warnings_beside_them() -
 
 def test_auto_falls_back_to_warnings_where_nothing_blocks() -> None:
     good = [ok("widen"), ok("chain", seed=1)]
-    bad = [ok("widen", seed=3), ok("chain", seed=2).with_changes(opset_actual=17)]
+    bad = [ok("widen", seed=3), changed(ok("chain", seed=2), opset_actual=17)]
     found = targets(findings_between(good, bad), by_cell(good), by_cell(bad), Criterion())
     assert {k: t.family for k, t in found.items()} == {key("chain"): "opset"}
 
 
 def test_naming_a_family_bisects_only_that_family() -> None:
     good = [ok("widen"), ok("chain", seed=1)]
-    bad = [record("widen", **FAILED), ok("chain", seed=2).with_changes(opset_actual=17)]
+    bad = [record("widen", **FAILED), changed(ok("chain", seed=2), opset_actual=17)]
     found = targets(
         findings_between(good, bad), by_cell(good), by_cell(bad), Criterion.parse(["opset"])
     )

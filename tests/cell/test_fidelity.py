@@ -35,7 +35,7 @@ def test_an_export_only_branch_is_exported_as_a_direct_call_exports_it(
     a user who exports it (the old dynamo cell captured outside export and passed)."""
     record = _run(tmp_path, "export_only.py", "export_only_value", exporter)
     assert (record.status, record.stage) == (Status.NUMERICS_MISMATCH, Stage.NUMERICS)
-    assert record.onnx_ops and "Mul" in record.onnx_ops
+    assert record.export.onnx_ops and "Mul" in record.export.onnx_ops
 
 
 @pytest.mark.slow
@@ -52,31 +52,33 @@ def test_a_trailing_dict_is_keyword_arguments_for_both_exporters(
 def test_the_first_divergent_node_of_a_wrong_constant_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.first_divergence or {}
-    assert (found["node"], found["op_type"], found["aten_op"]) == (
+    found = record.numerics.first_divergence
+    assert found is not None
+    assert (found.node, found.op_type, found.aten_op) == (
         "node_shift",
         "Add",
         "harness_test.shift.default",
     )
     source = (FIDELITY / "wrong_constant.py").read_text().splitlines()
     line = next(i for i, text in enumerate(source, 1) if "harness_test.shift(y)" in text)
-    assert found["source"] == f"{FIDELITY / 'wrong_constant.py'}:{line} in forward"
-    assert found["max_abs"] == pytest.approx(1.0)
-    assert found["compared"] == 3  # linear, relu, then the shift
+    assert found.source == f"{FIDELITY / 'wrong_constant.py'}:{line} in forward"
+    assert found.max_abs == pytest.approx(1.0)
+    assert found.compared == 3  # linear, relu, then the shift
 
 
 def test_torchscript_cells_say_why_no_node_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, "export_only.py", "export_only_value", "torchscript")
-    assert "no mapping" in (record.first_divergence or {})["reason"]
+    found = record.numerics.first_divergence
+    assert found is not None and "no mapping" in (found.reason or "")
 
 
 @pytest.mark.slow
 def test_phases_are_observed_around_the_real_call(tmp_path: Path) -> None:
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant", "dynamo")
-    phases = record.export_phases or {}
+    phases = record.export.phases or {}
     assert set(phases) == {"capture", "translate", "optimize", "save"}
     assert all(v is not None and v >= 0 for v in phases.values())
-    assert record.export_s is not None and record.export_s >= sum(phases.values())  # type: ignore[arg-type]
+    assert record.export.seconds is not None and record.export.seconds >= sum(phases.values())  # type: ignore[arg-type]
 
 
 def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
@@ -86,5 +88,5 @@ def test_a_divergence_in_the_last_node_before_a_renamed_output_is_still_found(
     the walk skips it and still names the node before (seen on aten.gru.input)."""
     record = _run(tmp_path, "wrong_constant.py", "wrong_constant_last", "dynamo")
     assert record.status is Status.NUMERICS_MISMATCH
-    found = record.first_divergence or {}
-    assert found.get("node") == "node_shift", found
+    found = record.numerics.first_divergence
+    assert found is not None and found.node == "node_shift", found

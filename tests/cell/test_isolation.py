@@ -51,11 +51,11 @@ def _new_zygote() -> None:
 
 def _verdict(r: Record) -> dict[str, Any]:
     """What a cell decided: everything but timings."""
-    numerics = [(c.name, c.max_abs, c.ok, c.mismatches) for c in r.numerics or []]
+    numerics = [(c.name, c.max_abs, c.ok, c.mismatches) for c in r.numerics.checks or []]
     return {
         "status": r.status, "stage": r.stage, "error": r.error_signature,
-        "fingerprint": r.graph_fingerprint, "opset_actual": r.opset_actual,
-        "onnx_ops": r.onnx_ops, "aten_ops": r.aten_ops, "numerics": numerics,
+        "fingerprint": r.export.graph_fingerprint, "opset_actual": r.export.opset_actual,
+        "onnx_ops": r.export.onnx_ops, "aten_ops": r.export.aten_ops, "numerics": numerics,
     }  # fmt: skip
 
 
@@ -90,8 +90,8 @@ def test_a_victim_after_a_contaminator_gets_its_record_alone(
     alone, after = runs["alone"], runs["after"]
     assert _verdict(after) == _verdict(alone)
     assert alone.worker and after.worker and runs["contaminate"].worker
-    assert after.worker["zygote_pid"] == runs["contaminate"].worker["zygote_pid"]
-    assert after.worker["cell_pid"] != runs["contaminate"].worker["cell_pid"]
+    assert after.worker.zygote_pid == runs["contaminate"].worker.zygote_pid
+    assert after.worker.cell_pid != runs["contaminate"].worker.cell_pid
 
 
 @pytest.mark.slow
@@ -136,8 +136,8 @@ def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> Non
         r = records[model]
         assert (r.status, r.stage) == (status, stage), (model, r.error_message)
         assert words in (r.error_message or r.error_type or ""), (model, r.error_message)
-    zygotes = {r.worker["zygote_pid"] for r in records.values() if r.worker}
-    cells = {r.worker["cell_pid"] for r in records.values() if r.worker}
+    zygotes = {r.worker.zygote_pid for r in records.values() if r.worker}
+    cells = {r.worker.cell_pid for r in records.values() if r.worker}
     assert len(zygotes) == 1 and len(cells) == len(FAULT_RECORDS)
 
 
@@ -165,9 +165,9 @@ def test_the_zygotes_cold_start_rides_on_its_first_record_of_each_exporter(tmp_p
     _new_zygote()
     first, second = (run_cell_isolated(_task(tmp_path, STICKY, "sticky_a")) for _ in range(2))
     assert first.worker and second.worker
-    cold = first.worker["cold_start"]
-    assert cold["exporter"] == "torchscript" and cold["seconds"] > 0
-    assert "cold_start" not in second.worker
+    cold = first.worker.cold_start
+    assert cold is not None and cold.exporter == "torchscript" and (cold.seconds or 0) > 0
+    assert second.worker.cold_start is None
 
 
 @pytest.mark.slow
@@ -175,20 +175,22 @@ def test_a_record_says_where_and_at_what_cost_it_ran(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, STICKY, "sticky_b"))
     assert r.status == Status.OK and r.worker
     w = r.worker
-    assert w["zygote_pid"] not in (w["cell_pid"], os.getpid())
-    assert 0 < w["fork_s"] < 60 and 0 <= w["exit_s"] < 60 and w["prepare_s"] >= 0
-    assert 0 < w["cell_uss_mb"] < w["zygote_rss_mb"]  # the child shares the zygote's pages
-    assert w["cell_pss_mb"] > 0
+    assert w.zygote_pid not in (w.cell_pid, os.getpid())
+    assert w.fork_s is not None and w.exit_s is not None and w.prepare_s is not None
+    assert 0 < w.fork_s < 60 and 0 <= w.exit_s < 60 and w.prepare_s >= 0
+    assert w.cell_uss_mb is not None and w.zygote_rss_mb is not None
+    assert 0 < w.cell_uss_mb < w.zygote_rss_mb  # the child shares the zygote's pages
+    assert (w.cell_pss_mb or 0) > 0
 
 
 @pytest.mark.slow
 def test_a_zygote_killed_from_outside_is_started_again(tmp_path: Path) -> None:
     first = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
     assert first.worker
-    os.kill(first.worker["zygote_pid"], signal.SIGKILL)
+    os.kill(first.worker.zygote_pid, signal.SIGKILL)
     again = run_cell_isolated(_task(tmp_path, STICKY, "sticky_a"))
     assert again.status == "ok", again.reason
-    assert again.worker and again.worker["zygote_pid"] != first.worker["zygote_pid"]
+    assert again.worker and again.worker.zygote_pid != first.worker.zygote_pid
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.cell.exporters.dynamo_stages import first_changed
 from harness.cell.worker import run_cell
+from harness.store.details import Open
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
@@ -46,12 +48,12 @@ def test_an_export_only_constant_is_attributed_to_capture(tmp_path: Path) -> Non
     follows it. The record no longer says the difference is in the final outputs."""
     record = _run(tmp_path, BROKEN, "repro_export_only")
     assert record.status is Status.NUMERICS_MISMATCH
-    stage = record.mismatch_stage or {}
+    stage = _dict(record.numerics.mismatch_stage)
     assert stage["stage"] == "capture"
     by_stage = {c["stage"]: c for c in stage["checks"]}
     assert not by_stage["capture"]["ok"] and by_stage["capture"]["max_abs"] > 0.1
     assert all(by_stage[s]["ok"] for s in ("translation", "optimization", "runtime"))
-    reason = (record.first_divergence or {})["reason"]
+    reason = _dict(record.numerics.first_divergence)["reason"]
     assert "itself differs from eager (capture)" in reason
     assert "the difference is in the final outputs" not in reason
     assert "optimizer_step" not in stage
@@ -60,20 +62,20 @@ def test_an_export_only_constant_is_attributed_to_capture(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_a_wrong_constant_in_a_translation_is_attributed_to_translation(tmp_path: Path) -> None:
     record = _run(tmp_path, BROKEN, "repro_wrong_constant")
-    stage = record.mismatch_stage or {}
+    stage = _dict(record.numerics.mismatch_stage)
     assert stage["stage"] == "translation"
     by_stage = {c["stage"]: c for c in stage["checks"]}
     assert by_stage["capture"]["ok"]
     assert not by_stage["translation"]["ok"] and by_stage["translation"]["max_abs"] > 0.5
     assert all(by_stage[s]["ok"] for s in ("optimization", "runtime"))
-    assert (record.first_divergence or {})["fx_node"] == "shift"
+    assert _dict(record.numerics.first_divergence)["fx_node"] == "shift"
 
 
 @pytest.mark.slow
 def test_a_wrong_rewrite_rule_is_named_by_bisecting_the_optimizer(tmp_path: Path) -> None:
     record = _run_elsewhere(tmp_path, BAD_RULE, "repro_optimizer_rule")
     assert record.status is Status.NUMERICS_MISMATCH
-    stage = record.mismatch_stage or {}
+    stage = _dict(record.numerics.mismatch_stage)
     assert stage["stage"] == "optimization"
     step = stage["optimizer_step"]
     assert (step["pass"], step["rule"]) == ("RewritePass (iteration 1)", "FoldSinOfCos")
@@ -85,8 +87,8 @@ def test_a_wrong_rewrite_rule_is_named_by_bisecting_the_optimizer(tmp_path: Path
 def test_torchscript_cells_say_why_no_stage_is_named(tmp_path: Path) -> None:
     record = _run(tmp_path, BROKEN, "repro_export_only", "torchscript")
     assert record.status is Status.NUMERICS_MISMATCH
-    assert (record.mismatch_stage or {})["stage"] is None
-    assert "torchscript" in (record.mismatch_stage or {})["reason"]
+    assert _dict(record.numerics.mismatch_stage).get("stage") is None
+    assert "torchscript" in _dict(record.numerics.mismatch_stage)["reason"]
 
 
 def _check(stage: str, ok: bool, max_abs: float | None) -> dict[str, object]:
@@ -119,6 +121,10 @@ def test_where_no_stage_alone_is_beyond_tolerance_the_largest_change_is_named() 
 def test_a_record_without_an_optimizer_step_reads_back(tmp_path: Path) -> None:
     record = _run(tmp_path, BROKEN, "repro_wrong_constant")
     assert (
-        Record.from_json(record.to_json()).mismatch_stage
+        _dict(Record.from_json(record.to_json()).numerics.mismatch_stage)
         == json.loads(record.to_json())["mismatch_stage"]
     )
+
+
+def _dict(part: Open | None) -> dict[str, Any]:
+    return {} if part is None else part.to_dict()

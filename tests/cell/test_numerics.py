@@ -107,7 +107,7 @@ def test_schema_1_records_move_the_integer_mismatch_count_out_of_max_abs() -> No
              "atol": 1e-5, "ok": True},
         ],
     }  # fmt: skip
-    idx, y = Record.from_dict(old).numerics or []
+    idx, y = Record.from_dict(old).numerics.checks or []
     assert (idx.mismatches, idx.max_abs) == (3, None)
     assert (y.mismatches, y.max_abs) == (None, 0.5)
 

@@ -36,19 +36,19 @@ def _task(
 def test_ok_cell_measures_everything(tmp_path: Path) -> None:
     r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", dynamic=True))
     assert r.status == "ok", r.error_message
-    assert r.opset_actual == 17 and r.onnx_ops and r.onnx_nodes
-    assert r.aten_ops == {"aten.linear": 2, "aten.sigmoid": 1}
-    assert [c.name for c in r.numerics or []] == ["output_0", "output_0@second_shape"]
-    assert r.ort_latency_ms and r.ort_latency_ms.n >= 5 and r.speedup and r.duration_s
-    assert r.graph_fingerprint and len(r.graph_fingerprint) == 64
-    assert r.ort_runtime and r.ort_runtime["providers"] == ["CPUExecutionProvider"]
-    assert r.ort_runtime["session_options"]["intra_op_num_threads"] == 1
+    assert r.export.opset_actual == 17 and r.export.onnx_ops and r.export.onnx_nodes
+    assert r.export.aten_ops == {"aten.linear": 2, "aten.sigmoid": 1}
+    assert [c.name for c in r.numerics.checks or []] == ["output_0", "output_0@second_shape"]
+    assert r.ort.latency and r.ort.latency.n >= 5 and r.speedup and r.duration_s
+    assert r.export.graph_fingerprint and len(r.export.graph_fingerprint) == 64
+    assert r.ort.runtime and r.ort.runtime.providers == ("CPUExecutionProvider",)
+    assert (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
 
 
 def test_the_same_cell_exported_twice_has_the_same_fingerprint(tmp_path: Path) -> None:
     task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp")
     first, second = run_cell(task), run_cell(task)
-    assert first.graph_fingerprint == second.graph_fingerprint is not None
+    assert first.export.graph_fingerprint == second.export.graph_fingerprint is not None
     assert first.same_graph_as(second)
 
 
@@ -141,11 +141,11 @@ def test_an_ok_cells_graph_is_kept_once_by_fingerprint(tmp_path: Path) -> None:
     assert first.artifacts["graph"].startswith("graphs/")  # relative: inside the run
     model = stored_model(tmp_path / "run", first)
     assert model is not None and (model.parent / INPUTS).is_file()
-    assert model.parent.name == first.graph_fingerprint
+    assert model.parent.name == first.export.graph_fingerprint
     assert store_size(store)[0] == 1
     from harness.cell.fingerprint import graph_fingerprint
 
-    assert graph_fingerprint(model) == first.graph_fingerprint  # re-saved, same graph
+    assert graph_fingerprint(model) == first.export.graph_fingerprint  # re-saved, same graph
 
 
 # -- odd outputs ---------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def test_a_model_that_returns_none_is_a_harness_error_at_reference(
     r = run_cell(_task(tmp_path, ODD, "returns_none", exporter=exporter))
     assert (r.status, r.stage, r.error_type) == ("harness_error", "reference", "NoOutputs")
     assert "the model returns no tensor (NoneType): nothing to compare" in (r.error_message or "")
-    assert r.export_s is None  # nothing was exported
+    assert r.export.seconds is None  # nothing was exported
 
 
 @pytest.mark.parametrize("model", ["all_nan", "empty_output"])
@@ -169,7 +169,7 @@ def test_an_output_with_nothing_to_compare_has_no_error_sizes(tmp_path: Path, mo
     """NaN throughout (on both sides) and no elements used to read max_abs 0.0."""
     r = run_cell(_task(tmp_path, ODD, model))
     assert r.status == "ok", r.error_message
-    (check,) = r.numerics or []
+    (check,) = r.numerics.checks or []
     assert check.ok and check.mismatches == 0
     assert (check.max_abs, check.max_rel, check.rmse) == (None, None, None)
 
@@ -185,7 +185,7 @@ def test_keep_onnx_keeps_the_model_of_a_cell_that_exported_and_then_failed(tmp_p
     assert kept.name == "model.onnx" and {"error", "repro"} <= set(r.artifacts)
     model = onnx.load(str(kept))  # loads with its external data, as saved
     assert any(n.domain == "" and n.op_type == "Add" for n in model.graph.node)
-    assert r.onnx_bytes == sum(f.stat().st_size for f in kept.parent.glob("model.onnx*"))
+    assert r.export.onnx_bytes == sum(f.stat().st_size for f in kept.parent.glob("model.onnx*"))
 
 
 def test_keep_onnx_keeps_nothing_where_nothing_exported(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from harness.compare import (
 from harness.store.manifest import Manifest
 from harness.store.runs import Run
 from harness.store.status import Status
-from tests.fixtures_compare import check, kinds, one, record, run, samples
+from tests.fixtures_compare import changed, check, kinds, measurements, one, record, run, samples
 
 # -- deterministic findings --------------------------------------------------------------------
 
@@ -349,7 +349,7 @@ def test_a_numerics_regression_names_its_first_divergent_node() -> None:
     bad = Record.finished(
         cell,
         "b",
-        Measurements(first_divergence=found),
+        measurements(first_divergence=found),
         status="numerics_mismatch",
         stage="numerics",
     )
@@ -362,7 +362,8 @@ def test_a_numerics_regression_names_its_first_divergent_node() -> None:
 
 def test_a_regression_links_the_candidates_minimal_repro():
     failed = record(status="export_failed", stage="translate", error=RuntimeError("x"))
-    failed = failed.with_changes(
+    failed = changed(
+        failed,
         minimal_repro={"reproduces": True, "nodes_before": 600, "nodes_after": 3},
         artifacts={"minimal_repro": "artifacts/m--dynamo/repro_min.py"},
     )

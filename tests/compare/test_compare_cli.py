@@ -169,7 +169,7 @@ def test_two_variants_of_one_run_compare_cell_by_cell(tmp_path, capsys):
     """`harness run --variant new=transformers==X` puts both sides in one run directory;
     `--variants base,new` compares them as two runs (the manifest's versions per variant)."""
     base = smoke_cells(1)
-    new = [r.with_changes(variant="new") for r in smoke_cells(4, broken=True)]
+    new = [r.with_cell(variant="new") for r in smoke_cells(4, broken=True)]
     man = manifest("both")
     man["versions"] = {
         "base": {**man["versions"]["base"], "transformers": "5.23.0"},

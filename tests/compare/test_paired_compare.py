@@ -13,14 +13,14 @@ from harness.store.graphs import INPUTS, MODEL, entry_dir
 from harness.store.paired import PairResult
 from harness.store.records import Record
 from harness.store.runs import Run
-from tests.fixtures_compare import record, run, samples
+from tests.fixtures_compare import changed, record, run, samples
 
 RUNTIME = {"onnxruntime": "1.32.0", "providers": ["CPUExecutionProvider"], "session_options": {}}
 
 
 def _cell(model: str, ort: list[float], fp: str, **artifacts: str) -> Record:
-    return record(model, ort=ort).with_changes(
-        graph_fingerprint=fp, ort_runtime=RUNTIME, artifacts=artifacts
+    return changed(
+        record(model, ort=ort), graph_fingerprint=fp, ort_runtime=RUNTIME, artifacts=artifacts
     )
 
 

@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from harness.compare import BLOCKING, WARNING, compare_history, compare_runs
 from harness.store.records import Record
-from tests.fixtures_compare import record, run, samples
+from tests.fixtures_compare import changed, record, run, samples
 
 RUNTIME = {"onnxruntime": "1.32.0", "providers": ["CPUExecutionProvider"], "session_options": {}}
 OTHER_RUNTIME = {**RUNTIME, "onnxruntime": "1.33.0"}
 
 
 def _cell(model: str, ort: list[float], fingerprint: str = "f" * 64, runtime=RUNTIME) -> Record:
-    return record(model, ort=ort).with_changes(graph_fingerprint=fingerprint, ort_runtime=runtime)
+    return changed(record(model, ort=ort), graph_fingerprint=fingerprint, ort_runtime=runtime)
 
 
 latency = st.floats(min_value=1e-3, max_value=1e3, allow_nan=False, allow_infinity=False)
@@ -52,8 +52,8 @@ def test_another_fingerprint_or_runtime_is_judged() -> None:
     rng = random.Random(1)
     base = samples(rng, 1.0, 0.02)
     slow = samples(rng, 2.0, 0.02)
-    for changed in (_cell("m", slow, "e" * 64), _cell("m", slow, runtime=OTHER_RUNTIME)):
-        c = compare_runs(run("A", [_cell("m", base)]), run("B", [changed]))
+    for other in (_cell("m", slow, "e" * 64), _cell("m", slow, runtime=OTHER_RUNTIME)):
+        c = compare_runs(run("A", [_cell("m", base)]), run("B", [other]))
         (f,) = [f for f in c.findings if f.metric == "ort_latency"]
         assert f.severity == BLOCKING
 

@@ -11,9 +11,9 @@ from harness.compare import BLOCKING, IMPROVEMENT, compare_runs
 from harness.coverage import matrix as coverage
 from harness.coverage import render
 from harness.coverage.matrix import FAILS, OK, UNKNOWN, WRONG, Column, build_coverage
-from harness.store.records import Cell, Measurements, Record
+from harness.store.records import Cell, Record
 from harness.store.runs import Run
-from tests.fixtures_compare import typed_manifest
+from tests.fixtures_compare import changed, measurements, typed_manifest
 
 D18, T18 = Column("dynamo", 18), Column("torchscript", 18)
 
@@ -30,7 +30,7 @@ def rec(
     unsupported: list[str] | None = None,
     error: str | None = None,
 ) -> Record:
-    m = Measurements(aten_ops=aten_ops, unsupported_ops=unsupported)
+    m = measurements(aten_ops=aten_ops, unsupported_ops=unsupported)
     exc = RuntimeError(error) if error else None
     return Record.finished(
         Cell(model, exporter, opset, family=family), "r", m, status=status, stage=stage, error=exc
@@ -142,9 +142,12 @@ def op_run() -> list[Record]:
             error="1 of 1 outputs differ",
         ),
         rec("aten.t.default", family=ops, status="harness_error", stage="build", error="bad"),
-        rec(
-            "aten.relu.default", family=ops, status="ort_run_failed", stage="latency", error="x"
-        ).with_changes(numerics=[]),
+        changed(
+            rec(
+                "aten.relu.default", family=ops, status="ort_run_failed", stage="latency", error="x"
+            ),
+            numerics=[],
+        ),
     ]
 
 

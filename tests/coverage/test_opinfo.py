@@ -33,7 +33,7 @@ from harness.zoo.generated.opinfo_specs import (
     specs,
 )
 from tests.conftest import run_cli
-from tests.fixtures_compare import typed_manifest
+from tests.fixtures_compare import changed, typed_manifest
 
 # -- names and entries --------------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ def orec(
     exc = RuntimeError(error) if error else None
     r = Record.finished(cell, "r", Measurements(), status=status, stage=stage, error=exc)
     meta = {"opinfo": opinfo, "variant": "", "dtype": dtype, "aten_name": aten or opinfo}
-    return r.with_changes(samples=summary, metadata=meta)
+    return changed(r, samples=summary, metadata=meta)
 
 
 def opinfo_run() -> list[Record]:
@@ -264,7 +264,7 @@ def variant_records(*, lost_at: int, op: str) -> tuple[list[Record], list[Record
     """An opinfo run's records as variant `base`, and again as `new` where the cell at
     `lost_at` (OpInfo `op` at float32) no longer exports."""
     base = opinfo_run()
-    cand = [r.with_changes(variant="new") for r in base]
+    cand = [r.with_cell(variant="new") for r in base]
     cand[lost_at] = orec(
         op, "float32", variant="new", status="export_failed", stage="translate", error="e",
         samples=(0, 4),
@@ -336,11 +336,11 @@ def test_expected_rows_from_a_run_keep_reasons_drop_fixed_and_keep_others(tmp_pa
     t = orec(
         "t", "float32", status="export_failed", stage="translate", error="no t", samples=(0, 4)
     )
-    t = t.with_changes(model="opinfo.t.float32")
+    t = t.with_cell(model="opinfo.t.float32")
     new_fail = orec(
         "T", "float32", "torchscript", status="export_failed", stage="translate", error="E"
     )
-    new_fail = new_fail.with_changes(unsupported_ops=["aten.numpy_T"])
+    new_fail = changed(new_fail, unsupported_ops=["aten.numpy_T"])
     add = orec("add", "float32").with_changes(status="xpass")
     rows = updated_rows(old, [t, new_fail, add], EXPECTED)
     got = {(e.model, e.exporter, e.opset): e for e in rows}

@@ -118,8 +118,8 @@ def test_a_cells_clock_starts_when_it_runs_not_when_it_is_submitted() -> None:
     assert flight.expired(now=561.0, timeout_s=60)
     assert flight.ran_for(561.0) == 61.0
     record = no_run(flight.task, Status.TIMEOUT, "no result", flight)
-    assert record.worker is not None and (record.worker["node"], record.worker["pid"]) == ("n1", 7)
-    assert record.worker["started_at"] == 1.7e9
+    assert record.worker is not None and (record.worker.node, record.worker.pid) == ("n1", 7)
+    assert record.worker.started_at == 1.7e9
 
 
 # -- whose fault a dead task is --------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_a_cell_whose_node_died_runs_again_until_its_attempts_are_spent() -> Non
     assert isinstance(record, Record)
     assert (record.status, record.attempt) == ("crashed", MAX_ATTEMPTS)
     assert f"each of {MAX_ATTEMPTS} attempts" in (record.error_message or "")
-    assert record.worker is not None and record.worker["node"] == "n1"
+    assert record.worker is not None and record.worker.node == "n1"
 
 
 # -- the driver's backstop -------------------------------------------------------------------

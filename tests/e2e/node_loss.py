@@ -51,7 +51,7 @@ class Try:
         if self.lost:
             found.append(f"{self.lost} cell(s) without a record")
         retried = [r for r in self.records if r.attempt > 1]
-        if len(retried) != 1 or retried[0].worker["node"] == self.doomed:
+        if len(retried) != 1 or retried[0].worker.node == self.doomed:
             found.append(f"expected one cell run again off the dead node, got {len(retried)}")
         if self.dispatch.lost_nodes != (self.doomed,):
             found.append(f"lost_nodes {self.dispatch.lost_nodes} is not the dead node")

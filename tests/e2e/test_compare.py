@@ -88,9 +88,9 @@ def test_a_changed_graph_is_re_measured_in_pairs_and_blocks(
     same = report["counts"]["not_compared"]
     assert same["ort_latency: same graph and runtime (noise only, never an alert)"] == 6
     stored = {p.parent.name for p in (runs["ka"].parent / "graphs").glob("*/*/model.onnx")}
-    kept = {r.graph_fingerprint for k in ("ka", "kb") for r in read_run(runs[k]).records}
+    kept = {r.export.graph_fingerprint for k in ("ka", "kb") for r in read_run(runs[k]).records}
     assert stored == kept - {None}  # one entry per graph, shared by the two runs
-    assert len(kept - {r.graph_fingerprint for r in read_run(runs["ka"]).records}) == 1
+    assert len(kept - {r.export.graph_fingerprint for r in read_run(runs["ka"]).records}) == 1
 
 
 def test_no_remeasure_judges_the_separate_runs(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from harness.plan.build import RunOptions, make_plan
 from harness.store import rundir as store
 from tests.conftest import FIXTURES, run_cli
+from tests.fixtures_compare import changed
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,14 @@ def matrix(run_dir: Path) -> dict[tuple[str, str], dict[str, str]]:
 
 def test_records_name_the_unsupported_ops(coverage_run: Path):
     by_cell = {(r.model, r.exporter): r for r in store.read_records(coverage_run)}
-    assert by_cell[("cov_cummax", "dynamo")].unsupported_ops == ["aten.cummax.default"]
-    assert by_cell[("cov_cummax", "torchscript")].unsupported_ops == ["aten.cummax"]
-    assert by_cell[("cov_erfcx", "torchscript")].unsupported_ops == ["aten.special_erfcx"]
-    assert by_cell[("cov_logcumsumexp", "torchscript")].unsupported_ops == ["aten.logcumsumexp"]
+    assert by_cell[("cov_cummax", "dynamo")].export.unsupported_ops == ["aten.cummax.default"]
+    assert by_cell[("cov_cummax", "torchscript")].export.unsupported_ops == ["aten.cummax"]
+    assert by_cell[("cov_erfcx", "torchscript")].export.unsupported_ops == ["aten.special_erfcx"]
+    assert by_cell[("cov_logcumsumexp", "torchscript")].export.unsupported_ops == [
+        "aten.logcumsumexp"
+    ]
     assert by_cell[("cov_erfcx", "dynamo")].status == "ok"
-    assert "aten.special_erfcx.default" in (by_cell[("cov_erfcx", "dynamo")].aten_ops or {})
+    assert "aten.special_erfcx.default" in (by_cell[("cov_erfcx", "dynamo")].export.aten_ops or {})
 
 
 def test_cummax_fails_on_both_erfcx_and_logcumsumexp_only_export_with_dynamo(coverage_run: Path):
@@ -89,7 +92,8 @@ def test_compare_blocks_on_a_lost_op(coverage_run: Path, tmp_path: Path):
     with store.RecordWriter(candidate) as writer:
         for r in store.read_records(coverage_run):
             if (r.model, r.exporter) == ("cov_logcumsumexp", "dynamo"):
-                r = r.with_changes(
+                r = changed(
+                    r,
                     status="export_failed",
                     stage="translate",
                     unsupported_ops=["aten.logcumsumexp.default"],

@@ -65,7 +65,7 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
     for r in cuda:
         # num_gpus=1 put the cell on the only node with a GPU resource; the worker then
         # finds no CUDA device (this machine has none) and records the cell as skipped.
-        assert r.worker is not None and r.worker["node"] == gpu_node.node_id
+        assert r.worker is not None and r.worker.node == gpu_node.node_id
         assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")
     assert all(r.status == "ok" for r in records if r.device == "cpu")
     manifest = store.read_manifest(out)
@@ -134,7 +134,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     for fault in ("fault_segv", "fault_killed"):
         r = by_model[fault]
         assert (r.status, r.attempt) == ("crashed", 1), (fault, r.status, r.error_message)
-        assert r.worker is not None and r.worker["node"] == survivor.node_id
+        assert r.worker is not None and r.worker.node == survivor.node_id
     assert "SIGSEGV" in (by_model["fault_segv"].error_message or "")
     assert (stats.retried, stats.lost_nodes) == (1, {doomed.node_id})
     assert len(stats.settle_waits_s) == 1  # the lost node's cell only
@@ -158,7 +158,7 @@ def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_pa
         ray.shutdown()
     assert sorted(r.status for r in records) == ["ok"] * 5, [r.error_message for r in records]
     assert stats.peak_in_flight == 5 and stats.timeouts == 0
-    waits = [r.worker["finished_at"] - r.worker["submitted_at"] for r in records]
+    waits = [r.worker.finished_at - r.worker.submitted_at for r in records]
     assert max(waits) > timeout_s, waits
 
 
@@ -286,7 +286,7 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
     (record,) = _records(tmp_path / "j")
     assert record.status == "ok" and cluster is not None
     assert cluster.resources["CPU"] == 1  # the head's --num-cpus, not this machine's
-    assert record.worker["node"] == cluster.nodes[0].node_id
+    assert record.worker is not None and record.worker.node == cluster.nodes[0].node_id
     # Without --address the run starts its own instance, although `ray start` left a
     # cluster on this machine (plain ray.init() would join it and refuse num_cpus).
     local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth)

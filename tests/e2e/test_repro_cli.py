@@ -33,11 +33,14 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_run_records_a_verified_repro_for_each_cluster(run_dir: Path) -> None:
     records = {r.model: r for r in read_records(run_dir)}
     for model in ("repro_untranslated", "repro_checker_invalid"):
-        repro = records[model].minimal_repro or {}
-        assert repro["reproduces"] is True and repro["nodes_after"] <= 3, repro
+        made = records[model].minimal_repro
+        assert made is not None and made.reproduces is True, made
+        assert made.nodes_after is not None and made.nodes_after <= 3, made
         assert (run_dir / records[model].artifacts["minimal_repro"]).is_file()
-    assert (records["repro_export_only"].minimal_repro or {})["reason"].startswith("capture")
-    assert (records["repro_export_only"].mismatch_stage or {})["stage"] == "capture"
+    repro = records["repro_export_only"].minimal_repro
+    assert repro is not None and (repro.reason or "").startswith("capture")
+    found = records["repro_export_only"].numerics.mismatch_stage
+    assert found is not None and found.stage == "capture"
 
 
 def test_the_report_links_each_repro(run_dir: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.plan.resume import resume_plan
 from harness.report import summary_table
 from harness.store import rundir as store
+from harness.store.details import WorkerInfo
 from harness.store.manifest import DispatchSlots, Manifest
 from tests.conftest import FIXTURES, run_cli, run_cli_on_a_small_disk
 
@@ -35,30 +36,30 @@ def test_ok_cells_have_measurements(tiny_run: Path) -> None:
         ("tiny_conv", "torchscript"),
     }
     for r in ok:
-        assert r.export_s is not None and r.export_s > 0
-        assert r.export_peak_rss_mb is not None
-        assert r.ort_latency_ms is not None and r.ort_latency_ms.n >= 5
-        assert r.eager_latency_ms is not None and r.speedup is not None and r.speedup > 0
-        assert r.numerics and all(c.ok for c in r.numerics)
-        assert r.onnx_nodes and r.onnx_bytes and r.onnx_ops
-        assert r.worker is not None and r.worker["pid"] > 0
+        assert r.export.seconds is not None and r.export.seconds > 0
+        assert r.export.peak_rss_mb is not None
+        assert r.ort.latency is not None and r.ort.latency.n >= 5
+        assert r.eager.latency is not None and r.speedup is not None and r.speedup > 0
+        assert r.numerics.checks and all(c.ok for c in r.numerics.checks)
+        assert r.export.onnx_nodes and r.export.onnx_bytes and r.export.onnx_ops
+        assert r.worker is not None and r.worker.pid > 0
     dynamo = [r for r in ok if r.exporter == "dynamo"]
     assert all(
-        set(r.export_phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo
+        set(r.export.phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo
     )
 
 
 def test_opset_actual_is_read_from_the_saved_model(tiny_run: Path) -> None:
     cells = _by_cell(tiny_run)
     for opset in (17, 18, 20):
-        assert cells[("tiny_mlp", "torchscript", opset, False)].opset_actual == opset
-    assert cells[("tiny_mlp", "dynamo", 20, False)].opset_actual == 20
+        assert cells[("tiny_mlp", "torchscript", opset, False)].export.opset_actual == opset
+    assert cells[("tiny_mlp", "dynamo", 20, False)].export.opset_actual == 20
 
 
 def test_dynamic_cells_verify_a_second_shape(tiny_run: Path) -> None:
     cell = _by_cell(tiny_run)[("tiny_mlp", "dynamo", 18, True)]
     assert cell.status == "ok"
-    assert any(c.name.endswith("@second_shape") for c in cell.numerics)
+    assert any(c.name.endswith("@second_shape") for c in cell.numerics.checks)
 
 
 def test_failing_model_is_export_failed_with_stage_and_artifacts(tiny_run: Path) -> None:
@@ -66,9 +67,9 @@ def test_failing_model_is_export_failed_with_stage_and_artifacts(tiny_run: Path)
     dyn = cells[("tiny_cummax", "dynamo", 18, False)]
     ts = cells[("tiny_cummax", "torchscript", 17, False)]
     assert (dyn.status, dyn.stage) == ("export_failed", "translate")
-    assert dyn.unsupported_ops == ["aten.cummax.default"]
+    assert dyn.export.unsupported_ops == ["aten.cummax.default"]
     assert (ts.status, ts.stage) == ("export_failed", "translate")
-    assert ts.unsupported_ops == ["aten.cummax"]
+    assert ts.export.unsupported_ops == ["aten.cummax"]
     assert (tiny_run / dyn.artifacts["error"]).is_file()
     assert any(k.startswith("report:") for k in dyn.artifacts), dyn.artifacts
 
@@ -126,9 +127,9 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     finished = store.read_manifest(out).dispatch
     assert finished and finished.slots and finished.slots.cpu
     slots = finished.slots.cpu
-    workers = [r.worker or {} for r in status.values()]
-    assert len({w["pid"] for w in workers}) <= slots + 1
-    assert len({w.get("zygote_pid") for w in workers} - {None}) <= slots + 1
+    workers = [r.worker or WorkerInfo() for r in status.values()]
+    assert len({w.pid for w in workers}) <= slots + 1
+    assert len({w.zygote_pid for w in workers} - {None}) <= slots + 1
     # stdout is the summary table and nothing else: Ray's "(raylet) A worker died ..." lines
     # (the worker fault_kills_worker killed) used to land in it
     table = summary_table(store.read_records(out))
@@ -190,14 +191,14 @@ def test_cells_in_one_reused_worker_run_as_if_alone(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     records = {r.model: r for r in store.read_records(out)}
     assert len(records) == 7
-    gelu = records["victim_gelu"].onnx_ops or {}
+    gelu = records["victim_gelu"].export.onnx_ops or {}
     assert records["victim_gelu"].status == "ok" and "Erf" in gelu and "Tanh" not in gelu
-    assert "Tanh" in (records["both_gelu"].onnx_ops or {})  # the control
-    assert records["victim_export"].opset_actual == 18
+    assert "Tanh" in (records["both_gelu"].export.onnx_ops or {})  # the control
+    assert records["victim_export"].export.opset_actual == 18
     assert records["victim_modules"].status == "skipped"
-    workers = [r.worker or {} for r in records.values()]
-    assert len({w["pid"] for w in workers}) == len({w["zygote_pid"] for w in workers}) == 1
-    assert len({w["cell_pid"] for w in workers}) == 7
+    workers = [r.worker or WorkerInfo() for r in records.values()]
+    assert len({w.pid for w in workers}) == len({w.zygote_pid for w in workers}) == 1
+    assert len({w.cell_pid for w in workers}) == 7
     manifest = store.read_manifest(out)
     dispatch, cluster = manifest.dispatch, manifest.cluster
     assert dispatch is not None and cluster is not None

@@ -3,6 +3,7 @@ tests, and lookups of their findings (no torch)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -10,8 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import Comparison, Finding
+from harness.store.details import (
+    Divergence,
+    MinimalRepro,
+    MismatchStage,
+    OrtRuntime,
+    SampleSummary,
+    WorkerInfo,
+    plain,
+)
 from harness.store.files import write_inside
 from harness.store.manifest import Manifest
+from harness.store.measures import EagerMeasures, ExportMeasures, Group, Numerics, OrtMeasures
 from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
 from harness.store.rundir import MANIFEST, RecordWriter
 from harness.store.runs import Run
@@ -85,7 +96,7 @@ def record(
     opset_actual: int | None = None,
     dynamic: bool = False,
 ) -> Record:
-    measured = Measurements(
+    measured = measurements(
         opset_actual=opset_actual,
         export_s=export_s,
         export_peak_rss_mb=rss_mb,
@@ -97,6 +108,71 @@ def record(
     )
     cell = Cell(model, exporter, opset, dynamic=dynamic, family="test")
     return Record.finished(cell, run_id, measured, status=status, stage=stage, error=error)
+
+
+_EXPORT = {
+    "export_s": "seconds",
+    "export_phases": "phases",
+    "export_peak_rss_mb": "peak_rss_mb",
+    "export_peak_cuda_mb": "peak_cuda_mb",
+    **{
+        k: k for k in "aten_ops unsupported_ops opset_actual onnx_bytes onnx_nodes onnx_ops".split()
+    },
+    "graph_fingerprint": "graph_fingerprint",
+}
+_ORT = {"ort_session_s": "session_s", "ort_latency_ms": "latency", "ort_runtime": "runtime"}
+_NUMERICS = {"numerics": "checks", "first_divergence": "first_divergence"}
+_NUMERICS["mismatch_stage"] = "mismatch_stage"
+_PARTS = {
+    "first_divergence": Divergence,
+    "mismatch_stage": MismatchStage,
+    "ort_runtime": OrtRuntime,
+}
+
+
+def measurements(**flat: Any) -> Measurements:
+    """Measurements named by the record's flat field names (`export_s=1.5`, `numerics=[...]`,
+    `first_divergence={...}`), as the tests write them; the rest (`artifacts`, `samples`,
+    `shape_latency`) as `Measurements` names them."""
+    for name, part in _PARTS.items():
+        if isinstance(flat.get(name), dict):
+            flat[name] = part.from_dict(flat[name])
+
+    def pick(names: dict[str, str]) -> dict[str, Any]:
+        return {names[k]: flat.pop(k) for k in list(flat) if k in names}
+
+    return Measurements(
+        export=ExportMeasures(**pick(_EXPORT)),
+        ort=OrtMeasures(**pick(_ORT)),
+        eager=EagerMeasures(latency=flat.pop("eager_latency_ms", None)),
+        numerics=Numerics(**pick(_NUMERICS)),
+        **flat,
+    )
+
+
+def changed(record: Record, **flat: Any) -> Record:
+    """`record` with fields changed by their flat names in `records.jsonl` (`export_s=2.0`,
+    `ort_latency_ms=Latency(...)`, `samples={...}`): each group re-read from its flat keys
+    (`Group.from_flat`), the other parts from their JSON."""
+    line = {k: plain(v) for k, v in flat.items()}
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(Record):
+        if isinstance(f.default, Group) and line.keys() & f.default.FLAT.keys():
+            group = getattr(record, f.name)
+            changes[f.name] = group.from_flat({**group.to_flat(), **line})
+    for key, value in line.items():
+        if not any(
+            key in f.default.FLAT
+            for f in dataclasses.fields(Record)
+            if isinstance(f.default, Group)
+        ):
+            read = _READ.get(key)
+            changes[key] = value if read is None or value is None else read(value)
+    return dataclasses.replace(record, **changes)
+
+
+_READ = {"minimal_repro": MinimalRepro.from_dict, "samples": SampleSummary.from_dict}
+_READ["worker"] = WorkerInfo.from_dict
 
 
 def check(name: str = "out0", *, max_abs: float = 1e-6, ok: bool = True) -> OutputCheck:

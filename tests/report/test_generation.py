@@ -15,8 +15,9 @@ from harness.report.generation import (
     timed_shapes,
 )
 from harness.report.markdown import render_markdown
-from harness.store.records import Cell, Measurements, Record, ShapeLatency
+from harness.store.records import Cell, Record, ShapeLatency
 from harness.store.status import Status
+from tests.fixtures_compare import measurements
 from tests.report.test_report_synthetic import failed, lat, typed_manifest
 
 FAMILY = "transformers-decode"
@@ -34,7 +35,7 @@ def _timed(c: Cell, decode: tuple[float, float], prefill: tuple[float, float]) -
         "decode_step": ShapeLatency(DECODE, lat(decode[0]), lat(decode[1]), decode[1] / decode[0]),
         "prefill": ShapeLatency(PREFILL, lat(prefill[0]), lat(prefill[1]), prefill[1] / prefill[0]),
     }
-    m = Measurements(
+    m = measurements(
         export_s=5.0,
         ort_latency_ms=shapes["decode_step"].ort_latency_ms,
         eager_latency_ms=shapes["decode_step"].eager_latency_ms,

@@ -13,6 +13,7 @@ import pytest
 from harness.report import data as plot_data
 from harness.report import plots, trends
 from harness.report.generation import generation_latency_data
+from tests.fixtures_compare import changed
 from tests.report.test_generation import decode_records
 from tests.report.test_report_synthetic import (
     as_json,
@@ -142,7 +143,7 @@ def test_coverage_plot_draws_problem_ops_first_and_counts_the_rest() -> None:
 
 
 def test_coverage_is_empty_without_op_data() -> None:
-    records = [r.with_changes(aten_ops=None, unsupported_ops=None) for r in mixed_records()]
+    records = [changed(r, aten_ops=None, unsupported_ops=None) for r in mixed_records()]
     assert plot_data.coverage_data(records).is_empty
 
 
@@ -185,13 +186,7 @@ def test_suite_trend_pass_rate_and_geomean() -> None:
 
 def test_write_run_plots_skips_plots_without_data(tmp_path: Path) -> None:
     records = [
-        r.with_changes(
-            aten_ops=None,
-            unsupported_ops=None,
-            ort_latency_ms=None,
-            eager_latency_ms=None,
-            speedup=None,
-        )
+        changed(r, aten_ops=None, unsupported_ops=None, ort_latency_ms=None, eager_latency_ms=None)
         for r in mixed_records()
     ]
     written = plots.write_run_plots(tmp_path, records)

@@ -20,6 +20,7 @@ from harness.report.html import render_html
 from harness.report.markdown import render_markdown
 from harness.store.manifest import Manifest
 from harness.store.records import Cell, Measurements, Record
+from tests.fixtures_compare import changed, measurements
 from tests.report.test_report_synthetic import (
     BASELINE_ID,
     baseline_records,
@@ -351,7 +352,7 @@ def test_a_numerics_failure_shows_its_first_divergent_node() -> None:
     c = cell("a", "dynamo", 18)
     found = {"node": "node_shift", "op_type": "Add", "aten_op": "t.shift.default", "max_abs": 1.0}
     bad = Record.finished(
-        c, "r", Measurements(first_divergence=found), status="numerics_mismatch", stage="numerics"
+        c, "r", measurements(first_divergence=found), status="numerics_mismatch", stage="numerics"
     )
     text = render_markdown(build_report(typed_manifest(), [bad]))
     assert "| cell | status | stage | first divergent node | artifacts |" in text
@@ -368,10 +369,12 @@ def test_a_failure_cluster_links_its_minimal_repro_and_names_the_stage(tmp_path:
     bad = Record.finished(
         c,
         "r",
-        Measurements(first_divergence=found, mismatch_stage=stage),
+        measurements(first_divergence=found, mismatch_stage=stage),
         status="numerics_mismatch",
         stage="numerics",
-    ).with_changes(
+    )
+    bad = changed(
+        bad,
         minimal_repro={"reproduces": True, "nodes_before": 163, "nodes_after": 2},
         artifacts={"minimal_repro": f"artifacts/{c.cell_id}/repro_min.py"},
     )
@@ -388,7 +391,7 @@ def test_a_failure_cluster_links_its_minimal_repro_and_names_the_stage(tmp_path:
 def test_a_cluster_without_a_script_says_none_with_the_reason() -> None:
     c = cell("a", "dynamo", 18)
     bad = Record.finished(c, "r", Measurements(), status="export_failed", stage="capture")
-    bad = bad.with_changes(minimal_repro={"reason": "torch.export captured no program"})
+    bad = changed(bad, minimal_repro={"reason": "torch.export captured no program"})
     text = render_markdown(build_report(typed_manifest(), [bad]))
     assert "| minimal repro |" in text
     assert "| none |" in text

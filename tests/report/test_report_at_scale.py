@@ -84,7 +84,7 @@ def test_plot_data_keeps_the_most_telling_rows(records: list[Record]) -> None:
     assert matrix.omitted_failing == len(failing) - len(matrix.rows)
     cost = plot_data.export_cost_data(records)
     assert len(cost.rows) == plot_data.MAX_BAR_ROWS and cost.omitted == MODELS - len(cost.rows)
-    slowest = max(r.export_s or 0 for r in records)
+    slowest = max(r.export.seconds or 0 for r in records)
     assert max(v or 0 for v in cost.export_s[0]) == pytest.approx(slowest)
     latency = plot_data.latency_data(records)
     assert latency.omitted == MODELS - plot_data.MAX_BAR_ROWS

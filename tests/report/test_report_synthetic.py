@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.store.manifest import Manifest
-from harness.store.records import Cell, Latency, Measurements, OutputCheck, Record
+from harness.store.records import Cell, Latency, OutputCheck, Record
 from harness.store.rundir import RecordWriter, write_manifest
 from harness.store.status import Stage
+from tests.fixtures_compare import changed, measurements
 
 RUN_ID = "2025-06-01T02-00-00-mixed"
 BASELINE_ID = "2025-05-31T02-00-00-base"
@@ -52,7 +53,7 @@ def ok(
     run_id: str = RUN_ID,
     **measured: Any,
 ) -> Record:
-    m = Measurements(
+    m = measurements(
         opset_actual=measured.pop("opset_actual", c.opset),
         export_s=export_s,
         export_phases={
@@ -72,7 +73,7 @@ def failed(
     c: Cell, stage: str, error: BaseException, *, status: str | None = None, **measured: Any
 ) -> Record:
     artifacts = measured.pop("artifacts", {})
-    m = Measurements(artifacts=artifacts, **measured)
+    m = measurements(artifacts=artifacts, **measured)
     return Record.finished(
         c, RUN_ID, m, status=status or Stage(stage).failure_status, stage=stage, error=error
     )
@@ -215,8 +216,8 @@ def baseline_records() -> list[Record]:
     out = []
     for r in mixed_records():
         f = factor.get((r.model, r.exporter, r.opset), 1.0)
-        lat_ms = lat(r.ort_latency_ms.p50 * f) if r.ort_latency_ms else None
-        out.append(r.with_changes(run_id=BASELINE_ID, ort_latency_ms=lat_ms))
+        lat_ms = lat(r.ort.latency.p50 * f) if r.ort.latency else None
+        out.append(changed(r, run_id=BASELINE_ID, ort_latency_ms=lat_ms))
     return out
 
 

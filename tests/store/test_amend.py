@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from harness.store.amend import amend_records
-from harness.store.records import Cell, Measurements, Record
+from harness.store.details import MinimalRepro
+from harness.store.records import Cell, Record
 from harness.store.rundir import RecordWriter, read_records, records_path
+from tests.fixtures_compare import measurements
 
 
 def _records(tmp_path: Path) -> list[Record]:
     records = [
-        Record.finished(Cell(f"m{i}", "dynamo", 18), "r", Measurements(export_s=float(i)))
+        Record.finished(Cell(f"m{i}", "dynamo", 18), "r", measurements(export_s=float(i)))
         for i in range(3)
     ]
     with RecordWriter(tmp_path) as writer:
@@ -26,21 +28,21 @@ def _records(tmp_path: Path) -> list[Record]:
 def test_an_amended_record_replaces_its_line_and_no_other(tmp_path: Path) -> None:
     records = _records(tmp_path)
     before = records_path(tmp_path).read_text().splitlines()
-    changed = records[1].with_changes(minimal_repro={"kind": "export", "reproduces": True})
+    changed = records[1].with_changes(minimal_repro=MinimalRepro(kind="export", reproduces=True))
     assert amend_records(tmp_path, {changed.cell.key: changed}) == 1
     after = records_path(tmp_path).read_text().splitlines()
     assert (after[0], after[2]) == (before[0], before[2])
     back = read_records(tmp_path)
     assert [r.model for r in back] == ["m0", "m1", "m2"]
-    assert back[1].minimal_repro == {"kind": "export", "reproduces": True}
-    assert back[1].export_s == 1.0
+    assert back[1].minimal_repro == MinimalRepro(kind="export", reproduces=True)
+    assert back[1].export.seconds == 1.0
 
 
 def test_a_torn_last_line_is_kept_as_it_was(tmp_path: Path) -> None:
     records = _records(tmp_path)
     with records_path(tmp_path).open("a") as f:
         f.write('{"schema": 3, "model": "torn')
-    changed = records[0].with_changes(minimal_repro={"kind": "check"})
+    changed = records[0].with_changes(minimal_repro=MinimalRepro(kind="check"))
     amend_records(tmp_path, {changed.cell.key: changed})
     assert records_path(tmp_path).read_text().endswith('{"schema": 3, "model": "torn')
 

@@ -16,7 +16,7 @@ from harness.store.graphs import (
     store_size,
     stored_model,
 )
-from tests.fixtures_compare import record
+from tests.fixtures_compare import changed, record
 
 
 def _entry(store: Path, fp: str) -> Path:
@@ -34,7 +34,7 @@ def test_seed_links_entries_and_prune_keeps_what_is_referenced(tmp_path: Path) -
         _entry(previous, fp)
     assert seed(store, previous) == 2 and seed(store, previous) == 0
     assert store_size(store) == (2, 2 * 111)
-    kept = record("m").with_changes(graph_fingerprint="a" * 64, artifacts={"graph": "x"})
+    kept = changed(record("m"), graph_fingerprint="a" * 64, artifacts={"graph": "x"})
     assert referenced([kept, record("n")]) == {"a" * 64}
     assert prune(store, referenced([kept])) == 1
     assert store_size(store) == (1, 111)
@@ -47,8 +47,8 @@ def test_a_records_model_resolves_relative_to_its_run(tmp_path: Path) -> None:
     entry = _entry(store, "c" * 64)
     name = artifact_path(run_dir, entry / MODEL)
     assert name == f"../../graphs/cc/{'c' * 64}/{MODEL}"
-    r = record("m").with_changes(graph_fingerprint="c" * 64, artifacts={"graph": name})
+    r = changed(record("m"), graph_fingerprint="c" * 64, artifacts={"graph": name})
     assert stored_model(run_dir, r) == run_dir / name
-    assert stored_model(run_dir, r.with_changes(graph_fingerprint=None)) is None
+    assert stored_model(run_dir, changed(r, graph_fingerprint=None)) is None
     (entry / INPUTS).unlink()
     assert stored_model(run_dir, r) is None  # without its inputs it cannot be timed

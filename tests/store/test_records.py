@@ -15,12 +15,14 @@ from harness.store.records import (
     SchemaError,
     ShapeLatency,
 )
+from harness.store.validate import Malformed
+from tests.fixtures_compare import changed, measurements
 
 CELL = Cell("mlp", "dynamo", 18, "cpu", True, "base", family="seed")
 
 
 def _ok_record() -> Record:
-    m = Measurements(
+    m = measurements(
         opset_actual=18,
         export_s=1.5,
         export_phases={"capture": 0.5, "translate": 1.0},
@@ -40,7 +42,7 @@ def test_round_trip_through_json() -> None:
     record = _ok_record()
     again = Record.from_json(record.to_json())
     assert again == record
-    assert again.ort_latency_ms is not None and again.ort_latency_ms.samples == (1.0, 2.0, 3.0)
+    assert again.ort.latency is not None and again.ort.latency.samples == (1.0, 2.0, 3.0)
 
 
 def test_missing_values_are_null_not_zero() -> None:
@@ -118,21 +120,24 @@ def test_error_signature_groups_messages_differing_in_numbers() -> None:
     assert a == b
 
 
-def test_a_schema_2_record_reads_as_schema_3_with_no_repro_and_no_stage() -> None:
+def test_a_schema_2_record_reads_with_no_repro_and_no_stage() -> None:
     d = json.loads(_ok_record().to_json())
     d["schema"] = 2
     d.pop("minimal_repro"), d.pop("mismatch_stage")
     record = Record.from_dict(d)
-    assert (record.schema, record.minimal_repro, record.mismatch_stage) == (3, None, None)
-    assert record.export_s == 1.5
+    assert (record.minimal_repro, record.numerics.mismatch_stage) == (None, None)
+    assert record.export.seconds == 1.5 and record.to_dict()["schema"] == SCHEMA == 4
 
 
 def test_a_minimal_repro_and_a_mismatch_stage_survive_the_round_trip() -> None:
     repro = {"kind": "export", "reproduces": True, "nodes_before": 600, "nodes_after": 3}
     stage = {"stage": "capture", "checks": [{"stage": "capture", "ok": False, "max_abs": 2.0}]}
-    record = _ok_record().with_changes(minimal_repro=repro, mismatch_stage=stage)
+    record = changed(_ok_record(), minimal_repro=repro, mismatch_stage=stage)
     back = Record.from_json(record.to_json())
-    assert (back.minimal_repro, back.mismatch_stage) == (repro, stage)
+    assert back.minimal_repro is not None and back.numerics.mismatch_stage is not None
+    assert (back.minimal_repro.to_dict(), back.numerics.mismatch_stage.to_dict()) == (repro, stage)
+    assert back.numerics.mismatch_stage.checks is not None
+    assert back.numerics.mismatch_stage.checks[0].max_abs == 2.0
 
 
 def test_signature_of_a_raised_error_is_its_root_causes() -> None:
@@ -152,7 +157,7 @@ def test_a_patched_cell_timed_at_named_shapes_round_trips() -> None:
         "hf.llama.decode", "dynamo", 18, "cpu", True, family="transformers-decode", patch="p"
     )
     decode = ShapeLatency.of({"batch": 1, "past": 32}, [1.0, 2.0, 3.0], [3.0, 4.0, 5.0])
-    m = Measurements(shape_latency={"decode_step": decode})
+    m = measurements(shape_latency={"decode_step": decode})
     record = Record.finished(cell, "run1", m)
     again = Record.from_json(record.to_json())
     assert again == record and again.cell == cell and again.cell.key[-1] == "p"
@@ -168,3 +173,111 @@ def test_a_record_written_before_patches_is_a_plain_call() -> None:
     again = Record.from_dict(d)
     assert again.patch == "none" and again.shape_latency is None
     assert again.cell.key == CELL.key
+
+
+# A line as a schema-3 harness wrote it (before the typed record): flat, with `speedup`
+# stored, a sampled cell's summary, and no `patch`.
+SCHEMA_3_LINE = (
+    '{"schema": 3, "run_id": "old", "model": "opinfo.add.float32", "family": "opinfo",'
+    ' "exporter": "dynamo", "opset": 18, "opset_actual": 18, "device": "cpu",'
+    ' "dynamic": false, "variant": "base", "status": "numerics_mismatch",'
+    ' "stage": "numerics", "error_type": "NumericsMismatch", "error_message": "1 of 1 differ",'
+    ' "error_signature": "NumericsMismatch: 1 of 1 differ", "export_s": 0.5,'
+    ' "export_phases": {"capture": 0.2, "translate": 0.3}, "export_peak_rss_mb": 80.0,'
+    ' "export_peak_cuda_mb": null, "onnx_bytes": 1234, "onnx_nodes": 3,'
+    ' "onnx_ops": {"Add": 3}, "aten_ops": {"aten.add.Tensor": 3}, "unsupported_ops": [],'
+    ' "numerics": [{"name": "sample0.output_0", "max_abs": 0.5, "max_rel": 0.1, "rmse": 0.2,'
+    ' "rtol": 1e-05, "atol": 1e-05, "ok": false, "note": null, "mismatches": 4}],'
+    ' "ort_session_s": 0.01, "ort_latency_ms": null, "eager_latency_ms": null,'
+    ' "speedup": null, "first_divergence": {"node": "node_Add_0", "op_type": "Add",'
+    ' "max_abs": 0.5, "compared": 2, "sample": 1}, "attempt": 2,'
+    ' "worker": {"node": "n1", "pid": 7, "cold_start": {"exporter": "dynamo", "seconds": 3.5}},'
+    ' "duration_s": 4.0, "artifacts": {"error": "artifacts/x/error.txt"}, "reason": null,'
+    ' "samples": {"total": 3, "run": 2, "exported": 2, "matched": 1, "wrong": 1, "failed": 0,'
+    ' "skipped": 1, "indices": [0, 1, 2], "failures": [{"index": 1,'
+    ' "status": "numerics_mismatch", "stage": "numerics", "error_signature": null}],'
+    ' "skips": [{"index": 2, "reason": "random"}]}, "metadata": {"opinfo": "add"},'
+    ' "graph_fingerprint": null, "ort_runtime": null,'
+    ' "mismatch_stage": {"stage": "translation", "checks": [{"stage": "capture", "ok": true}]},'
+    ' "minimal_repro": null}'
+)
+
+
+def test_a_schema_3_line_reads_into_the_typed_record() -> None:
+    r = Record.from_json(SCHEMA_3_LINE)
+    assert (r.cell.model, r.cell.patch, r.status, r.stage) == (
+        "opinfo.add.float32",
+        "none",
+        "numerics_mismatch",
+        "numerics",
+    )
+    assert (r.export.seconds, r.export.phases, r.export.onnx_ops) == (
+        0.5,
+        {"capture": 0.2, "translate": 0.3},
+        {"Add": 3},
+    )
+    assert r.numerics.checks is not None and r.numerics.checks[0].mismatches == 4
+    found = r.numerics.first_divergence
+    assert found is not None and (found.node, found.sample, found.compared) == ("node_Add_0", 1, 2)
+    assert (
+        r.numerics.mismatch_stage is not None and r.numerics.mismatch_stage.stage == "translation"
+    )
+    assert r.worker is not None and (r.worker.node, r.worker.pid) == ("n1", 7)
+    assert r.worker.cold_start is not None and r.worker.cold_start.seconds == 3.5
+    s = r.samples
+    assert s is not None and (s.total, s.matched, s.indices) == (3, 1, (0, 1, 2))
+    assert s.failures is not None and s.failures[0].status == "numerics_mismatch"
+    assert s.skips is not None and s.skips[0].reason == "random"
+    assert (r.attempt, r.duration_s, r.speedup, r.ort.session_s) == (2, 4.0, None, 0.01)
+    assert r.to_dict()["schema"] == SCHEMA
+
+
+def test_a_key_a_newer_writer_added_to_worker_is_kept_not_refused() -> None:
+    d = json.loads(_ok_record().to_json())
+    d["worker"] = {"node": "n1", "gpu_uuid": "GPU-1", "cold_start": {"seconds": 1.0, "jit": 2}}
+    r = Record.from_dict(d)
+    assert r.worker is not None and r.worker.node == "n1"
+    assert r.worker.extra == {"gpu_uuid": "GPU-1"}
+    assert r.to_dict()["worker"] == d["worker"]  # written back as it came
+
+
+def test_a_string_where_a_worker_number_belongs_is_malformed_naming_the_field() -> None:
+    d = json.loads(_ok_record().to_json())
+    d["worker"] = {"pid": "seven"}
+    with pytest.raises(Malformed, match="'worker.pid'"):
+        Record.from_dict(d)
+    d["worker"] = {"cold_start": {"seconds": "fast"}}
+    with pytest.raises(Malformed, match="'worker.cold_start.seconds'"):
+        Record.from_dict(d)
+
+
+def test_a_record_with_every_group_filled_round_trips_as_the_same_flat_line() -> None:
+    decode = ShapeLatency.of({"batch": 1}, [1.0, 2.0, 3.0], [3.0, 4.0, 5.0])
+    d = json.loads(_ok_record().to_json())
+    d.update(
+        export_peak_cuda_mb=5.0,
+        onnx_bytes=100,
+        onnx_nodes=2,
+        onnx_ops={"Add": 2},
+        aten_ops={"aten.add.Tensor": 2},
+        unsupported_ops=["aten.cummax.default"],
+        graph_fingerprint="f" * 64,
+        ort_session_s=0.02,
+        ort_runtime={"onnxruntime": "1.2", "providers": ["CPUExecutionProvider"]},
+        first_divergence={"node": "n", "op_type": "Add", "max_abs": 0.5, "compared": 3},
+        mismatch_stage={"stage": "optimization", "optimizer_step": {"pass": "p", "rule": "r"}},
+        worker={"node": "n1", "pid": 7, "started_at": 1.7e9, "cold_start": {"seconds": 2.0}},
+        samples={"total": 2, "run": 2, "indices": [0, 1], "skips": [], "failures": []},
+        minimal_repro={"kind": "numerics", "reproduces": True, "imports": ["torch"]},
+        metadata={"dtype": "float32"},
+        shape_latency={"decode_step": decode.to_dict()},
+        duration_s=3.0,
+        attempt=2,
+        reason="retried",
+        artifacts={"graph": "../graphs/ff/model.onnx"},
+        patch="sliding-window",
+    )
+    r = Record.from_dict(d)
+    assert r.export.graph_fingerprint == "f" * 64 and r.ort.runtime is not None
+    assert r.to_dict() == d
+    assert json.loads(r.to_json()) == d

@@ -7,7 +7,8 @@ import pytest
 
 from harness.store import rundir as store
 from harness.store.manifest import Manifest
-from harness.store.records import SCHEMA, Cell, Measurements, OutputCheck, Record
+from harness.store.records import SCHEMA, Cell, OutputCheck, Record
+from tests.fixtures_compare import measurements
 
 
 def _record(model: str) -> Record:
@@ -26,7 +27,7 @@ def test_a_record_with_a_nan_is_written_as_a_harness_error_saying_why(tmp_path: 
     bad = Record.finished(
         Cell("m", "torchscript", 18),
         "r1",
-        Measurements(numerics=[check]),
+        measurements(numerics=[check]),
         status="numerics_mismatch",
     )
     with store.RecordWriter(tmp_path) as w:

@@ -4,7 +4,6 @@ report` / `harness compare` turn that into exit 2 with one line, writing nothing
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,13 @@ import pytest
 
 from harness.store import rundir
 from harness.store.records import Record
-from harness.store.validate import RECORD_REQUIRED, Malformed, check_manifest, check_record
+from harness.store.validate import (
+    RECORD_REQUIRED,
+    Malformed,
+    SchemaError,
+    check_manifest,
+    check_record,
+)
 from tests.conftest import one_line_error
 from tests.fixtures_compare import check, manifest, record, smoke_cells, write_run
 
@@ -95,13 +100,13 @@ def test_a_value_the_harness_never_writes_is_named(field: str, value: Any, where
     assert str(info.value).startswith(f"field {where!r} ")
 
 
-def test_the_required_keys_are_the_record_fields_without_a_default() -> None:
-    without_default = [
-        f.name
-        for f in dataclasses.fields(Record)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    assert list(RECORD_REQUIRED) == without_default
+def test_the_required_keys_are_what_a_record_needs_and_no_more() -> None:
+    d = _good_record()
+    minimal = {k: d[k] for k in RECORD_REQUIRED}
+    assert Record.from_dict(minimal).cell == Record.from_dict(d).cell
+    for key in RECORD_REQUIRED:
+        with pytest.raises(SchemaError, match=f"'{key}'"):
+            Record.from_dict({k: v for k, v in minimal.items() if k != key})
 
 
 def test_a_missing_required_key_is_named() -> None:

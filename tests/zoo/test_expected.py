@@ -47,7 +47,7 @@ def test_fixed_cells_lose_their_row_and_machine_failures_keep_theirs(tmp_path: P
     slow = Record.without_run(
         Cell("m.slow", "dynamo", 18, family=FAMILY), "r", status=Status.TIMEOUT, reason="300 s"
     )
-    other_zoo = _failed("x.other", KeyError("z")).with_changes(family="elsewhere")
+    other_zoo = _failed("x.other", KeyError("z")).with_cell(family="elsewhere")
     assert zoo.update([fixed, slow, other_zoo]) == (2, 1)
     (row,) = expected_file.read(zoo.path).rows
     assert (row.model, row.match) == ("m.slow", None)

@@ -113,8 +113,8 @@ def first_divergence(
     request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
 ) -> dict[str, Any]:
     """ONNX values are named after the FX nodes of the translated program: compare them."""
-    from harness.cell.divergence import Divergence
     from harness.cell.divergence import first_divergence as locate
+    from harness.store.details import Divergence
 
     if exported.program is None:
         return Divergence(reason="the exporter returned no program to compare with").to_dict()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.stats import percentile
+from harness.store.details import MinimalRepro
 from harness.store.records import Record
 
 
@@ -55,22 +56,22 @@ class Figures:
 
 def figures(records: Sequence[Record]) -> Figures:
     made = [r.minimal_repro for r in records if r.minimal_repro]
-    scripted = [m for m in made if m.get("nodes_after") is not None and m.get("verify")]
-    reasons = Counter(_short(m) for m in made if not m.get("reproduces"))
+    scripted = [m for m in made if m.nodes_after is not None and m.verify]
+    reasons = Counter(_short(m) for m in made if not m.reproduces)
     return Figures(
         attempted=len(made),
         scripts=len(scripted),
-        verified=sum(1 for m in made if m.get("reproduces")),
-        nodes_before=Spread.of([m["nodes_before"] for m in scripted]),
-        nodes_after=Spread.of([m["nodes_after"] for m in scripted]),
-        wall_s=Spread.of([m["wall_s"] for m in made if m.get("wall_s") is not None]),
-        bound_s=next((m["bound_s"] for m in made if m.get("bound_s") is not None), None),
+        verified=sum(1 for m in made if m.reproduces),
+        nodes_before=Spread.of([m.nodes_before for m in scripted if m.nodes_before is not None]),
+        nodes_after=Spread.of([m.nodes_after for m in scripted if m.nodes_after is not None]),
+        wall_s=Spread.of([m.wall_s for m in made if m.wall_s is not None]),
+        bound_s=next((m.bound_s for m in made if m.bound_s is not None), None),
         no_repro=tuple(reasons.most_common()),
     )
 
 
-def _short(summary: dict[str, object]) -> str:
-    if summary.get("verify") and not summary.get("reproduces"):
+def _short(summary: MinimalRepro) -> str:
+    if summary.verify and not summary.reproduces:
         return "the script did not reproduce the failure in a fresh process"
-    reason = str(summary.get("reason") or "no reason given")
+    reason = summary.reason or "no reason given"
     return reason.split(":")[0][:100]

@@ -38,6 +38,7 @@ from harness.cell.repro.select import kind_of
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.cell.worker import find_spec
+from harness.store.details import Divergence
 from harness.store.error_text import signature_of
 from harness.store.records import Record
 from harness.store.status import Stage
@@ -97,7 +98,7 @@ def _timed(summary: Summary, start: float, bound_s: float) -> Summary:
 def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
     if record.stage is Stage.CAPTURE:
         return fallback(record)
-    if kind == "numerics" and (record.mismatch_stage or {}).get("stage") == "capture":
+    if kind == "numerics" and _stage_of(record) == "capture":
         return Summary(kind, "none", reason=CAPTURED_WRONG)
     if kind == "numerics" and not record.exporter.startswith("dynamo"):
         reason = "TorchScript writes no node mapping: no first divergent node to end a subgraph at"
@@ -137,26 +138,31 @@ def _subject(job: Job, record: Record) -> Subject:
 def _failing_sample(record: Record) -> int:
     """The sample whose failure the record carries: the located one for numerics, else
     the first failing sample with the record's signature."""
-    located = (record.first_divergence or {}).get("sample")
-    failures = (record.samples or {}).get("failures") or []
+    found = record.numerics.first_divergence
+    located = None if found is None else found.sample
+    failures = [] if record.samples is None else list(record.samples.failures or ())
     if record.stage is Stage.NUMERICS and located is not None:
-        return int(located)
-    same = [f for f in failures if f.get("error_signature") == record.error_signature]
-    return int((same or failures)[0]["index"])
+        return located
+    same = [f for f in failures if f.error_signature == record.error_signature]
+    return (same or failures)[0].index
+
+
+def _stage_of(record: Record) -> str | None:
+    """The stage that changed the numbers of a mismatch, where one was named."""
+    found = record.numerics.mismatch_stage
+    return None if found is None else found.stage
 
 
 def _target(record: Record, subject: Subject) -> Target:
     assert record.stage is not None
     node = None
     if record.stage is Stage.NUMERICS:
-        found = record.first_divergence or {}
-        node = found.get("fx_node") or found.get("output")
-        if not node and str(found.get("node", "")).startswith("node_"):
-            node = str(found["node"])[len("node_") :]
+        found = record.numerics.first_divergence or Divergence()
+        node = found.fx_node or found.output
+        if not node and (found.node or "").startswith("node_"):
+            node = (found.node or "")[len("node_") :]
         if not node:
-            raise LookupError(
-                f"no first divergent node to end the subgraph at: {found.get('reason')}"
-            )
+            raise LookupError(f"no first divergent node to end the subgraph at: {found.reason}")
     signature = None if record.stage is Stage.NUMERICS else record.error_signature
     return Target(record.exporter, record.opset, record.stage, signature, node, subject.tolerance)
 
@@ -202,7 +208,7 @@ def _focus(
         return [target.node]
     text = " ".join([record.error_message or "", *_messages(failure)])
     named = {n for n in _FX_NAME.findall(text) if n in program.nodes}
-    ops = {*(record.unsupported_ops or ()), *(f"{a}.{b}" for a, b in _TS_OP.findall(text))}
+    ops = {*(record.export.unsupported_ops or ()), *(f"{a}.{b}" for a, b in _TS_OP.findall(text))}
     for name, node in program.nodes.items():
         op = str(node.target)
         if op in text or any(op == u or op.startswith(u + ".") for u in ops):
@@ -317,13 +323,14 @@ def fallback(record: Record, *, now: BaseException | None = None) -> Summary:
     op = (
         metadata.get("aten_name")
         or metadata.get("opinfo")
-        or ", ".join(record.unsupported_ops or ())
+        or ", ".join(record.export.unsupported_ops or ())
     )
     if op:
         facts.append(f"op {op}")
-    failing = [f for f in (record.samples or {}).get("failures") or [] if f.get("inputs")]
+    listed = () if record.samples is None else record.samples.failures or ()
+    failing = [f for f in listed if f.inputs]
     if failing:
-        facts.append(f"inputs {failing[0]['inputs']}")
+        facts.append(f"inputs {failing[0].inputs}")
     what = "; ".join(facts) or "no op or input shapes in the record"
     why = "torch.export captured no program, so there is no graph to shrink"
     if now is not None:

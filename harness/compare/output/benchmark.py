@@ -72,11 +72,11 @@ def _quartiles(data: Sequence[float]) -> tuple[float, float]:
 
 def _benchmarks_of(run: Run, r: Record) -> list[dict[str, Any]]:
     out = []
-    for metric, lat in (("ort_latency", r.ort_latency_ms), ("eager_latency", r.eager_latency_ms)):
+    for metric, lat in (("ort_latency", r.ort.latency), ("eager_latency", r.eager.latency)):
         if lat is not None and (lat.samples or lat.p50):
             out.append(_benchmark(run, r, metric, [s / 1000 for s in (lat.samples or (lat.p50,))]))
-    if r.export_s is not None:
-        out.append(_benchmark(run, r, "export_time", [r.export_s]))
+    if r.export.seconds is not None:
+        out.append(_benchmark(run, r, "export_time", [r.export.seconds]))
     return out
 
 
@@ -98,7 +98,7 @@ def _benchmark(run: Run, r: Record, metric: str, seconds: Sequence[float]) -> di
         "extra_info": {
             "run_id": run.run_id,
             "family": r.family,
-            "opset_actual": r.opset_actual,
+            "opset_actual": r.export.opset_actual,
             **{
                 k: v
                 for k, v in run.versions(r.variant).items()

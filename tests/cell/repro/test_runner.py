@@ -33,7 +33,8 @@ def test_an_artifacts_folder_linking_out_of_the_run_is_refused(tmp_path: Path) -
     made = make_repros(run_dir, [record], {"m": "zoo.py"}, bound_s=1)
     assert "outside the run directory" in (made[0].summary.reason or "")
     assert (outside / "repro_min.py").read_text() == "precious"
-    assert (read_records(run_dir)[0].minimal_repro or {})["reason"] == made[0].summary.reason
+    repro = read_records(run_dir)[0].minimal_repro
+    assert repro is not None and repro.reason == made[0].summary.reason
 
 
 def test_a_model_not_in_the_zoo_and_another_variant_say_why_not(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import torch
 
 from harness.cell import samples
 from harness.cell.worker import run_cell
+from harness.store.measures import Numerics
 from harness.store.records import Cell, CellTask, Measurements, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
@@ -64,22 +65,25 @@ def test_a_cell_runs_every_sample_and_is_ok_when_all_match(tmp_path: Path) -> No
     record = run("opinfo.add.float32", "torchscript", tmp_path)
     assert record.status == "ok", record.error_message
     s = record.samples
-    assert s is not None and s["run"] == min(s["total"], 10) == s["matched"] == s["exported"]
+    assert s is not None and s.total is not None
+    assert s.run == min(s.total, 10) == s.matched == s.exported
     assert record.metadata is None  # the driver adds the entry's metadata
-    assert record.numerics and all(c.name.startswith("sample") for c in record.numerics)
-    assert record.ort_latency_ms is None  # sampled cells are not timed
-    assert record.opset_actual == 18 and record.aten_ops
+    assert record.numerics.checks and all(
+        c.name.startswith("sample") for c in record.numerics.checks
+    )
+    assert record.ort.latency is None  # sampled cells are not timed
+    assert record.export.opset_actual == 18 and record.export.aten_ops
 
 
 def test_a_failing_sample_names_its_stage_error_and_unsupported_op(tmp_path: Path) -> None:
     record = run("opinfo.fft.fft.float32", "torchscript", tmp_path)
     assert (record.status, record.stage) == ("export_failed", "translate")
-    assert record.unsupported_ops == ["aten.fft_fft"]
+    assert record.export.unsupported_ops == ["aten.fft_fft"]
     s = record.samples
-    assert s["failed"] == s["run"] and s["exported"] == 0
-    first = s["failures"][0]
-    assert first["stage"] == "translate" and "fft_fft" in first["error_signature"]
-    assert first["unsupported_ops"] == ["aten.fft_fft"] and first["inputs"]
+    assert s is not None and s.failures and s.failed == s.run and s.exported == 0
+    first = s.failures[0]
+    assert first.stage == "translate" and "fft_fft" in (first.error_signature or "")
+    assert first.unsupported_ops == ("aten.fft_fft",) and first.inputs
     assert (tmp_path / record.artifacts["error"]).is_file()
 
 
@@ -91,7 +95,8 @@ def test_random_ops_and_ops_without_a_tensor_are_skipped_samples_with_reasons(
     assert "aten.bernoulli" in random.reason
     scalar = run("opinfo.item.float32", "torchscript", tmp_path)
     assert scalar.status == "skipped" and "returns no tensor" in (scalar.reason or "")
-    assert scalar.samples["skips"][0]["reason"] == "the op returns no tensor"
+    assert scalar.samples and scalar.samples.skips
+    assert scalar.samples.skips[0].reason == "the op returns no tensor"
 
 
 def test_an_opinfo_whose_samples_cannot_be_built_is_a_skipped_cell_with_the_reason(
@@ -121,7 +126,7 @@ def test_an_opinfo_whose_samples_cannot_be_built_is_a_skipped_cell_with_the_reas
 def test_uninitialised_outputs_compare_shapes_only(exporter: str, tmp_path: Path) -> None:
     record = run("opinfo.empty_like.float32", exporter, tmp_path)
     assert record.status == "ok", record.error_message
-    assert all("shape and dtype only" in (c.note or "") for c in record.numerics or ())
+    assert all("shape and dtype only" in (c.note or "") for c in record.numerics.checks or ())
 
 
 def test_first_sample_is_the_entrys_plain_model() -> None:
@@ -148,10 +153,11 @@ def test_a_sample_whose_eager_depends_on_its_views_is_skipped_and_counted(tmp_pa
     the sample 'matched' a clone while eager on the original view gives other values."""
     record = run("opinfo.as_strided-partial_views.float32", "dynamo", tmp_path)
     s = record.samples
-    assert s is not None and s["view_dependent"] == 1
-    assert {"index": 1, "reason": samples.VIEW_DEPENDENT} in s["skips"]
-    assert 1 not in {i for t in s["tolerances"] for i in t["samples"]}  # never compared
-    assert s["matched"] == s["run"] - s["skipped"] - s["wrong"] - s["failed"] > 0
+    assert s is not None and s.view_dependent == 1
+    assert {"index": 1, "reason": samples.VIEW_DEPENDENT} in [k.to_dict() for k in s.skips or ()]
+    assert 1 not in {i for t in s.tolerances or () for i in t.samples or ()}  # never compared
+    assert s.run is not None and s.skipped is not None and s.wrong is not None
+    assert s.matched == s.run - s.skipped - s.wrong - (s.failed or 0) > 0
 
 
 @pytest.mark.slow
@@ -162,9 +168,9 @@ def test_sparse_inputs_have_no_views_to_check_and_fail_where_the_exporter_does(
     made every sample a harness_error instead of the exporter's own failure."""
     record = run("opinfo.sparse.sampled_addmm.float32", "dynamo", tmp_path)
     s = record.samples
-    assert s is not None and s["view_dependent"] == 0
+    assert s is not None and s.view_dependent == 0
     assert record.status is Status.EXPORT_FAILED, record.error_signature
-    assert not [f for f in s["failures"] if f["status"] == str(Status.HARNESS_ERROR)]
+    assert not [f for f in s.failures or () if f.status == str(Status.HARNESS_ERROR)]
 
 
 def test_only_forward_value_tests_give_an_opinfo_its_tolerance() -> None:
@@ -190,20 +196,20 @@ def test_each_compared_sample_records_the_tolerance_that_judged_it(tmp_path: Pat
     record = run("opinfo.nn.functional.layer_norm.float32", "dynamo", tmp_path)
     s = record.samples
     assert s is not None and record.status == "ok", record.error_message
-    (judged,) = s["tolerances"]
-    assert judged == {
+    (judged,) = s.tolerances or ()
+    assert judged.to_dict() == {
         "rtol": 1e-3,
         "atol": 1e-5,
         "source": "toleranceOverride of nn.functional.layer_norm for TestCommon.test_numpy_refs",
-        "samples": s["indices"],
+        "samples": list(s.indices or ()),
     }
-    assert all((c.rtol, c.atol) == (1e-3, 1e-5) for c in record.numerics or ())
+    assert all((c.rtol, c.atol) == (1e-3, 1e-5) for c in record.numerics.checks or ())
 
 
 def test_a_failing_sample_names_its_tolerance_and_one_not_compared_none() -> None:
     sample = Sample(index=3, tolerance=(1e-2, 1e-3), tolerance_source="toleranceOverride of x")
     compared = samples.Outcome(sample, Status.NUMERICS_MISMATCH, Stage.NUMERICS)
-    compared.measured.numerics = []
+    compared.measured.numerics = Numerics(checks=[])
     failed_export = samples.Outcome(Sample(index=4), Status.EXPORT_FAILED, Stage.TRANSLATE)
     summary = samples.summary(SampleSet((sample, Sample(index=4)), 2), [compared, failed_export])
     assert [f["tolerance"] for f in summary["failures"]] == [

@@ -178,8 +178,8 @@ def test_an_op_cell_exports_just_the_op(fixture_inventory, tmp_path: Path):
     )
     record = run_cell(task)
     assert record.status == "ok", (record.stage, record.error_message)
-    assert record.aten_ops == {"aten.conv2d.default": 1}
-    assert record.onnx_ops == {"Conv": 1}
+    assert record.export.aten_ops == {"aten.conv2d.default": 1}
+    assert record.export.onnx_ops == {"Conv": 1}
 
 
 # -- the committed inventory ------------------------------------------------------------------------

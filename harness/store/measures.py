@@ -1,0 +1,251 @@
+"""What a cell measured, in the groups a `Record` holds: the export (`ExportMeasures`), the
+ONNX Runtime session (`OrtMeasures`), eager PyTorch (`EagerMeasures`) and the output
+checks (`Numerics`). The worker fills a `Measurements` group by group, stage by stage.
+
+Each group maps itself to and from the flat field names of `records.jsonl` (the contract in
+docs/design.md: `export_s`, `ort_latency_ms`, ...): `to_flat` and `from_flat`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
+
+from harness.store.details import (
+    Divergence,
+    JsonObject,
+    MismatchStage,
+    OrtRuntime,
+    Reader,
+    SampleSummary,
+    plain,
+)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Raw latency samples in milliseconds and the statistics derived from them."""
+
+    samples: tuple[float, ...]
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    stdev: float
+    n: int
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float] | tuple[float, ...]) -> Latency:
+        from harness.stats import summarize
+
+        s = summarize(samples_ms)
+        return cls(tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n)
+
+    @classmethod
+    def from_dict(cls, d: JsonObject | None) -> Latency | None:
+        if d is None:
+            return None
+        return cls(
+            samples=tuple(d.get("samples") or ()),
+            p50=d["p50"],
+            p90=d["p90"],
+            p99=d["p99"],
+            mean=d["mean"],
+            stdev=d["stdev"],
+            n=d["n"],
+        )
+
+    def to_dict(self) -> JsonObject:
+        return {**dataclasses.asdict(self), "samples": list(self.samples)}
+
+
+def speedup_of(eager: Latency | None, ort: Latency | None) -> float | None:
+    """Eager p50 / ORT p50: above 1, ORT is faster."""
+    if eager is None or ort is None or ort.p50 <= 0:
+        return None
+    return eager.p50 / ort.p50
+
+
+@dataclass(frozen=True)
+class ShapeLatency:
+    """A cell timed at one named shape (a decode step, a prefill): the sizes of its dynamic
+    dimensions, ORT's and eager's latency there, and eager p50 / ORT p50."""
+
+    sizes: dict[str, int] | None
+    ort_latency_ms: Latency
+    eager_latency_ms: Latency
+    speedup: float | None
+
+    @classmethod
+    def of(cls, sizes: dict[str, int] | None, ort_ms: list[float], eager_ms: list[float]) -> Self:
+        ort, eager = Latency.from_samples(ort_ms), Latency.from_samples(eager_ms)
+        return cls(sizes, ort, eager, speedup_of(eager, ort))
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> ShapeLatency:
+        load = Latency.from_dict
+        ort, eager = load(d["ort_latency_ms"]), load(d["eager_latency_ms"])
+        if ort is None or eager is None:
+            raise ValueError("a shape's latency needs both ort_latency_ms and eager_latency_ms")
+        return cls(d.get("sizes"), ort, eager, d.get("speedup"))
+
+    def to_dict(self) -> JsonObject:
+        return {
+            "sizes": self.sizes,
+            "ort_latency_ms": self.ort_latency_ms.to_dict(),
+            "eager_latency_ms": self.eager_latency_ms.to_dict(),
+            "speedup": self.speedup,
+        }
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """How one ONNX output compares with the eager reference."""
+
+    name: str
+    max_abs: float | None
+    max_rel: float | None
+    rmse: float | None
+    rtol: float
+    atol: float
+    ok: bool
+    note: str | None = None
+    # Elements that fail the gate (integers: unequal; floats: beyond tolerance and eager's
+    # noise, or NaN/inf where eager has none); None in records older than schema 2.
+    mismatches: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: JsonObject) -> OutputCheck:
+        return cls(**{k: v for k, v in d.items() if k in _CHECK_FIELDS})
+
+
+_CHECK_FIELDS = {f.name for f in dataclasses.fields(OutputCheck)}
+
+
+# -- the groups ---------------------------------------------------------------------------------
+
+
+class Group:
+    """A group of the record's measurements. `FLAT` names each field's key in the flat line
+    of `records.jsonl` (the contract), `READ` how to read a field that is not plain JSON."""
+
+    FLAT: ClassVar[Mapping[str, str]] = {}  # key in the line -> field
+    READ: ClassVar[Mapping[str, Reader]] = {}
+
+    @classmethod
+    def from_flat(cls, d: JsonObject) -> Self:
+        values = {name: d.get(key) for key, name in cls.FLAT.items()}
+        read = {name: cls.READ[name](v) for name, v in values.items() if name in cls.READ}
+        return cls(**{**values, **read})
+
+    def to_flat(self) -> JsonObject:
+        return {key: plain(getattr(self, name)) for key, name in self.FLAT.items()}
+
+
+@dataclass(frozen=True)
+class ExportMeasures(Group):
+    """The export call and the graph it saved."""
+
+    seconds: float | None = None
+    phases: dict[str, float | None] | None = None  # capture, translate, ... -> seconds
+    peak_rss_mb: float | None = None
+    peak_cuda_mb: float | None = None
+    aten_ops: dict[str, int] | None = None  # ATen overloads in the captured graph
+    unsupported_ops: list[str] | None = None  # those the exporter found no translation for
+    opset_actual: int | None = None  # from the saved model's opset_import
+    onnx_bytes: int | None = None
+    onnx_nodes: int | None = None
+    onnx_ops: dict[str, int] | None = None  # op_type -> count
+    # A canonical hash of the graph (harness/cell/fingerprint.py): equal on two cells with
+    # the same runtime, they ran the same computation.
+    graph_fingerprint: str | None = None
+
+    FLAT: ClassVar[Mapping[str, str]] = {
+        "opset_actual": "opset_actual",
+        "export_s": "seconds",
+        "export_phases": "phases",
+        "export_peak_rss_mb": "peak_rss_mb",
+        "export_peak_cuda_mb": "peak_cuda_mb",
+        "onnx_bytes": "onnx_bytes",
+        "onnx_nodes": "onnx_nodes",
+        "onnx_ops": "onnx_ops",
+        "aten_ops": "aten_ops",
+        "unsupported_ops": "unsupported_ops",
+        "graph_fingerprint": "graph_fingerprint",
+    }
+
+
+def _maybe(read: Reader) -> Reader:
+    return lambda value: None if value is None else read(value)
+
+
+@dataclass(frozen=True)
+class OrtMeasures(Group):
+    """The ONNX Runtime session: its creation time, the latency of the graph in it (at
+    the first timed shape), and the runtime it was timed in."""
+
+    session_s: float | None = None
+    latency: Latency | None = None
+    runtime: OrtRuntime | None = None
+
+    FLAT: ClassVar[Mapping[str, str]] = {
+        "ort_session_s": "session_s",
+        "ort_latency_ms": "latency",
+        "ort_runtime": "runtime",
+    }
+    READ: ClassVar[Mapping[str, Reader]] = {
+        "latency": Latency.from_dict,
+        "runtime": _maybe(OrtRuntime.from_dict),
+    }
+
+
+@dataclass(frozen=True)
+class EagerMeasures(Group):
+    """Eager PyTorch, timed interleaved with ORT on the same inputs."""
+
+    latency: Latency | None = None
+
+    FLAT: ClassVar[Mapping[str, str]] = {"eager_latency_ms": "latency"}
+    READ: ClassVar[Mapping[str, Reader]] = {"latency": Latency.from_dict}
+
+
+@dataclass(frozen=True)
+class Numerics(Group):
+    """The ONNX outputs against eager's, and on a mismatch, where it starts and which
+    stage changed the numbers."""
+
+    checks: list[OutputCheck] | None = None
+    first_divergence: Divergence | None = None
+    mismatch_stage: MismatchStage | None = None
+
+    FLAT: ClassVar[Mapping[str, str]] = {
+        "numerics": "checks",
+        "first_divergence": "first_divergence",
+        "mismatch_stage": "mismatch_stage",
+    }
+    READ: ClassVar[Mapping[str, Reader]] = {
+        "checks": _maybe(lambda checks: [OutputCheck.from_dict(o) for o in checks]),
+        "first_divergence": _maybe(Divergence.from_dict),
+        "mismatch_stage": _maybe(MismatchStage.from_dict),
+    }
+
+
+@dataclass
+class Measurements:
+    """What a cell measured so far; the worker replaces its groups stage by stage.
+
+    A failing stage keeps everything measured before it: a cell whose ORT run fails
+    still reports its export time and memory.
+    """
+
+    export: ExportMeasures = field(default_factory=ExportMeasures)
+    ort: OrtMeasures = field(default_factory=OrtMeasures)
+    eager: EagerMeasures = field(default_factory=EagerMeasures)
+    numerics: Numerics = field(default_factory=Numerics)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    samples: SampleSummary | None = None  # a sampled cell (harness.cell.samples)
+    # A dynamic cell timed at named shapes (the entry's `latency_shapes`: a decode step, a
+    # prefill): each one's sizes and latencies; the first is also the record's latency.
+    shape_latency: dict[str, ShapeLatency] | None = None
