@@ -249,7 +249,7 @@ def test_a_variant_of_a_run_keeps_its_own_versions_and_cold_starts() -> None:
             ],
         }
     )
-    records = tuple(r.with_changes(variant="new") for r in smoke_cells(1))
+    records = tuple(r.with_cell(variant="new") for r in smoke_cells(1))
     new = variant_run(Run(manifest, records), "new", label="new")
     assert new.manifest.run_id == f"{OLD['run_id']}@new"
     assert new.versions("base") == new.versions("new") == {"torch": "2.10.0"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.cell.repro.figures import figures
 from harness.cell.repro.select import choose, clusters, kind_of
+from harness.store.details import MinimalRepro
 from harness.store.records import Cell, Record
 
 SIG_A = "DispatchError: No ONNX function found for aten.polygamma"
@@ -76,17 +77,17 @@ def _repro(
     after: int | None,
     wall: float,
     reason: str | None = None,
-) -> dict[str, object]:
+) -> MinimalRepro:
     verify = {"exit_code": 1 if reproduces else 0} if after is not None else None
-    return {
-        "reproduces": reproduces,
-        "nodes_before": before,
-        "nodes_after": after,
-        "wall_s": wall,
-        "bound_s": 60.0,
-        "reason": reason,
-        "verify": verify,
-    }
+    return MinimalRepro(
+        reproduces=reproduces,
+        nodes_before=before,
+        nodes_after=after,
+        wall_s=wall,
+        bound_s=60.0,
+        reason=reason,
+        verify=verify,
+    )
 
 
 def test_figures_over_hand_made_repros() -> None:
