@@ -50,7 +50,8 @@ from harness.pipeline.remeasure import remeasure
 from harness.store import graphs
 from harness.store.history import HistoryError, load_comparable
 from harness.store.markdown import md_code, md_text
-from harness.store.paired import CellKey, PairPlan, PairResult
+from harness.store.paired import PairPlan, PairResult
+from harness.store.records import CellKey
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, read_run
 from harness.zoo import expected_file
