@@ -8,7 +8,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from harness.cell.repro.minimize import minimize
 from harness.cell.repro.oracle import Target
 from harness.cell.repro.program import Program
 from harness.cell.worker import run_cell
+from harness.store.details import MinimalRepro
 from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 from harness.store.status import Stage
@@ -42,7 +42,7 @@ class Run:
     dir: Path
     records: dict[tuple[str, str], Record]
 
-    def repro(self, model: str, exporter: str = "dynamo") -> dict[str, Any]:
+    def repro(self, model: str, exporter: str = "dynamo") -> MinimalRepro:
         found = self.records[(model, exporter)].minimal_repro
         assert found is not None, self.records[(model, exporter)]
         return found
@@ -79,12 +79,12 @@ def test_a_deep_failure_shrinks_to_a_few_nodes_that_fail_the_same_way_in_a_fresh
     run: Run, model: str, exporter: str, kind: str, at_least: int
 ) -> None:
     repro = run.repro(model, exporter)
-    assert repro["kind"] == kind
-    assert repro["nodes_before"] >= at_least
-    assert 1 <= repro["nodes_after"] <= 3
-    assert repro["reproduces"] is True, repro
-    assert repro["verify"]["exit_code"] == 1
-    assert repro["search_complete"]
+    assert repro.kind == kind
+    assert repro.nodes_before is not None and repro.nodes_before >= at_least
+    assert repro.nodes_after is not None and 1 <= repro.nodes_after <= 3
+    assert repro.reproduces is True, repro
+    assert repro.verify is not None and repro.verify["exit_code"] == 1
+    assert repro.search_complete
     assert run.artifact(model, "minimal_repro", exporter).name == "repro_min.py"
     assert run.artifact(model, "minimal_repro_inputs", exporter).is_file()
 
@@ -113,21 +113,21 @@ def test_the_numerics_script_fails_with_an_assertion_naming_the_node(run: Run) -
     assert out.returncode == 1
     assert "AssertionError: node shift:" in out.stderr
     # the custom op (and its wrong translation) come from their own module, loaded by file
-    assert run.repro("repro_wrong_constant")["imports"] == ["harness_repro_shift_op"]
+    assert run.repro("repro_wrong_constant").imports == ("harness_repro_shift_op",)
 
 
 def test_a_capture_failure_falls_back_to_the_records_facts_and_says_so(run: Run) -> None:
     repro = run.repro("repro_capture_fails")
-    assert repro["kind"] == "capture"
-    assert "captured no program" in repro["reason"]
-    assert repro["reproduces"] is None
+    assert repro.kind == "capture"
+    assert repro.reason and "captured no program" in repro.reason
+    assert repro.reproduces is None
     assert "minimal_repro" not in run.records[("repro_capture_fails", "dynamo")].artifacts
 
 
 def test_a_mismatch_made_at_capture_gets_no_onnx_subgraph_and_says_why(run: Run) -> None:
     repro = run.repro("repro_export_only")
-    assert repro["reason"].startswith("capture changed the numbers")
-    assert repro["reproduces"] is None
+    assert repro.reason and repro.reason.startswith("capture changed the numbers")
+    assert repro.reproduces is None
 
 
 def test_the_search_stops_at_its_bound(tmp_path: Path) -> None:
