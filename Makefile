@@ -20,7 +20,8 @@ bench-opinfo:
 test:
 	python -m pytest -q -m "not e2e and not slow" -n auto
 
-# The slow tier alone: the e2e tests one at a time, and the slow tests beside them.
+# The slow tier alone: the e2e tests in their two groups, each one test at a time, and the
+# slow tests beside them.
 test-e2e:
 	python -m pytest -q -m "e2e or slow" -n auto --dist loadgroup
 

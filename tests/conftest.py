@@ -15,24 +15,32 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "zoo_fixtures"
 E2E = Path(__file__).resolve().parent / "e2e"
+# The e2e tests run in two groups, each one test at a time on one xdist worker: those that
+# install packages into Ray runtime environments or kill nodes of a multi-node cluster (and
+# check what Ray leaves in its shared temp folder), and the others.
+RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py"}
+
+
+def e2e_group(path: Path) -> str:
+    return "e2e-ray" if path.name in RAY_ENVIRONMENTS else "e2e"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tiers: every test under tests/e2e/ is `e2e`, and every `e2e` test is `slow`, so
     that the fast tier (`make test`: -m "not e2e and not slow") leaves them out. Under
-    xdist, the e2e tests run one at a time on one worker (`--dist loadgroup`): they start
-    Ray instances, and some check what Ray leaves in its shared temp folder."""
+    xdist, the e2e tests run in two groups (`e2e_group`), each one test at a time on one
+    worker (`--dist loadgroup`): they start Ray instances."""
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.e2e)
         if item.get_closest_marker("e2e") is not None:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+            item.add_marker(pytest.mark.xdist_group(e2e_group(item.path)))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` with tests/e2e/ as one group, by path. xdist 3.8 groups by the
+    """`--dist loadgroup` with tests/e2e/ in its two groups, by path. xdist 3.8 groups by the
     `xdist_group` mark through the node id, which pytest 9.2 no longer lets it rename, so
     the marks alone group nothing. Only tests/e2e/ is grouped: the e2e tests elsewhere,
     marked one by one, may run beside it (the controller sees node ids, not marks)."""
@@ -42,7 +50,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class E2EGroup(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "e2e" if nodeid.startswith("tests/e2e/") else super()._split_scope(nodeid)
+            if nodeid.startswith("tests/e2e/"):
+                return e2e_group(Path(nodeid.split("::", 1)[0]))
+            return super()._split_scope(nodeid)
 
     return E2EGroup(config, log)
 

@@ -8,11 +8,11 @@ import shlex
 
 import pytest
 
-from tests.conftest import E2E, REPO
+from tests.conftest import E2E, RAY_ENVIRONMENTS, REPO, e2e_group
 
 
 def test_the_e2e_tests_are_marked_and_grouped(request: pytest.FixtureRequest) -> None:
-    """Every collected test under tests/e2e/ is `e2e` and `slow`, in the one xdist group;
+    """Every collected test under tests/e2e/ is `e2e` and `slow`, in its xdist group;
     in the fast tier none is collected at all (an unmarked one would be, and fail here)."""
     items = request.session.items
     assert request.node in items
@@ -22,7 +22,9 @@ def test_the_e2e_tests_are_marked_and_grouped(request: pytest.FixtureRequest) ->
         assert item.get_closest_marker("e2e") is not None, item.nodeid
         assert item.get_closest_marker("slow") is not None, item.nodeid
         group = item.get_closest_marker("xdist_group")
-        assert group is not None and group.args == ("e2e",), item.nodeid
+        assert group is not None and group.args == (e2e_group(item.path),), item.nodeid
+        if E2E in item.path.parents and item.path.name in RAY_ENVIRONMENTS:
+            assert group.args == ("e2e-ray",), item.nodeid
 
 
 def test_the_readme_test_command_is_the_whole_suite() -> None:
