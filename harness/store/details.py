@@ -29,8 +29,8 @@ def plain(value: object) -> object:
         return dataclasses.asdict(value)
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
     return value
 
 
@@ -38,25 +38,33 @@ def plain(value: object) -> object:
 class Open:
     """A typed JSON object that keeps the keys it does not know in `extra`."""
 
+    # keys a newer writer added: kept, and written back beside the others
     extra: JsonObject = field(default_factory=dict, kw_only=True)
     # How to read a field that is itself a typed part (or a list of them).
     _PARTS: ClassVar[Mapping[str, Reader]] = {}
+    # Whether `to_dict` writes a None field as null (manifest.json) or leaves it out.
+    WRITES_NULL: ClassVar[bool] = False
 
     @classmethod
-    def from_dict(cls, d: JsonObject) -> Self:
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         known = {k: v for k, v in d.items() if k in names}
+        extra = {k: v for k, v in d.items() if k not in names}
+        return cls(**cls._typed(known), extra=extra)
+
+    @classmethod
+    def _typed(cls, known: JsonObject) -> JsonObject:
+        """The known keys' values as the fields hold them (typed parts, tuples)."""
         for name, read in cls._PARTS.items():
             if known.get(name) is not None:
                 known[name] = read(known[name])
-        extra = {k: v for k, v in d.items() if k not in names}
-        return cls(**known, extra=extra)
+        return known
 
     def to_dict(self) -> JsonObject:
         values = {
             f.name: plain(getattr(self, f.name))
             for f in dataclasses.fields(self)
-            if f.name != "extra" and getattr(self, f.name) is not None
+            if f.name != "extra" and (self.WRITES_NULL or getattr(self, f.name) is not None)
         }
         return {**values, **self.extra}
 

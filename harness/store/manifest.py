@@ -17,9 +17,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Self, TypeAlias, TypeVar
+from typing import Any, ClassVar, Self, TypeAlias, TypeVar
 
 from harness.store import environment
+from harness.store.details import Open
 from harness.store.records import SCHEMA
 from harness.store.validate import check_manifest
 
@@ -41,40 +42,12 @@ def now_iso() -> str:
 
 
 @dataclass(frozen=True)
-class Part:
-    """A part of the manifest: its fields, then the keys a newer writer added (`extra`).
-    `from_dict` trusts its input: `Manifest.from_dict` checks the whole manifest first."""
+class Part(Open):
+    """A part of the manifest: its fields, then the keys a newer writer added (`extra`),
+    every field written, None as null. `from_dict` trusts its input: `Manifest.from_dict`
+    checks the whole manifest first."""
 
-    # keys a newer writer added to this part: kept, and written back beside the others
-    extra: Mapping[str, JsonValue] = field(default_factory=dict, kw_only=True)
-
-    @classmethod
-    def from_dict(cls, d: JsonObject) -> Self:
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        known = {k: v for k, v in d.items() if k in names}
-        return cls(**cls._typed(known), extra={k: v for k, v in d.items() if k not in names})
-
-    @classmethod
-    def _typed(cls, known: Fields) -> Fields:
-        """The known keys' values as the fields hold them (lists as tuples, parts)."""
-        return known
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        d = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        del d["extra"]
-        return {**d, **self.extra}
-
-
-def _plain(value: object) -> JsonValue:
-    if isinstance(value, Part):
-        return value.to_dict()
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise TypeError(f"{type(value).__name__} is no JSON value")
+    WRITES_NULL: ClassVar[bool] = True
 
 
 def _parts(part: type[PartT], values: list[JsonObject] | None) -> tuple[PartT, ...]:
