@@ -14,7 +14,8 @@ worker's) and never runs a cell. Before each cell it pays, once each, what any f
 process would pay for it: the exporter's cold start (measured; the zygote's first record
 of that exporter carries it), the exporter's warm-up at the cell's opset (which fills the
 dynamo registry memo), and the imports of what the model requires (`ModelSpec.requires`:
-transformers, the OpInfo database). It never executes a zoo file. It then sets what is
+transformers, the OpInfo database), then fills inspect's map from source file to module
+for what is loaded. It never executes a zoo file. It then sets what is
 alive aside (`gc.freeze`: a child's collections leave the zygote's objects, and so their
 pages, alone) and forks.
 
@@ -34,6 +35,7 @@ import concurrent.futures
 import ctypes
 import functools
 import importlib
+import inspect
 import multiprocessing
 import os
 import pickle
@@ -136,6 +138,11 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
             importlib.import_module(module)
         except BaseException:  # noqa: B036 - even SystemExit: the zygote must live on
             pass
+    # inspect's map from source file to module, filled for every module loaded by now: a
+    # child that asks inspect where a frame comes from (OpInfo's sample_inputs calls
+    # inspect.stack() for every op) would otherwise resolve the path of each loaded module
+    # again (0.04-0.13 s a cell).
+    inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
 
 
 def _fork(task: CellTask) -> ChildExit:

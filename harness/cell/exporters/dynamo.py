@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections import Counter
@@ -10,6 +9,7 @@ from typing import Any
 
 import torch
 
+from harness.cell.exporters import dynamo_report
 from harness.cell.exporters.phases import Hook, PhaseClock, observe
 from harness.cell.exporters.registry_memo import memoised_registry
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
@@ -23,10 +23,15 @@ def unavailable() -> str | None:
 _EXPORTER = "torch.onnx._internal.exporter"
 _PROGRAM = f"{_EXPORTER}._onnx_program:ONNXProgram"
 HOOKS = (
-    Hook("capture", f"{_EXPORTER}._capture_strategies:CaptureStrategy", "__call__"),
+    Hook(
+        "capture",
+        f"{_EXPORTER}._capture_strategies:CaptureStrategy",
+        "__call__",
+        keep_result=True,  # each strategy's Result, for the failure report
+    ),
     # The ONNX function registry is rebuilt by every call (0.5-1.6 s here; memoised per
     # process and inputs by registry_memo, exactly as built): translation.
-    Hook("translate", f"{_EXPORTER}._registration:ONNXRegistry", "from_torchlib"),
+    Hook("translate", f"{_EXPORTER}._registration:ONNXRegistry", "from_torchlib", keep_result=True),
     Hook("translate", f"{_EXPORTER}._core", "_prepare_exported_program_for_export", keep_arg=True),
     Hook("translate", f"{_EXPORTER}._core", "_exported_program_to_onnx_program", keep_arg=True),
     Hook("translate", "onnxscript._framework_apis.torch_2_11", "convert_version"),
@@ -65,6 +70,7 @@ def export(request: ExportRequest) -> Exported:
             failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
             failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
             failure.details["captured"] = _captured(clock)
+            failure.details["observed"] = _observed(clock, exc)
             raise failure from exc
         total = time.perf_counter() - start
     aten_ops = _count_aten_ops(onnx_program.exported_program)
@@ -77,6 +83,17 @@ def export(request: ExportRequest) -> Exported:
 def _last_program(clock: PhaseClock) -> Any:
     """The program the failed call got furthest with: decomposed, else captured."""
     return clock.kept.get("_exported_program_to_onnx_program") or _captured(clock)
+
+
+def _observed(clock: PhaseClock, error: BaseException) -> dynamo_report.Observed:
+    registries = clock.returned.get("from_torchlib") or [None]
+    return dynamo_report.Observed(
+        error=error,
+        captures=clock.returned.get("__call__", []),
+        captured=_captured(clock),
+        decomposed=clock.kept.get("_exported_program_to_onnx_program"),
+        registry=registries[-1],
+    )
 
 
 def _captured(clock: PhaseClock) -> Any:
@@ -140,7 +157,8 @@ def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:
     for, and the exporter's own markdown report in the artifacts folder."""
     details = error.details if isinstance(error, StageFailure) else {}
     cause = error.error if isinstance(error, StageFailure) else error
-    _write_report(request)
+    observed = details.get("observed")
+    dynamo_report.write(request, observed if isinstance(observed, dynamo_report.Observed) else None)
     return FailureFacts(details.get("aten_ops"), unsupported_ops(cause))  # type: ignore[arg-type]
 
 
@@ -159,25 +177,6 @@ def unsupported_ops(error: BaseException) -> list[str] | None:
             found.update(f"{op}.{overload}" for op, overload in _OP_OVERLOAD.findall(str(current)))
         current = current.__cause__ or current.__context__
     return sorted(found) or None
-
-
-def _write_report(request: ExportRequest) -> None:
-    """Re-run a failed export with `report=True` so its markdown report lands in the
-    artifacts folder (the exporter writes it only when asked)."""
-    if request.artifacts is None:
-        return
-    request.artifacts.mkdir(parents=True, exist_ok=True)
-    with quiet(), contextlib.suppress(Exception):
-        torch.onnx.export(
-            request.model,
-            request.inputs.args,
-            kwargs=request.inputs.kwargs,
-            dynamic_shapes=request.dynamic_shapes,
-            opset_version=request.opset,
-            dynamo=True,
-            report=True,
-            artifacts_dir=request.artifacts,
-        )
 
 
 def _count_aten_ops(program: Any) -> dict[str, int] | None:

@@ -29,6 +29,7 @@ class Hook:
     owner: str
     attribute: str
     keep_arg: bool = False  # kept in PhaseClock.kept under the attribute's name
+    keep_result: bool = False  # each call's return value, in PhaseClock.returned
 
 
 @dataclass
@@ -39,6 +40,7 @@ class PhaseClock:
     entered: list[str] = field(default_factory=list)
     raised: str | None = None  # the phase whose function raised, if one did
     kept: dict[str, Any] = field(default_factory=dict)
+    returned: dict[str, list[Any]] = field(default_factory=dict)
     _depth: int = 0
 
     def timings(self) -> dict[str, float | None]:
@@ -75,7 +77,7 @@ def _timed(clock: PhaseClock, hook: Hook, fn: Callable[..., Any]) -> Callable[..
         clock._depth += 1
         start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except BaseException:
             clock.raised = clock.raised or hook.phase
             raise
@@ -84,6 +86,9 @@ def _timed(clock: PhaseClock, hook: Hook, fn: Callable[..., Any]) -> Callable[..
             clock.seconds[hook.phase] = clock.seconds.get(hook.phase, 0.0) + (
                 time.perf_counter() - start
             )
+        if hook.keep_result:
+            clock.returned.setdefault(hook.attribute, []).append(result)
+        return result
 
     return wrapper
 
