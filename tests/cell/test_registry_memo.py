@@ -1,6 +1,7 @@
-"""The dynamo exporter's memoised ONNX function registry (harness.cell.exporters.registry_memo):
-exports are byte for byte those of the plain call; a translation replaced later is used;
-what an export adds to its registry stays out of the memo; the variable turns it off."""
+"""The dynamo exporter's memoised ONNX function registry and CIA materialisation
+(harness.cell.exporters.registry_memo): exports are byte for byte those of the plain call; a
+translation replaced later is used; an op registered later is materialised as the plain call
+does; what an export adds to its registry stays out of the memo; the variable turns both off."""
 
 from __future__ import annotations
 
@@ -67,10 +68,11 @@ def test_memoised_exports_are_byte_identical_to_plain_ones(
     cases = models()
     with_memo = {name: export(m, i, tmp_path / "memo" / name, o) for name, m, i, o in cases}
     assert registry_memo.stats()["hits"] >= len(cases) - 2  # one build per opset
+    assert registry_memo.stats()["materialisations_skipped"] >= len(cases)
     monkeypatch.setenv(registry_memo.ENV, "0")
-    hits = registry_memo.stats()["hits"]
+    before = registry_memo.stats()
     plain = {name: export(m, i, tmp_path / "plain" / name, o) for name, m, i, o in cases}
-    assert registry_memo.stats()["hits"] == hits  # off: every call built its own
+    assert registry_memo.stats() == before  # off: every call built and materialised its own
     assert with_memo == plain
     graph = onnx.load(str(tmp_path / "memo" / "warm_up@18" / "model.onnx"))
     assert {n.op_type for n in graph.graph.node} >= {"Conv", "Softmax"}
@@ -123,3 +125,25 @@ def test_what_an_export_adds_to_its_registry_stays_out_of_the_memo(memo: None) -
     # outside an export call the exporter's own function is back
     assert "from_torchlib" in vars(_registration.ONNXRegistry)
     assert not hasattr(vars(_registration.ONNXRegistry)["from_torchlib"].__func__, "__wrapped__")
+
+
+def test_an_op_registered_after_the_memo_is_materialised_as_the_plain_call_does(
+    memo: None, tmp_path: Path
+) -> None:
+    x = (torch.randn(3, 4),)
+    export(Neg(), x, tmp_path / "first")
+    ran = registry_memo.stats()["materialisations"]
+    export(Neg(), x, tmp_path / "second")
+    assert registry_memo.stats()["materialisations"] == ran  # nothing new: skipped
+    library = torch.library.Library("harness_memo_test", "DEF")  # a library a cell loads
+    try:
+        library.define("twice(Tensor x) -> Tensor")
+        library.impl("twice", lambda t: t * 2, "CompositeImplicitAutograd")
+        namespace = torch.ops.harness_memo_test
+        assert "twice" not in list(namespace)  # listed by the dispatcher, not materialised
+        third = export(Neg(), x, tmp_path / "third")
+        assert "twice" in list(namespace)  # as torch's own materialisation leaves it
+        assert registry_memo.stats()["materialisations"] == ran + 1  # once, then skipped
+        assert third == export(Neg(), x, tmp_path / "fourth")
+    finally:
+        library._destroy()

@@ -11,7 +11,7 @@ import torch
 
 from harness.cell.exporters import dynamo_report
 from harness.cell.exporters.phases import Hook, PhaseClock, observe
-from harness.cell.exporters.registry_memo import memoised_registry
+from harness.cell.exporters.registry_memo import memoised_cia_materialisation, memoised_registry
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
 from harness.cell.stages import StageFailure
 
@@ -45,10 +45,16 @@ def export(request: ExportRequest) -> Exported:
     """One `torch.onnx.export(model, args, path, kwargs=..., dynamo=True, ...)`, as a user
     calls it, with the exporter's defaults (optimize, weights as external data); the
     phases are observed around the call; the ONNX function registry it builds comes from
-    this process's memo of identical builds (registry_memo). A failure is a StageFailure
-    in the phase that was running."""
+    this process's memo of identical builds, and torch's materialisation of the
+    CompositeImplicitAutograd ops runs where their list changed (registry_memo). A failure
+    is a StageFailure in the phase that was running."""
     r = request
-    with quiet(), memoised_registry(), observe(HOOKS, PHASES) as clock:
+    with (
+        quiet(),
+        memoised_registry(),
+        memoised_cia_materialisation(),
+        observe(HOOKS, PHASES) as clock,
+    ):
         start = time.perf_counter()
         try:
             onnx_program: Any = torch.onnx.export(
