@@ -72,11 +72,8 @@ def memoised_registry() -> Iterator[None]:
     except (ImportError, KeyError, AttributeError):  # another torch: the plain call
         yield
         return
-    owner.from_torchlib = classmethod(_memoised(build))  # type: ignore[assignment,method-assign]
-    try:
+    with _replaced(owner, "from_torchlib", classmethod(_memoised(build))):
         yield
-    finally:
-        owner.from_torchlib = raw  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -93,11 +90,19 @@ def memoised_cia_materialisation() -> Iterator[None]:
     except (ImportError, KeyError):  # another torch: the plain call
         yield
         return
-    utils._materialize_cpp_cia_ops = _materialise_on_change(raw)
+    with _replaced(utils, "_materialize_cpp_cia_ops", _materialise_on_change(raw)):
+        yield
+
+
+@contextlib.contextmanager
+def _replaced(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+    """`owner.name` is `replacement` within the block, and what it was after it."""
+    raw = vars(owner)[name]
+    setattr(owner, name, replacement)
     try:
         yield
     finally:
-        utils._materialize_cpp_cia_ops = raw
+        setattr(owner, name, raw)
 
 
 def _materialise_on_change(raw: Callable[[], None]) -> Callable[[], None]:
