@@ -88,7 +88,7 @@ def export_section(lay: Layout, image: Image | None, manifest: Manifest | None =
 
 def cold_start_table(manifest: Manifest | None) -> Table | None:
     """Per exporter and variant: the worker processes that measured it, and the median (and
-    range) of their first export's time and peak memory. The per-cell figures above are
+    range) of their first export's wall time, CPU time and peak memory. The per-cell figures above are
     taken after each worker's warm-up; these are what a fresh process pays once."""
     groups: dict[tuple[str, str], list[ColdStart]] = {}
     for entry in manifest.cold_start if manifest else ():
@@ -99,7 +99,8 @@ def cold_start_table(manifest: Manifest | None) -> Table | None:
         _cold_start_row(exporter, variant, entries)
         for (exporter, variant), entries in sorted(groups.items())
     ]
-    return table(("exporter", "variant", "processes", "time (s)", "peak memory (MiB)"), rows)
+    header = ("exporter", "variant", "processes", "time (s)", "CPU time (s)", "peak memory (MiB)")
+    return table(header, rows)
 
 
 def _cold_start_row(exporter: str, variant: str, entries: list[ColdStart]) -> tuple[Text, ...]:
@@ -112,9 +113,8 @@ def _cold_start_row(exporter: str, variant: str, entries: list[ColdStart]) -> tu
 
     failed = sum(1 for e in entries if e.error)
     processes = str(len(entries)) + (f" ({failed} failed)" if failed else "")
-    return tuple(
-        Text(v) for v in (exporter, variant, processes, spread("seconds"), spread("peak_rss_mb"))
-    )
+    figures = (spread(key) for key in ("seconds", "cpu_seconds", "peak_rss_mb"))
+    return tuple(Text(v) for v in (exporter, variant, processes, *figures))
 
 
 # == latency ===================================================================================

@@ -152,7 +152,8 @@ class ColdStart(Open):
 
     exporter: str | None = None
     opset: int | None = None
-    seconds: float | None = None
+    seconds: float | None = None  # wall time
+    cpu_seconds: float | None = None  # the process's CPU time
     peak_rss_mb: float | None = None
     error: str | None = None
 

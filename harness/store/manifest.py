@@ -162,11 +162,12 @@ class DispatchSummary(Part):
 @dataclass(frozen=True)
 class ColdStart(Part):
     """One worker process's first export with one exporter (harness.cell.warmup): its
-    time and peak memory, or the error that stopped it."""
+    wall and CPU time and peak memory, or the error that stopped it."""
 
     exporter: str
     opset: int | None = None
-    seconds: float | None = None
+    seconds: float | None = None  # wall time
+    cpu_seconds: float | None = None  # the process's CPU time: what runs are compared on
     peak_rss_mb: float | None = None
     error: str | None = None
     node: str | None = None

@@ -278,7 +278,7 @@ WORKER = obj(
                 {
                     **dict.fromkeys(("exporter", "error"), _TEXT),
                     "opset": _COUNT,
-                    **dict.fromkeys(("seconds", "peak_rss_mb"), _NUMBER),
+                    **dict.fromkeys(("seconds", "cpu_seconds", "peak_rss_mb"), _NUMBER),
                 }
             )
         ),
@@ -382,8 +382,7 @@ COLD_START = obj(
         "exporter": string,
         **dict.fromkeys(("variant", "error", "node"), _TEXT),
         **dict.fromkeys(("opset", "pid", "zygote_pid"), _COUNT),
-        "seconds": _AMOUNT,
-        "peak_rss_mb": _AMOUNT,
+        **dict.fromkeys(("seconds", "cpu_seconds", "peak_rss_mb"), _AMOUNT),
     },
     required=("exporter",),
 )

@@ -167,6 +167,7 @@ def test_the_zygotes_cold_start_rides_on_its_first_record_of_each_exporter(tmp_p
     assert first.worker and second.worker
     cold = first.worker.cold_start
     assert cold is not None and cold.exporter == "torchscript" and (cold.seconds or 0) > 0
+    assert 0 < (cold.cpu_seconds or 0) < 60  # the zygote's own CPU time for that export
     assert second.worker.cold_start is None
 
 

@@ -337,15 +337,27 @@ def test_hostile_artifacts_render_as_escaped_text(tmp_path: Path) -> None:
 
 def test_the_exporter_cold_start_is_its_own_table() -> None:
     cold = [
-        {"exporter": "dynamo", "variant": "base", "seconds": 2.0, "peak_rss_mb": 140.0},
-        {"exporter": "dynamo", "variant": "base", "seconds": 2.4, "peak_rss_mb": 160.0},
+        {
+            "exporter": "dynamo",
+            "variant": "base",
+            "seconds": 2.0,
+            "cpu_seconds": 1.9,
+            "peak_rss_mb": 140.0,
+        },
+        {
+            "exporter": "dynamo",
+            "variant": "base",
+            "seconds": 2.4,
+            "cpu_seconds": 1.7,
+            "peak_rss_mb": 160.0,
+        },
         {"exporter": "torchscript", "variant": "base", "error": "boom"},
     ]
     records = [ok(cell("a", "dynamo", 18), export_s=1.0, rss=10.0, ort=1.0, eager=2.0)]
     text = render_markdown(build_report(typed_manifest(cold_start=cold), records))
     assert "Exporter cold start (first export in a worker process)" in text
-    assert "| dynamo | base | 2 | 2.20 (2.00–2.40) | 150 (140–160) |" in text
-    assert "| torchscript | base | 1 (1 failed) | — | — |" in text
+    assert "| dynamo | base | 2 | 2.20 (2.00–2.40) | 1.80 (1.70–1.90) | 150 (140–160) |" in text
+    assert "| torchscript | base | 1 (1 failed) | — | — | — |" in text
 
 
 def test_a_numerics_failure_shows_its_first_divergent_node() -> None:

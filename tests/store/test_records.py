@@ -249,6 +249,9 @@ def test_a_string_where_a_worker_number_belongs_is_malformed_naming_the_field() 
     d["worker"] = {"cold_start": {"seconds": "fast"}}
     with pytest.raises(Malformed, match="'worker.cold_start.seconds'"):
         Record.from_dict(d)
+    d["worker"] = {"cold_start": {"cpu_seconds": [1.0]}}
+    with pytest.raises(Malformed, match="'worker.cold_start.cpu_seconds'"):
+        Record.from_dict(d)
 
 
 def test_a_record_with_every_group_filled_round_trips_as_the_same_flat_line() -> None:

@@ -132,6 +132,7 @@ def test_a_sampled_cells_failures_must_name_known_statuses() -> None:
         ({"hardware": {"cores": 8.5}}, "hardware.cores"),
         ({"versions": {"base": ["torch"]}}, "versions.base"),
         ({"cold_start": [{"exporter": "dynamo", "seconds": "slow"}]}, "cold_start[0].seconds"),
+        ({"cold_start": [{"exporter": "dynamo", "cpu_seconds": -1}]}, "cold_start[0].cpu_seconds"),
         ({"zoo_problems": ["oops"]}, "zoo_problems[0]"),
         ({"options": {"threads": 0}}, "options.threads"),
     ],
