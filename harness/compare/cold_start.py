@@ -70,13 +70,15 @@ def cold_start_findings(history: Sequence[Run], cand: Run, t: Thresholds) -> lis
 
 
 def _shared_field(metric: ColdMetric, runs: Sequence[Run]) -> str:
-    """`metric.field` where every run that measured a cold start has it, else its older
-    field: the runs are judged on one figure."""
-    measured = [run for run in runs if cold_start_samples(run.manifest, "seconds")]
-    if metric.older_field and not all(
-        cold_start_samples(r.manifest, metric.field) for r in measured
+    """`metric.field`, or its older field where a run has only that one (an older
+    harness's run): the runs are judged on one figure."""
+    older = metric.older_field
+    if older and any(
+        cold_start_samples(run.manifest, older)
+        and not cold_start_samples(run.manifest, metric.field)
+        for run in runs
     ):
-        return metric.older_field
+        return older
     return metric.field
 
 

@@ -88,8 +88,8 @@ def export_section(lay: Layout, image: Image | None, manifest: Manifest | None =
 
 def cold_start_table(manifest: Manifest | None) -> Table | None:
     """Per exporter and variant: the worker processes that measured it, and the median (and
-    range) of their first export's wall time, CPU time and peak memory. The per-cell figures above are
-    taken after each worker's warm-up; these are what a fresh process pays once."""
+    range) of their first export's wall time, CPU time and peak memory. The per-cell figures
+    above are taken after each worker's warm-up; these are what a fresh process pays once."""
     groups: dict[tuple[str, str], list[ColdStart]] = {}
     for entry in manifest.cold_start if manifest else ():
         groups.setdefault((entry.exporter, entry.variant_name), []).append(entry)

@@ -82,8 +82,13 @@ def written_manifest() -> Manifest:
     )
     stats = DispatchStats(submitted=4, completed=4, slots=Slots(2, 0), lost_nodes={"dead"})
     figures = {"submitted": 4, "completed": 4, **stats.figures(), "wall_s": 3.2}
-    cold = {"exporter": "dynamo", "opset": 18, "seconds": 1.9, "cpu_seconds": 1.8}
-    cold["peak_rss_mb"] = 140.0
+    cold = {
+        "exporter": "dynamo",
+        "opset": 18,
+        "seconds": 1.9,
+        "cpu_seconds": 1.8,
+        "peak_rss_mb": 140.0,
+    }
     return begun.finished_with(
         DispatchSummary.from_dict(figures),
         (ColdStart.from_dict({**cold, "node": "a1b2", "pid": 7, "variant": "base"}),),
