@@ -67,19 +67,40 @@ class _Zygote:
     torch nor the measuring code: only the zygote and its children do.)"""
 
     pool: concurrent.futures.ProcessPoolExecutor | None = None
+    cuda_pool: concurrent.futures.ProcessPoolExecutor | None = None  # CUDA cells' (cold) zygote
+    worker_cuda_env: dict[str, str | None] = {}  # in the zygote: its worker's, for the children
 
 
-def run_cell_isolated(task: CellTask) -> Record:
+# A zygote never opens CUDA: a child cannot use a CUDA its parent initialised ("Cannot
+# re-initialize CUDA in forked subprocess": on the first GPU run every cell failed so, CPU
+# cells too, since the zygote's warm-up export had initialised it: torch._dynamo saves the
+# CUDA RNG state wherever CUDA is available). So a zygote sees no GPU, and asks through
+# NVML, which initialises nothing; each child gets its worker's view back, or its task's GPUs.
+# Hiding the GPU is not enough for an export: torch caches the device count it first finds
+# (zero, in C++, for the process and its forks; seen on the second GPU run), so CUDA cells
+# fork from a zygote of their own that only imports, and pay their exporter's warm-up in
+# the child, before the export they measure.
+_CUDA_ENV = ("CUDA_VISIBLE_DEVICES", "PYTORCH_NVML_BASED_CUDA_CHECK")
+_ZYGOTE_CUDA_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+def run_cell_isolated(task: CellTask, gpus: str | None = None) -> Record:
     """`run_cell` in a child forked from this worker's zygote. A zygote that died (only
-    something outside can kill it: cells run in its children) is started again, once."""
+    something outside can kill it: cells run in its children) is started again, once.
+
+    `gpus` is the `CUDA_VISIBLE_DEVICES` the scheduler gave this task (a CUDA cell's GPU):
+    the child sets it before anything touches CUDA. The zygote's own environment is the
+    one its worker had when it was spawned, for whichever task came first, so a child must
+    not inherit it: it may name another task's GPU, or none."""
     lost: BaseException | None = None
+    which = "cuda_pool" if task.cell.device == "cuda" else "pool"
     for _ in range(2):
-        if _Zygote.pool is None:
-            _Zygote.pool = _start_zygote()
+        pool = getattr(_Zygote, which) or _start_zygote()
+        setattr(_Zygote, which, pool)
         try:
-            return _Zygote.pool.submit(_fork_and_run, task).result()
+            return pool.submit(_fork_and_run, task, gpus).result()
         except BrokenProcessPool as exc:
-            _Zygote.pool = None
+            setattr(_Zygote, which, None)
             lost = exc
     return _no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
 
@@ -92,6 +113,8 @@ def _start_zygote() -> concurrent.futures.ProcessPoolExecutor:
 
 
 def _become_zygote() -> None:
+    _Zygote.worker_cuda_env = {k: os.environ.get(k) for k in _CUDA_ENV}
+    os.environ.update(_ZYGOTE_CUDA_ENV)
     import torch
 
     die_with_parent()
@@ -101,22 +124,24 @@ def _become_zygote() -> None:
 # -- in the zygote ------------------------------------------------------------------------------
 
 
-def _fork_and_run(task: CellTask) -> Record:
+def _fork_and_run(task: CellTask, gpus: str | None = None) -> Record:
     """Prepare what every process running this cell would pay for, then run the cell in a
     forked child and return its record, with where and at what cost it ran."""
     from harness.cell.timing import freeze_survivors, rss_mb
     from harness.cell.warmup import take_cold_start
 
     start = time.perf_counter()
-    _prepare(task.cell.exporter, task.cell.opset, task.requires)
-    cold_start = take_cold_start(task.cell.exporter)  # taken here: the child has none pending
+    cold_start = None
+    if task.cell.device != "cuda":  # a CUDA cell's child warms its exporter up itself
+        _prepare(task.cell.exporter, task.cell.opset, task.requires)
+        cold_start = take_cold_start(task.cell.exporter)  # the child has none pending
     freeze_survivors()
     facts: dict[str, Any] = {
         "zygote_pid": os.getpid(),
         "zygote_rss_mb": _rounded(rss_mb()),
         "prepare_s": round(time.perf_counter() - start, 4),
     }
-    child = _fork(task)
+    child = _fork(task, gpus)
     record, child_facts = child.record(task)
     if cold_start:
         facts["cold_start"] = cold_start
@@ -145,7 +170,7 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
 
 
-def _fork(task: CellTask) -> ChildExit:
+def _fork(task: CellTask, gpus: str | None) -> ChildExit:
     read_fd, write_fd = os.pipe()
     oom_kills_before = oom_kills()
     forked_at = time.perf_counter()
@@ -153,7 +178,7 @@ def _fork(task: CellTask) -> ChildExit:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(task, write_fd, forked_at, zygote)
+        _child(task, write_fd, forked_at, zygote, gpus)
     os.close(write_fd)
     _own_group(pid)
     try:
@@ -300,7 +325,7 @@ def _decode(sent: bytes) -> tuple[Record, dict[str, Any], float] | None:
 # -- in the child -------------------------------------------------------------------------------
 
 
-def _child(task: CellTask, fd: int, forked_at: float, zygote: int) -> NoReturn:
+def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | None) -> NoReturn:
     """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
     that none of the zygote's exit handlers runs here."""
     started = time.perf_counter()
@@ -312,6 +337,7 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int) -> NoReturn:
         die_with_parent()
         if os.getppid() != zygote:  # the zygote died before the line above took effect
             raise SystemExit(70)
+        _give_gpus(gpus)
         record = _run(task)
         memory = {f"cell_{k}": v for k, v in private_memory_mb().items()}
         facts = {"fork_s": round(started - forked_at, 4), **memory}
@@ -325,6 +351,20 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int) -> NoReturn:
             except Exception:  # a closed or broken stream: nothing to flush
                 pass
         os._exit(code)
+
+
+def _give_gpus(gpus: str | None) -> None:
+    """The child's view of the GPUs, before CUDA is first touched: `gpus` (as
+    CUDA_VISIBLE_DEVICES names them: a CUDA cell's GPU, or "" for none) where the task
+    says, else the worker's own."""
+    worker = dict(_Zygote.worker_cuda_env)
+    if gpus is not None:
+        worker["CUDA_VISIBLE_DEVICES"] = gpus
+    for name, value in worker.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _run(task: CellTask) -> Record:

@@ -115,7 +115,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
         try:
             exported = _export(task, request, m, spec.max_export_memory_ratio)
             check(request.path, m)
-            runner = OrtRunner(request.path, task.threads, device)
+            runner = OrtRunner(request.path, task.threads, device, tf32=False)
             m.ort = replace(m.ort, session_s=runner.session_s)
             _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
             if task.cell.dynamic:

@@ -49,10 +49,17 @@ def _run_cell_here(task: CellTask, board: ActorHandle | None = None, flight_id: 
         _report_start(board, (flight_id, *_whoami().values(), started))
     from harness.cell.isolation import run_cell_isolated
 
-    record = run_cell_isolated(task)
+    # A CPU cell is given no GPU: none of its exports or runs opens a CUDA context beside
+    # the CUDA cell timing on it.
+    record = run_cell_isolated(task, _assigned_gpus() if kind(task) == GPU else "")
     reported = record.worker or WorkerInfo()  # what the zygote and the cell's process reported
     where = {**_whoami(), "started_at": started, "finished_at": time.time()}
     return record.with_changes(worker=reported.merged(where))
+
+
+def _assigned_gpus() -> str:
+    """The GPUs Ray gave this task, as CUDA_VISIBLE_DEVICES names them."""
+    return ",".join(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
 def _report_start(board: ActorHandle, start: Start) -> None:
@@ -73,11 +80,14 @@ def _whoami() -> dict[str, Any]:
     }
 
 
-# One task definition per kind of worker, at module level. CPU cells reuse worker processes
-# and their zygotes (imports and warm-up paid once); each cell runs in a child forked from
-# the zygote. A CUDA cell gets a worker of its own (max_calls=1), as Ray's docs advise.
+# One task definition per kind of worker, at module level. Workers and their zygotes are
+# reused (imports and warm-up paid once); each cell runs in a child forked from the zygote,
+# and only that child touches CUDA, on the GPU Ray gave the task (`_assigned_gpus`). Ray's
+# advice of max_calls=1 for GPU tasks frees the GPU memory a worker's framework keeps: here
+# the CUDA context and its memory end with the cell's child, so a worker of its own per
+# CUDA cell would only pay a new zygote, its imports and warm-up again for every cell.
 _run_cell_remote = ray.remote(max_retries=0)(_run_cell_here)
-_run_cell_remote_gpu = ray.remote(num_gpus=1, max_calls=1, max_retries=0)(_run_cell_here)
+_run_cell_remote_gpu = ray.remote(num_gpus=1, max_retries=0)(_run_cell_here)
 
 
 def submit(
