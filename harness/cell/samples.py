@@ -27,18 +27,15 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.cell import exporters, mismatch
-from harness.cell.artifacts import write_failure_artifacts
+from harness.cell import exporters, mismatch, pipeline
 from harness.cell.exporters.request import ExportRequest
-from harness.cell.graph import check
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
-from harness.cell.ort import OrtRunner
+from harness.cell.numerics import DEFAULT_TOLERANCE
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
 from harness.store.details import SampleSummary
-from harness.store.error_text import first_line, signature_of
+from harness.store.error_text import first_line
 from harness.store.measures import ExportMeasures
 from harness.store.records import CellTask, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
@@ -50,10 +47,6 @@ VIEW_DEPENDENT = (
     "eager on the sample's own inputs and on copies of them differ: the op reads what the"
     " inputs' views leave out (storage, strides, aliasing), which a graph input cannot carry"
 )
-
-
-class NumericsMismatch(Exception):
-    pass
 
 
 class SkipSample(Exception):
@@ -116,7 +109,7 @@ def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) 
     except SkipSample as skip:
         return Outcome(sample, Status.SKIPPED, reason=str(skip))
     except StageFailure as failure:
-        outcome.status, outcome.stage = failure.stage.failure_status, failure.stage
+        outcome.status, outcome.stage = pipeline.failure_status(failure), failure.stage
         outcome.error = failure.error
     except Exception as exc:  # a harness bug on one sample must not lose the others
         outcome.status, outcome.error = Status.HARNESS_ERROR, exc
@@ -141,7 +134,6 @@ def _stages(
     inputs = Inputs(tuple(sample.inputs), {}, ())
     outputs, outputs64 = _reference(model, inputs, sample)
     workdir.mkdir(parents=True)
-    exporter = exporters.get(task.cell.exporter)
     request = ExportRequest(
         model=model,
         inputs=_cloned(inputs),
@@ -149,53 +141,18 @@ def _stages(
         path=workdir / "model.onnx",
         output_names=tuple(f"output_{i}" for i in range(len(outputs))),
     )
-    try:
-        exported = exporter.export(request)
-    except StageFailure as failure:
-        facts = exporter.on_failure(request, failure)
-        m.export = replace(m.export, aten_ops=facts.aten_ops, unsupported_ops=facts.unsupported_ops)
-        raise
-    m.export = replace(
-        m.export,
-        seconds=exported.export_s,
-        phases=exported.phases,
-        aten_ops=exporter.aten_ops(request, exported),
-    )
-    check(request.path, m)
-    runner = OrtRunner(request.path, task.threads, "cpu")
-    with stage("ort_run"):
-        got = [_real_view(np.asarray(a)) for a in runner.run(inputs)]
+    exported = pipeline.export(task, request, m, peaks=False)
+    pipeline.check(request.path, m)
+    runner = pipeline.session(task, request, m)
+    got = pipeline.run(runner, inputs)
     checks = _compare(sample, got, outputs, outputs64, runner.output_names)
     m.numerics = replace(m.numerics, checks=checks)
-    bad = [c for c in checks if not c.ok]
-    if bad and locate:
+    if locate and not all(c.ok for c in checks):
         tolerance = sample.tolerance or DEFAULT_TOLERANCE
         reference = Reference(inputs, outputs, outputs64)
+        exporter = exporters.get(task.cell.exporter)
         mismatch.diagnose(exporter, request, exported, reference, tolerance, m)
-    if bad:
-        raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(checks))))
-
-
-def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
-    """'1 of 2 outputs differ: values beyond tolerance', without numbers or sample names:
-    the error signature groups one kind of mismatch across samples and ops (the sizes are
-    in the record's numerics)."""
-    kinds = []
-    for c in bad:
-        note = c.note or ""
-        if note.startswith("shape"):
-            kinds.append("shape differs")
-        elif note.startswith("dtype"):
-            kinds.append("dtype differs")
-        elif note.startswith("ONNX model has"):
-            kinds.append("number of outputs differs")
-        elif "NaN/inf" in note:
-            kinds.append("NaN/inf where eager has none or another")
-        elif c.max_abs is None and c.mismatches is None:
-            kinds.append("shape or dtype differs")
-        else:
-            kinds.append("values beyond tolerance")
-    return f"{len(bad)} of {outputs} outputs differ: {', '.join(dict.fromkeys(kinds))}"
+    pipeline.require_ok("numerics", checks)
 
 
 def _reference(
@@ -301,14 +258,7 @@ _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 
 def _as_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach()
-    return _real_view(t.to(_WIDENED.get(t.dtype, t.dtype)).numpy())
-
-
-def _real_view(a: np.ndarray) -> np.ndarray:
-    """A complex array as [..., 2] reals: how the dynamo exporter writes complex values."""
-    if np.iscomplexobj(a):
-        return np.stack([a.real, a.imag], axis=-1)
-    return a
+    return pipeline.real_view(t.to(_WIDENED.get(t.dtype, t.dtype)).numpy())
 
 
 def _compare(
@@ -320,7 +270,7 @@ def _compare(
 ) -> list[OutputCheck]:
     named = [f"sample{sample.index}.{n}" for n in names]
     if sample.compare_values:
-        return compare_outputs(got, want, want64, named, sample.tolerance)
+        return pipeline.compare(got, want, want64, named, sample.tolerance)
     rtol, atol = sample.tolerance or DEFAULT_TOLERANCE
     note = "values not compared (uninitialised memory): shape and dtype only"
     if len(got) != len(want):
@@ -355,10 +305,8 @@ def _record(
     if worst.status is Status.OK:
         return Record.finished(task.cell, task.run_id, m)
     if worst.error is not None and worst.stage is not None:
-        m.artifacts.update(write_failure_artifacts(task, StageFailure(worst.stage, worst.error)))
-    return Record.finished(
-        task.cell, task.run_id, m, status=worst.status, stage=worst.stage, error=worst.error
-    )
+        return pipeline.failed(task, m, StageFailure(worst.stage, worst.error))
+    return Record.finished(task.cell, task.run_id, m, status=worst.status, error=worst.error)
 
 
 def _merge(outcomes: list[Outcome], m: Measurements) -> None:
@@ -439,7 +387,7 @@ def _after_export(where: Stage | None) -> bool:
 def _failure(o: Outcome) -> dict[str, Any]:
     signature = None
     if o.error is not None:
-        signature = signature_of(o.error)
+        signature = pipeline.failure_signature(o.error)
     return {
         "index": o.sample.index,
         "status": str(o.status),
