@@ -186,11 +186,12 @@ def _reference(
     return outputs, _reference64(model, inputs) if sample.compare_values else None
 
 
-class _SeededOps(TorchDispatchMode):
+# torch declares TorchDispatchMode's __init__ and __init_subclass__ without types.
+class _SeededOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Notes the ATen ops torch tags `nondeterministic_seeded` (random) that a call runs."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.found: set[str] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

@@ -33,28 +33,39 @@ import torch
 from harness.cell.exporters import dynamo_optimizer
 from harness.cell.exporters.request import Exported, ExportRequest, quiet
 from harness.cell.numerics import compare_outputs
+from harness.cell.reference import Reference
 from harness.cell.repro.ddmin import first_failing
 from harness.cell.shapes import flatten_outputs
+from harness.store.details import MismatchStage, StageCheck
 
 STAGES = ("capture", "translation", "optimization", "runtime")
 RULE_NAME_KEY = "pkg.onnxscript.rewriter.rule_name"
 
 
 def mismatch_stage(
-    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
-) -> dict[str, Any]:
-    """{"stage": the first stage that changed the numbers, "checks": each stage's check,
-    "optimizer_step": the pass/rule, where the optimizer did it}; never raises."""
+    request: ExportRequest,
+    exported: Exported,
+    reference: Reference,
+    tolerance: tuple[float, float],
+) -> MismatchStage:
+    """The first stage that changed the numbers, each stage's check, and the optimizer's
+    pass/rule where the optimizer did it; never raises."""
     try:
-        return _attribute(request, exported, reference, tolerance)
+        found = _attribute(request, exported, reference, tolerance)
     except Exception as exc:  # a diagnosis must not change the cell's verdict
-        return {"stage": None, "reason": f"attribution failed: {type(exc).__name__}: {exc}"[:300]}
+        return MismatchStage(reason=f"attribution failed: {type(exc).__name__}: {exc}"[:300])
+    return MismatchStage(
+        stage=found["stage"],
+        checks=tuple(StageCheck(**check) for check in found["checks"]),
+        optimizer_step=found.get("optimizer_step"),
+        note=found.get("note"),
+    )
 
 
 class _Judge:
     """Compares outputs by the cell's rule: eager's float64 outputs are the truth."""
 
-    def __init__(self, reference: Any, tolerance: tuple[float, float]) -> None:
+    def __init__(self, reference: Reference, tolerance: tuple[float, float]) -> None:
         self.eager, self.eager64, self.tolerance = reference.outputs, reference.outputs64, tolerance
 
     def check(
@@ -75,7 +86,7 @@ class _Judge:
 
 
 def _attribute(
-    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
+    request: ExportRequest, exported: Exported, reference: Reference, tolerance: tuple[float, float]
 ) -> dict[str, Any]:
     judge = _Judge(reference, tolerance)
     program_out = _program_outputs(exported.program, request)
