@@ -15,7 +15,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
 
-def session_settings(threads: int, *, spinning: bool = True) -> dict[str, Any]:
+def session_settings(threads: int, *, spinning: bool = True) -> dict[str, int | str]:
     """The session options a cell is timed with, as recorded beside the graph fingerprint
     (`ort_runtime`): part of "the same runtime"."""
     return {
@@ -27,7 +27,9 @@ def session_settings(threads: int, *, spinning: bool = True) -> dict[str, Any]:
     }
 
 
-def runtime_of(providers: list[str], settings: dict[str, Any]) -> dict[str, Any]:
+def runtime_of(
+    providers: list[str], settings: dict[str, int | str]
+) -> dict[str, str | list[str] | dict[str, int | str]]:
     return {"onnxruntime": ort.__version__, "providers": providers, "session_options": settings}
 
 
@@ -104,7 +106,7 @@ class OrtRunner:
         return list(result)
 
 
-def _numpy_dtype(t: torch.Tensor) -> Any:
+def _numpy_dtype(t: torch.Tensor) -> type[np.generic]:
     return torch.empty((), dtype=t.dtype).numpy().dtype.type
 
 

@@ -19,6 +19,7 @@ import copy
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -201,7 +202,11 @@ class _SeededOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def _eager(
-    model: torch.nn.Module, inputs: Inputs, seed: int, *, copied: Any = None
+    model: torch.nn.Module,
+    inputs: Inputs,
+    seed: int,
+    *,
+    copied: Callable[[Inputs], Inputs] | None = None,
 ) -> list[torch.Tensor]:
     """Eager's outputs on copies of the inputs: by default fresh tensors of their values
     (what the ONNX graph's inputs are), or `copied(inputs)`."""
@@ -331,12 +336,12 @@ def _merge(outcomes: list[Outcome], m: Measurements) -> None:
     m.numerics = replace(m.numerics, checks=checks or None)
 
 
-def _sum(values: Any) -> Any:
+def _sum(values: Iterable[float | int | None]) -> Any:
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 
 
-def _counts(dicts: Any) -> dict[str, int] | None:
+def _counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int] | None:
     total: Counter[str] = Counter()
     seen = False
     for d in dicts:

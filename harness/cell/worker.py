@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import torch
 
@@ -40,6 +40,7 @@ from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
 
 SEED = 0
+_T = TypeVar("_T")
 
 
 def run_cell(task: CellTask) -> Record:
@@ -211,7 +212,7 @@ def _verify_dynamic(
     pipeline.require_ok("dynamic", checks)
 
 
-def _shapes(make: Callable[[], Any]) -> Any:
+def _shapes(make: Callable[[], _T]) -> _T:
     """Inputs at other shapes, made by the entry (a prefill builds a cache): a failure to make
     them is the entry's, at its stage (build), not the exported graph's."""
     with stage("build"):
@@ -260,11 +261,11 @@ def _latency(
         del timed
 
 
-def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:
+def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
     if not next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
         return lambda: inputs.call(model)
 
-    def call_and_wait() -> Any:
+    def call_and_wait() -> object:
         out = inputs.call(model)
         torch.cuda.synchronize()
         return out

@@ -21,7 +21,7 @@ metadata of the nodes it makes (`pkg.onnxscript.rewriter.rule_name`).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +51,9 @@ def mismatch_stage(
     """The first stage that changed the numbers, each stage's check, and the optimizer's
     pass/rule where the optimizer did it; never raises."""
     try:
-        found = _attribute(request, exported, reference, tolerance)
+        return _attribute(request, exported, reference, tolerance)
     except Exception as exc:  # a diagnosis must not change the cell's verdict
         return MismatchStage(reason=f"attribution failed: {type(exc).__name__}: {exc}"[:300])
-    return MismatchStage(
-        stage=found["stage"],
-        checks=tuple(StageCheck(**check) for check in found["checks"]),
-        optimizer_step=found.get("optimizer_step"),
-        note=found.get("note"),
-    )
 
 
 class _Judge:
@@ -70,24 +64,24 @@ class _Judge:
 
     def check(
         self, stage: str, what: str, got: list[np.ndarray], want: list[np.ndarray]
-    ) -> dict[str, Any]:
+    ) -> StageCheck:
         names = [f"output_{i}" for i in range(len(want))]
         checks = compare_outputs(got, want, self.eager64, names, self.tolerance)
         sizes = [c.max_abs for c in checks if c.max_abs is not None]
-        return {
-            "stage": stage,
-            "compared": what,
-            "ok": all(c.ok for c in checks),
-            "max_abs": max(sizes) if sizes else None,
-        }
+        return StageCheck(
+            stage=stage,
+            compared=what,
+            ok=all(c.ok for c in checks),
+            max_abs=max(sizes) if sizes else None,
+        )
 
     def fails_against_eager(self, got: list[np.ndarray]) -> bool:
-        return not self.check("", "", got, self.eager)["ok"]
+        return not self.check("", "", got, self.eager).ok
 
 
 def _attribute(
     request: ExportRequest, exported: Exported, reference: Reference, tolerance: tuple[float, float]
-) -> dict[str, Any]:
+) -> MismatchStage:
     judge = _Judge(reference, tolerance)
     program_out = _program_outputs(exported.program, request)
     feeds = {
@@ -101,24 +95,27 @@ def _attribute(
         judge.check("capture", "the exported program against eager", program_out, judge.eager)
     ]
     checks += _onnx_checks(judge, runs, before, after, program_out)
-    result: dict[str, Any] = {"stage": first_changed(checks), "checks": checks}
-    if runs.notes:
-        result["note"] = "; ".join(runs.notes)
+    step = None
     if not judge.fails_against_eager(runs.ort(before)) and judge.fails_against_eager(
         runs.ort(after)
     ):
-        result["optimizer_step"] = optimizer_step(before, after, runs, judge)
-    return result
+        step = optimizer_step(before, after, runs, judge)
+    return MismatchStage(
+        stage=first_changed(checks),
+        checks=tuple(checks),
+        optimizer_step=step,
+        note="; ".join(runs.notes) or None,
+    )
 
 
-def first_changed(checks: list[dict[str, Any]]) -> str | None:
+def first_changed(checks: Sequence[StageCheck]) -> str | None:
     """The first stage that changed the numbers beyond tolerance; where none alone did (the
     error built up), the stage with the largest change."""
     for check in checks:
-        if not check["ok"]:
-            return str(check["stage"])
-    sized = [c for c in checks if c.get("max_abs") is not None]
-    return str(max(sized, key=lambda c: c["max_abs"])["stage"]) if sized else None
+        if not check.ok:
+            return check.stage
+    sized = [(c.max_abs, c.stage) for c in checks if c.max_abs is not None]
+    return max(sized, key=lambda s: s[0])[1] if sized else None
 
 
 def _onnx_checks(
@@ -127,7 +124,7 @@ def _onnx_checks(
     before: onnx.ModelProto,
     after: onnx.ModelProto,
     program_out: list[np.ndarray],
-) -> list[dict[str, Any]]:
+) -> list[StageCheck]:
     ref_before, ref_after = runs.reference(before), runs.reference(after)
     if ref_before is None or ref_after is None:
         return [

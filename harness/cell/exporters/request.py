@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from harness.store.details import Divergence, MismatchStage
 
 if TYPE_CHECKING:
+    import torch
+
     from harness.cell.reference import Reference
+    from harness.cell.shapes import Inputs
 
 
 @dataclass
@@ -26,9 +29,9 @@ class Exported:
     seconds: float | None = None  # the wall time of the whole exporter call
     # The program the exporter translated (dynamo: its ExportedProgram), for locating the
     # first divergent node of a numerics mismatch; None where there is none.
-    program: Any = None
+    program: torch.export.ExportedProgram | None = None
     # dynamo: the program torch.export captured, before the exporter's decompositions.
-    captured: Any = None
+    captured: torch.export.ExportedProgram | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -41,8 +44,8 @@ class Exported:
 
 @dataclass(frozen=True)
 class ExportRequest:
-    model: Any  # torch.nn.Module
-    inputs: Any  # harness.cell.shapes.Inputs
+    model: torch.nn.Module
+    inputs: Inputs
     opset: int
     path: Path
     dynamic_shapes: Any = None  # None for static cells
