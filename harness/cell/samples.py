@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
-from harness.store.details import SampleSummary
+from harness.store.details import SampleFailure, SampleSkip, SampleSummary, SampleTolerance
 from harness.store.error_text import first_line
 from harness.store.measures import ExportMeasures
 from harness.store.records import CellTask, Measurements, OutputCheck, Record
@@ -54,6 +54,12 @@ class SkipSample(Exception):
     """A sample that cannot be judged; the message is the reason."""
 
 
+class _Tolerance(TypedDict):
+    rtol: float
+    atol: float
+    source: str
+
+
 @dataclass
 class Outcome:
     """One sample's result: its status (ok, skipped, or a failure at a stage)."""
@@ -66,7 +72,7 @@ class Outcome:
     measured: Measurements = field(default_factory=Measurements)
 
     @property
-    def tolerance(self) -> dict[str, Any] | None:
+    def tolerance(self) -> _Tolerance | None:
         """The tolerance that judged the sample's outputs (where they were compared), and
         where it comes from: the OpInfo's own, or the harness's default."""
         if self.measured.numerics.checks is None:
@@ -298,7 +304,7 @@ def _record(
     task: CellTask, sample_set: SampleSet, outcomes: list[Outcome], m: Measurements
 ) -> Record:
     _merge(outcomes, m)
-    m.samples = SampleSummary.from_dict(summary(sample_set, outcomes))
+    m.samples = summary(sample_set, outcomes)
     ran = [o for o in outcomes if o.ran]
     if not ran:
         reasons = Counter(o.reason or "" for o in outcomes)
@@ -351,55 +357,52 @@ def _counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int] | None:
     return dict(sorted(total.items())) if seen else None
 
 
-def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> dict[str, Any]:
+def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> SampleSummary:
     """The record's `samples`: counts, then each failing and skipped sample."""
     ran = [o for o in outcomes if o.ran]
     failing = [o for o in ran if o.status is not Status.OK]
     skipped = [o for o in outcomes if not o.ran]
     exported = [o for o in ran if o.status is Status.OK or _after_export(o.stage)]
-    return {
-        "total": sample_set.total,
-        "run": len(outcomes),
-        "exported": len(exported),
-        "matched": len(ran) - len(failing),
-        "wrong": sum(1 for o in failing if o.status.wrong_numbers),
-        "failed": sum(1 for o in failing if not o.status.wrong_numbers),
-        "skipped": len(skipped),
-        "view_dependent": sum(1 for o in skipped if o.reason == VIEW_DEPENDENT),
-        "indices": [o.sample.index for o in outcomes],
-        "failures": [_failure(o) for o in failing[:MAX_LISTED]],
-        "skips": [{"index": o.sample.index, "reason": o.reason} for o in skipped[:MAX_LISTED]],
-        "tolerances": tolerances(outcomes),
-    }
+    return SampleSummary(
+        total=sample_set.total,
+        run=len(outcomes),
+        exported=len(exported),
+        matched=len(ran) - len(failing),
+        wrong=sum(1 for o in failing if o.status.wrong_numbers),
+        failed=sum(1 for o in failing if not o.status.wrong_numbers),
+        skipped=len(skipped),
+        view_dependent=sum(1 for o in skipped if o.reason == VIEW_DEPENDENT),
+        indices=tuple(o.sample.index for o in outcomes),
+        failures=tuple(_failure(o) for o in failing[:MAX_LISTED]),
+        skips=tuple(SampleSkip(o.sample.index, o.reason) for o in skipped[:MAX_LISTED]),
+        tolerances=tolerances(outcomes),
+    )
 
 
-def tolerances(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+def tolerances(outcomes: list[Outcome]) -> tuple[SampleTolerance, ...]:
     """Which tolerance judged each compared sample, passing or failing: one entry per
     tolerance and source, with the indices of the samples it judged."""
     judged: dict[tuple[float, float, str], list[int]] = {}
     for o in outcomes:
         if (tol := o.tolerance) is not None:
             judged.setdefault((tol["rtol"], tol["atol"], tol["source"]), []).append(o.sample.index)
-    return [
-        {"rtol": rtol, "atol": atol, "source": source, "samples": indices}
+    return tuple(
+        SampleTolerance(rtol, atol, source, tuple(indices))
         for (rtol, atol, source), indices in judged.items()
-    ]
+    )
 
 
 def _after_export(where: Stage | None) -> bool:
     return where is not None and not where.is_export and where not in (Stage.BUILD, Stage.REFERENCE)
 
 
-def _failure(o: Outcome) -> dict[str, Any]:
-    signature = None
-    if o.error is not None:
-        signature = pipeline.failure_signature(o.error)
-    return {
-        "index": o.sample.index,
-        "status": str(o.status),
-        "stage": None if o.stage is None else str(o.stage),
-        "error_signature": signature,
-        "unsupported_ops": o.measured.export.unsupported_ops or None,
-        "inputs": o.sample.description or None,
-        "tolerance": o.tolerance,
-    }
+def _failure(o: Outcome) -> SampleFailure:
+    return SampleFailure(
+        index=o.sample.index,
+        status=str(o.status),
+        stage=None if o.stage is None else str(o.stage),
+        error_signature=None if o.error is None else pipeline.failure_signature(o.error),
+        unsupported_ops=tuple(o.measured.export.unsupported_ops or ()) or None,
+        inputs=o.sample.description or None,
+        tolerance=None if o.tolerance is None else dict(o.tolerance),
+    )
