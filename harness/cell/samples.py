@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 import numpy as np
 import torch
@@ -52,6 +52,9 @@ VIEW_DEPENDENT = (
 
 class SkipSample(Exception):
     """A sample that cannot be judged; the message is the reason."""
+
+
+_Number = TypeVar("_Number", int, float)
 
 
 class _Tolerance(TypedDict):
@@ -342,7 +345,7 @@ def _merge(outcomes: list[Outcome], m: Measurements) -> None:
     m.numerics = replace(m.numerics, checks=checks or None)
 
 
-def _sum(values: Iterable[float | int | None]) -> Any:
+def _sum(values: Iterable[_Number | None]) -> _Number | None:
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 

@@ -98,7 +98,7 @@ def unsupported_ops(error: BaseException) -> list[str] | None:
     return sorted(found) or None
 
 
-def _count_aten_ops(program: Any) -> dict[str, int] | None:
+def _count_aten_ops(program: torch.export.ExportedProgram | None) -> dict[str, int] | None:
     """ATen overloads in the (decomposed) exported program, e.g. 'aten.conv2d.default'."""
     if program is None:
         return None

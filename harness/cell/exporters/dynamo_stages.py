@@ -83,6 +83,8 @@ def _attribute(
     request: ExportRequest, exported: Exported, reference: Reference, tolerance: tuple[float, float]
 ) -> MismatchStage:
     judge = _Judge(reference, tolerance)
+    if exported.program is None:
+        raise ValueError("the exporter returned no program to compare with")
     program_out = _program_outputs(exported.program, request)
     feeds = {
         n: t.detach().cpu().numpy()
@@ -160,13 +162,15 @@ def _onnx_checks(
     ]
 
 
-def _program_outputs(program: Any, request: ExportRequest) -> list[np.ndarray]:
+def _program_outputs(
+    program: torch.export.ExportedProgram, request: ExportRequest
+) -> list[np.ndarray]:
     with torch.no_grad():
         out = request.inputs.call(program.module())
     return [t.detach().cpu().numpy() for t in flatten_outputs(out)]
 
 
-def _unoptimized(program: Any, request: ExportRequest) -> onnx.ModelProto:
+def _unoptimized(program: torch.export.ExportedProgram, request: ExportRequest) -> onnx.ModelProto:
     """The same captured program exported with optimize=False: the graph before the optimizer."""
     with quiet():
         onnx_program: Any = torch.onnx.export(
