@@ -1,9 +1,10 @@
 """Sampled cells: a zoo entry with `samples` (one OpInfo at one dtype) is many small
-models, one per sample, each with its own shapes and arguments. Each sample is exported by
-the cell's exporter with a real call, checked, loaded and run in ONNX Runtime, and its
-outputs compared with eager's; the cell's record summarises them (`samples`) and takes
-its status, stage and error from its worst sample. A cell is ok when every sample that
-could run matches.
+models, one per sample, each with its own shapes and arguments. Each sample goes through
+the stages a whole-model cell runs (harness.cell.pipeline): exported by the cell's exporter
+with a real call and the cell's patch in place, checked, loaded in ONNX Runtime on the
+cell's device and run, and its outputs compared with eager's, failing with the same texts
+and signatures. The cell's record summarises them (`samples`) and takes its status, stage
+and error from its worst sample. A cell is ok when every sample that could run matches.
 
 A sample is skipped, with the reason, where eager gives no tensor, where two eager calls
 on the same inputs differ (a random op: nothing to compare with), where eager on the
