@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -32,7 +31,10 @@ _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 
 
 def first_divergence(
-    onnx_path: Path, program: Any, inputs: Inputs, tolerance: tuple[float, float]
+    onnx_path: Path,
+    program: torch.export.ExportedProgram,
+    inputs: Inputs,
+    tolerance: tuple[float, float],
 ) -> Divergence:
     """Compare every intermediate value the ONNX graph and the ExportedProgram share."""
     model = onnx.load(str(onnx_path), load_external_data=False)
@@ -63,12 +65,14 @@ def _none_found(compared: int) -> str:
     return f"all {compared} intermediate values agree: the difference is in the final outputs"
 
 
-def _program_values(program: Any, flat_inputs: Sequence[torch.Tensor]) -> dict[str, np.ndarray]:
+def _program_values(
+    program: torch.export.ExportedProgram, flat_inputs: Sequence[torch.Tensor]
+) -> dict[str, np.ndarray]:
     """Every call_function node's tensor output, by node name (the ONNX value names)."""
     values: dict[str, np.ndarray] = {}
 
     class Recorder(torch.fx.Interpreter):
-        def run_node(self, n: torch.fx.Node) -> Any:
+        def run_node(self, n: torch.fx.Node) -> object:
             result = super().run_node(n)
             if n.op == "call_function" and isinstance(result, torch.Tensor):
                 values[n.name] = result.detach().cpu().numpy()

@@ -63,7 +63,9 @@ def specialised_error(fixed: list[FixedDim]) -> DimensionSpecialized:
     )
 
 
-def verification_shapes(spec: ModelSpec, model: Any, inputs: Inputs) -> list[tuple[str, Inputs]]:
+def verification_shapes(
+    spec: ModelSpec, model: torch.nn.Module, inputs: Inputs
+) -> list[tuple[str, Inputs]]:
     """The shapes a dynamic cell is verified at, each with its label: the entry's
     `dynamic_sizes` (one dict, or a tuple of them), else the default second shape."""
     sizes = spec.dynamic_sizes
@@ -73,7 +75,7 @@ def verification_shapes(spec: ModelSpec, model: Any, inputs: Inputs) -> list[tup
 
 
 def latency_shapes(
-    spec: ModelSpec, model: Any, inputs: Inputs
+    spec: ModelSpec, model: torch.nn.Module, inputs: Inputs
 ) -> dict[str, tuple[dict[str, int], Inputs]]:
     """The entry's named latency shapes (name -> its sizes and the inputs at them)."""
     named: Mapping[str, dict[str, int]] = spec.latency_shapes or {}
@@ -83,7 +85,7 @@ def latency_shapes(
 
 
 def inputs_at(
-    spec: ModelSpec, model: Any, inputs: Inputs, sizes: Mapping[str, int] | None
+    spec: ModelSpec, model: torch.nn.Module, inputs: Inputs, sizes: Mapping[str, int] | None
 ) -> Inputs:
     """The inputs at these sizes of the dynamic dimensions: the entry's own `inputs_at`
     (under the seed, on the example's device) where it has one, else the example sliced or

@@ -114,11 +114,12 @@ def _floats(
 
 def _nonfinite_misplaced(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Elements where ONNX and eager disagree on NaN, +inf or -inf."""
-    return (
+    misplaced: np.ndarray = (
         (np.isnan(got) != np.isnan(want))
         | (np.isposinf(got) != np.isposinf(want))
         | (np.isneginf(got) != np.isneginf(want))
     )
+    return misplaced
 
 
 def _within_eager_noise(

@@ -15,7 +15,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
 
-def session_settings(threads: int, *, spinning: bool = True) -> dict[str, Any]:
+def session_settings(threads: int, *, spinning: bool = True) -> dict[str, int | str]:
     """The session options a cell is timed with, as recorded beside the graph fingerprint
     (`ort_runtime`): part of "the same runtime"."""
     return {
@@ -27,7 +27,9 @@ def session_settings(threads: int, *, spinning: bool = True) -> dict[str, Any]:
     }
 
 
-def runtime_of(providers: list[str], settings: dict[str, Any]) -> dict[str, Any]:
+def runtime_of(
+    providers: list[str], settings: dict[str, int | str]
+) -> dict[str, str | list[str] | dict[str, int | str]]:
     return {"onnxruntime": ort.__version__, "providers": providers, "session_options": settings}
 
 
@@ -52,11 +54,11 @@ class OrtRunner:
             "session.intra_op.allow_spinning", self.settings["session.intra_op.allow_spinning"]
         )
         options.log_severity_level = 3
-        providers: list[Any] = ["CPUExecutionProvider"]
+        providers: list[str | tuple[str, dict[str, str]]] = ["CPUExecutionProvider"]
         if device == "cuda":
-            self.settings["cuda.use_tf32"] = "1" if tf32 else "0"
-            cuda = ("CUDAExecutionProvider", {"use_tf32": self.settings["cuda.use_tf32"]})
-            providers.insert(0, cuda)
+            use_tf32 = "1" if tf32 else "0"
+            self.settings["cuda.use_tf32"] = use_tf32
+            providers.insert(0, ("CUDAExecutionProvider", {"use_tf32": use_tf32}))
         with stage("ort_session") as t:
             self.session = ort.InferenceSession(str(path), options, providers=providers)
             if device == "cuda":
@@ -112,7 +114,7 @@ class OrtRunner:
         return list(result)
 
 
-def _numpy_dtype(t: torch.Tensor) -> Any:
+def _numpy_dtype(t: torch.Tensor) -> type[np.generic]:
     return torch.empty((), dtype=t.dtype).numpy().dtype.type
 
 

@@ -1,9 +1,10 @@
 """Sampled cells: a zoo entry with `samples` (one OpInfo at one dtype) is many small
-models, one per sample, each with its own shapes and arguments. Each sample is exported by
-the cell's exporter with a real call, checked, loaded and run in ONNX Runtime, and its
-outputs compared with eager's; the cell's record summarises them (`samples`) and takes
-its status, stage and error from its worst sample. A cell is ok when every sample that
-could run matches.
+models, one per sample, each with its own shapes and arguments. Each sample goes through
+the stages a whole-model cell runs (harness.cell.pipeline): exported by the cell's exporter
+with a real call and the cell's patch in place, checked, loaded in ONNX Runtime on the
+cell's device and run, and its outputs compared with eager's, failing with the same texts
+and signatures. The cell's record summarises them (`samples`) and takes its status, stage
+and error from its worst sample. A cell is ok when every sample that could run matches.
 
 A sample is skipped, with the reason, where eager gives no tensor, where two eager calls
 on the same inputs differ (a random op: nothing to compare with), where eager on the
@@ -19,26 +20,24 @@ import copy
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.cell import exporters, mismatch
-from harness.cell.artifacts import write_failure_artifacts
+from harness.cell import exporters, mismatch, pipeline
 from harness.cell.exporters.request import ExportRequest
-from harness.cell.graph import check
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
-from harness.cell.ort import OrtRunner
+from harness.cell.numerics import DEFAULT_TOLERANCE
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
 from harness.cell.warmup import measure_cold_start, warm_up_exporter
-from harness.store.details import SampleSummary
-from harness.store.error_text import first_line, signature_of
+from harness.store.details import SampleFailure, SampleSkip, SampleSummary, SampleTolerance
+from harness.store.error_text import first_line
 from harness.store.measures import ExportMeasures
 from harness.store.records import CellTask, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
@@ -52,12 +51,17 @@ VIEW_DEPENDENT = (
 )
 
 
-class NumericsMismatch(Exception):
-    pass
-
-
 class SkipSample(Exception):
     """A sample that cannot be judged; the message is the reason."""
+
+
+_Number = TypeVar("_Number", int, float)
+
+
+class _Tolerance(TypedDict):
+    rtol: float
+    atol: float
+    source: str
 
 
 @dataclass
@@ -72,7 +76,7 @@ class Outcome:
     measured: Measurements = field(default_factory=Measurements)
 
     @property
-    def tolerance(self) -> dict[str, Any] | None:
+    def tolerance(self) -> _Tolerance | None:
         """The tolerance that judged the sample's outputs (where they were compared), and
         where it comes from: the OpInfo's own, or the harness's default."""
         if self.measured.numerics.checks is None:
@@ -116,7 +120,7 @@ def _run_one(task: CellTask, sample: Sample, workdir: Path, cell: Measurements) 
     except SkipSample as skip:
         return Outcome(sample, Status.SKIPPED, reason=str(skip))
     except StageFailure as failure:
-        outcome.status, outcome.stage = failure.stage.failure_status, failure.stage
+        outcome.status, outcome.stage = pipeline.failure_status(failure), failure.stage
         outcome.error = failure.error
     except Exception as exc:  # a harness bug on one sample must not lose the others
         outcome.status, outcome.error = Status.HARNESS_ERROR, exc
@@ -141,7 +145,6 @@ def _stages(
     inputs = Inputs(tuple(sample.inputs), {}, ())
     outputs, outputs64 = _reference(model, inputs, sample)
     workdir.mkdir(parents=True)
-    exporter = exporters.get(task.cell.exporter)
     request = ExportRequest(
         model=model,
         inputs=_cloned(inputs),
@@ -149,53 +152,18 @@ def _stages(
         path=workdir / "model.onnx",
         output_names=tuple(f"output_{i}" for i in range(len(outputs))),
     )
-    try:
-        exported = exporter.export(request)
-    except StageFailure as failure:
-        facts = exporter.on_failure(request, failure)
-        m.export = replace(m.export, aten_ops=facts.aten_ops, unsupported_ops=facts.unsupported_ops)
-        raise
-    m.export = replace(
-        m.export,
-        seconds=exported.export_s,
-        phases=exported.phases,
-        aten_ops=exporter.aten_ops(request, exported),
-    )
-    check(request.path, m)
-    runner = OrtRunner(request.path, task.threads, "cpu")
-    with stage("ort_run"):
-        got = [_real_view(np.asarray(a)) for a in runner.run(inputs)]
+    exported = pipeline.export(task, request, m, peaks=False)
+    pipeline.check(request.path, m)
+    runner = pipeline.session(task, request, m)
+    got = pipeline.run(runner, inputs)
     checks = _compare(sample, got, outputs, outputs64, runner.output_names)
     m.numerics = replace(m.numerics, checks=checks)
-    bad = [c for c in checks if not c.ok]
-    if bad and locate:
+    if locate and not all(c.ok for c in checks):
         tolerance = sample.tolerance or DEFAULT_TOLERANCE
         reference = Reference(inputs, outputs, outputs64)
+        exporter = exporters.get(task.cell.exporter)
         mismatch.diagnose(exporter, request, exported, reference, tolerance, m)
-    if bad:
-        raise StageFailure("numerics", NumericsMismatch(mismatch_text(bad, len(checks))))
-
-
-def mismatch_text(bad: list[OutputCheck], outputs: int) -> str:
-    """'1 of 2 outputs differ: values beyond tolerance', without numbers or sample names:
-    the error signature groups one kind of mismatch across samples and ops (the sizes are
-    in the record's numerics)."""
-    kinds = []
-    for c in bad:
-        note = c.note or ""
-        if note.startswith("shape"):
-            kinds.append("shape differs")
-        elif note.startswith("dtype"):
-            kinds.append("dtype differs")
-        elif note.startswith("ONNX model has"):
-            kinds.append("number of outputs differs")
-        elif "NaN/inf" in note:
-            kinds.append("NaN/inf where eager has none or another")
-        elif c.max_abs is None and c.mismatches is None:
-            kinds.append("shape or dtype differs")
-        else:
-            kinds.append("values beyond tolerance")
-    return f"{len(bad)} of {outputs} outputs differ: {', '.join(dict.fromkeys(kinds))}"
+    pipeline.require_ok("numerics", checks)
 
 
 def _reference(
@@ -229,11 +197,12 @@ def _reference(
     return outputs, _reference64(model, inputs) if sample.compare_values else None
 
 
-class _SeededOps(TorchDispatchMode):
+# torch declares TorchDispatchMode's __init__ and __init_subclass__ without types.
+class _SeededOps(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Notes the ATen ops torch tags `nondeterministic_seeded` (random) that a call runs."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.found: set[str] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -243,7 +212,11 @@ class _SeededOps(TorchDispatchMode):
 
 
 def _eager(
-    model: torch.nn.Module, inputs: Inputs, seed: int, *, copied: Any = None
+    model: torch.nn.Module,
+    inputs: Inputs,
+    seed: int,
+    *,
+    copied: Callable[[Inputs], Inputs] | None = None,
 ) -> list[torch.Tensor]:
     """Eager's outputs on copies of the inputs: by default fresh tensors of their values
     (what the ONNX graph's inputs are), or `copied(inputs)`."""
@@ -301,14 +274,7 @@ _WIDENED = {torch.bfloat16: torch.float32, torch.complex32: torch.complex64}
 
 def _as_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach()
-    return _real_view(t.to(_WIDENED.get(t.dtype, t.dtype)).numpy())
-
-
-def _real_view(a: np.ndarray) -> np.ndarray:
-    """A complex array as [..., 2] reals: how the dynamo exporter writes complex values."""
-    if np.iscomplexobj(a):
-        return np.stack([a.real, a.imag], axis=-1)
-    return a
+    return pipeline.real_view(t.to(_WIDENED.get(t.dtype, t.dtype)).numpy())
 
 
 def _compare(
@@ -320,7 +286,7 @@ def _compare(
 ) -> list[OutputCheck]:
     named = [f"sample{sample.index}.{n}" for n in names]
     if sample.compare_values:
-        return compare_outputs(got, want, want64, named, sample.tolerance)
+        return pipeline.compare(got, want, want64, named, sample.tolerance)
     rtol, atol = sample.tolerance or DEFAULT_TOLERANCE
     note = "values not compared (uninitialised memory): shape and dtype only"
     if len(got) != len(want):
@@ -342,7 +308,7 @@ def _record(
     task: CellTask, sample_set: SampleSet, outcomes: list[Outcome], m: Measurements
 ) -> Record:
     _merge(outcomes, m)
-    m.samples = SampleSummary.from_dict(summary(sample_set, outcomes))
+    m.samples = summary(sample_set, outcomes)
     ran = [o for o in outcomes if o.ran]
     if not ran:
         reasons = Counter(o.reason or "" for o in outcomes)
@@ -355,10 +321,8 @@ def _record(
     if worst.status is Status.OK:
         return Record.finished(task.cell, task.run_id, m)
     if worst.error is not None and worst.stage is not None:
-        m.artifacts.update(write_failure_artifacts(task, StageFailure(worst.stage, worst.error)))
-    return Record.finished(
-        task.cell, task.run_id, m, status=worst.status, stage=worst.stage, error=worst.error
-    )
+        return pipeline.failed(task, m, StageFailure(worst.stage, worst.error))
+    return Record.finished(task.cell, task.run_id, m, status=worst.status, error=worst.error)
 
 
 def _merge(outcomes: list[Outcome], m: Measurements) -> None:
@@ -382,12 +346,12 @@ def _merge(outcomes: list[Outcome], m: Measurements) -> None:
     m.numerics = replace(m.numerics, checks=checks or None)
 
 
-def _sum(values: Any) -> Any:
+def _sum(values: Iterable[_Number | None]) -> _Number | None:
     present = [v for v in values if v is not None]
     return sum(present) if present else None
 
 
-def _counts(dicts: Any) -> dict[str, int] | None:
+def _counts(dicts: Iterable[dict[str, int] | None]) -> dict[str, int] | None:
     total: Counter[str] = Counter()
     seen = False
     for d in dicts:
@@ -397,55 +361,52 @@ def _counts(dicts: Any) -> dict[str, int] | None:
     return dict(sorted(total.items())) if seen else None
 
 
-def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> dict[str, Any]:
+def summary(sample_set: SampleSet, outcomes: list[Outcome]) -> SampleSummary:
     """The record's `samples`: counts, then each failing and skipped sample."""
     ran = [o for o in outcomes if o.ran]
     failing = [o for o in ran if o.status is not Status.OK]
     skipped = [o for o in outcomes if not o.ran]
     exported = [o for o in ran if o.status is Status.OK or _after_export(o.stage)]
-    return {
-        "total": sample_set.total,
-        "run": len(outcomes),
-        "exported": len(exported),
-        "matched": len(ran) - len(failing),
-        "wrong": sum(1 for o in failing if o.status.wrong_numbers),
-        "failed": sum(1 for o in failing if not o.status.wrong_numbers),
-        "skipped": len(skipped),
-        "view_dependent": sum(1 for o in skipped if o.reason == VIEW_DEPENDENT),
-        "indices": [o.sample.index for o in outcomes],
-        "failures": [_failure(o) for o in failing[:MAX_LISTED]],
-        "skips": [{"index": o.sample.index, "reason": o.reason} for o in skipped[:MAX_LISTED]],
-        "tolerances": tolerances(outcomes),
-    }
+    return SampleSummary(
+        total=sample_set.total,
+        run=len(outcomes),
+        exported=len(exported),
+        matched=len(ran) - len(failing),
+        wrong=sum(1 for o in failing if o.status.wrong_numbers),
+        failed=sum(1 for o in failing if not o.status.wrong_numbers),
+        skipped=len(skipped),
+        view_dependent=sum(1 for o in skipped if o.reason == VIEW_DEPENDENT),
+        indices=tuple(o.sample.index for o in outcomes),
+        failures=tuple(_failure(o) for o in failing[:MAX_LISTED]),
+        skips=tuple(SampleSkip(o.sample.index, o.reason) for o in skipped[:MAX_LISTED]),
+        tolerances=tolerances(outcomes),
+    )
 
 
-def tolerances(outcomes: list[Outcome]) -> list[dict[str, Any]]:
+def tolerances(outcomes: list[Outcome]) -> tuple[SampleTolerance, ...]:
     """Which tolerance judged each compared sample, passing or failing: one entry per
     tolerance and source, with the indices of the samples it judged."""
     judged: dict[tuple[float, float, str], list[int]] = {}
     for o in outcomes:
         if (tol := o.tolerance) is not None:
             judged.setdefault((tol["rtol"], tol["atol"], tol["source"]), []).append(o.sample.index)
-    return [
-        {"rtol": rtol, "atol": atol, "source": source, "samples": indices}
+    return tuple(
+        SampleTolerance(rtol, atol, source, tuple(indices))
         for (rtol, atol, source), indices in judged.items()
-    ]
+    )
 
 
 def _after_export(where: Stage | None) -> bool:
     return where is not None and not where.is_export and where not in (Stage.BUILD, Stage.REFERENCE)
 
 
-def _failure(o: Outcome) -> dict[str, Any]:
-    signature = None
-    if o.error is not None:
-        signature = signature_of(o.error)
-    return {
-        "index": o.sample.index,
-        "status": str(o.status),
-        "stage": None if o.stage is None else str(o.stage),
-        "error_signature": signature,
-        "unsupported_ops": o.measured.export.unsupported_ops or None,
-        "inputs": o.sample.description or None,
-        "tolerance": o.tolerance,
-    }
+def _failure(o: Outcome) -> SampleFailure:
+    return SampleFailure(
+        index=o.sample.index,
+        status=str(o.status),
+        stage=None if o.stage is None else str(o.stage),
+        error_signature=None if o.error is None else pipeline.failure_signature(o.error),
+        unsupported_ops=tuple(o.measured.export.unsupported_ops or ()) or None,
+        inputs=o.sample.description or None,
+        tolerance=None if o.tolerance is None else dict(o.tolerance),
+    )

@@ -4,7 +4,7 @@ are verified at. The zoo states dynamic dimensions once, torch.export-style
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ class Inputs:
             )
         return list(self.input_names)
 
-    def map_tensors(self, fn: Any) -> Inputs:
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
         return Inputs(_map(self.args, fn), _map(self.kwargs, fn), self.params, self.input_names)
 
     def call(self, model: Any) -> Any:
@@ -56,7 +56,7 @@ def _pytree_node(value: Any) -> Any:
     return pytree.SUPPORTED_NODES.get(type(value))
 
 
-def _map(value: Any, fn: Any) -> Any:
+def _map(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, tuple):

@@ -15,23 +15,22 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import torch
 
-from harness.cell import exporters, failures, limits, mismatch, patches
-from harness.cell.artifacts import artifacts_dir, keep_onnx, write_failure_artifacts
+from harness.cell import exporters, limits, mismatch, patches, pipeline
+from harness.cell.artifacts import artifacts_dir, keep_onnx
 from harness.cell.dynamic import fixed_dims, latency_shapes, specialised_error, verification_shapes
-from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
-from harness.cell.graph import check
+from harness.cell.exporters.request import Exported, ExportRequest
 from harness.cell.graph_store import keep_graph
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
-from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
+from harness.cell.numerics import DEFAULT_TOLERANCE
+from harness.cell.ort import OrtRunner
 from harness.cell.reference import Reference, build, reference
 from harness.cell.samples import run_sampled
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
-from harness.cell.timing import PeakCuda, PeakRss, freeze_survivors, time_interleaved
+from harness.cell.timing import freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
@@ -41,10 +40,7 @@ from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
 
 SEED = 0
-
-
-class NumericsMismatch(Exception):
-    pass
+_T = TypeVar("_T")
 
 
 def run_cell(task: CellTask) -> Record:
@@ -58,10 +54,9 @@ def run_cell(task: CellTask) -> Record:
             limits.memory_limit(task.max_memory_gb),
             limits.crash_log(limits.crash_log_path(task.run_dir, task.cell.cell_id)),
         ):
-            run = run_sampled if spec.samples is not None else _run  # one OpInfo at a dtype
-            record = _skip_reason(task, spec) or run(task, spec, measured)
+            record = _skip_reason(task, spec) or _run_spec(task, spec, measured)
     except StageFailure as failure:
-        record = _failed(task, measured, failure)
+        record = pipeline.failed(task, measured, failure)
     except Exception as exc:  # a bug in the harness itself must still end as a record
         record = Record.finished(
             task.cell, task.run_id, measured, status=Status.HARNESS_ERROR, error=exc
@@ -98,13 +93,17 @@ def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
 # -- the stages -------------------------------------------------------------------------------
 
 
+def _run_spec(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
+    """A whole model, or a sampled entry (one OpInfo at a dtype) sample by sample: both
+    through the stages of harness.cell.pipeline."""
+    pipeline.require_device(task.cell.device)
+    run = run_sampled if spec.samples is not None else _run
+    return run(task, spec, m)
+
+
 def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     torch.set_num_threads(task.threads)
     device = task.cell.device
-    if device == "cuda" and (why := cuda_provider_missing()):
-        # Known before the export: a CUDA cell that ORT would run on the CPU fails here,
-        # never as a quiet skip or a CPU run (OrtRunner also checks each session).
-        raise StageFailure("ort_session", CudaProviderMissing(why))
     measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
     model, inputs = build(spec, device)
@@ -113,10 +112,9 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
         try:
-            exported = _export(task, request, m, spec.max_export_memory_ratio)
-            check(request.path, m)
-            runner = OrtRunner(request.path, task.threads, device, tf32=False)
-            m.ort = replace(m.ort, session_s=runner.session_s)
+            exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
+            pipeline.check(request.path, m)
+            runner = pipeline.session(task, request, m)
             _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
             if task.cell.dynamic:
                 _verify_dynamic(runner, model, inputs, spec, m)
@@ -164,62 +162,6 @@ def _output_names(spec: ModelSpec, n_outputs: int) -> tuple[str, ...]:
     return tuple(spec.output_names)
 
 
-def _export(
-    task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
-) -> Exported:
-    """The export call, with the cell's patch in place around it (none: the plain call)."""
-    with patches.get(task.cell.patch).applied():
-        return _export_call(task, request, m, memory_ratio)
-
-
-def _export_call(
-    task: CellTask, request: ExportRequest, m: Measurements, memory_ratio: float | None
-) -> Exported:
-    exporter = exporters.get(task.cell.exporter)
-    try:
-        with PeakRss() as peak, PeakCuda(task.cell.device) as peak_cuda:
-            exported = exporter.export(request)
-    except Unavailable as exc:  # pragma: no cover - only where dynamo_export vanished mid-run
-        raise StageFailure("translate", exc) from exc
-    except StageFailure as failure:
-        facts = exporter.on_failure(request, failure)
-        m.export = replace(m.export, aten_ops=facts.aten_ops, unsupported_ops=facts.unsupported_ops)
-        raise
-    m.export = replace(
-        m.export,
-        seconds=exported.export_s,
-        phases={k: None if v is None else round(v, 6) for k, v in exported.phases.items()},
-        peak_rss_mb=peak.peak_mb,
-        peak_cuda_mb=peak_cuda.peak_mb,
-        aten_ops=exporter.aten_ops(request, exported),
-    )
-    _check_memory_budget(request.model, peak.peak_mb, memory_ratio)
-    return exported
-
-
-class MemoryBudgetExceeded(Exception):
-    pass
-
-
-def _check_memory_budget(
-    model: torch.nn.Module, peak_mb: float | None, ratio: float | None
-) -> None:
-    """A zoo entry may cap export memory at a multiple of its weights (the large model:
-    an exporter holding extra copies of 2 GB of weights is a regression)."""
-    if ratio is None or peak_mb is None:
-        return
-    weights_mb = (
-        sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / 1024**2
-    )
-    if peak_mb > ratio * weights_mb:
-        raise StageFailure(
-            "save",
-            MemoryBudgetExceeded(
-                f"export peak {peak_mb:.0f} MiB is over {ratio:g} x the weights ({weights_mb:.0f} MiB)"
-            ),
-        )
-
-
 def _verify(
     runner: OrtRunner,
     ref: Reference,
@@ -227,15 +169,14 @@ def _verify(
     m: Measurements,
     diagnose: Callable[[], None],
 ) -> None:
-    with stage("ort_run"):
-        outputs = runner.run(ref.inputs)
-    checks = compare_outputs(
+    outputs = pipeline.run(runner, ref.inputs)
+    checks = pipeline.compare(
         outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance
     )
     m.numerics = replace(m.numerics, checks=checks)
     if not all(c.ok for c in checks):
         diagnose()
-    _require_ok("numerics", checks)
+    pipeline.require_ok("numerics", checks)
 
 
 def _diagnose(
@@ -251,17 +192,6 @@ def _diagnose(
     mismatch.diagnose(exporter, request, exported, ref, spec.tolerance or DEFAULT_TOLERANCE, m)
 
 
-def _require_ok(stage_name: str, checks: list[Any]) -> None:
-    bad = [c for c in checks if not c.ok]
-    if bad:
-        detail = "; ".join(
-            f"{c.name}: max_abs {c.max_abs}" + (f" ({c.note})" if c.note else "") for c in bad
-        )
-        raise StageFailure(
-            stage_name, NumericsMismatch(f"{len(bad)} of {len(checks)} outputs differ: {detail}")
-        )
-
-
 def _verify_dynamic(
     runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
 ) -> None:
@@ -275,14 +205,14 @@ def _verify_dynamic(
     for label, other in _shapes(lambda: verification_shapes(spec, model, inputs)):
         with stage("dynamic"):
             ref = reference(model, other)
-            outputs = runner.run(other)
+        outputs = pipeline.run(runner, other, "dynamic")
         names = [f"{n}@{label}" for n in runner.output_names]
-        checks += compare_outputs(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+        checks += pipeline.compare(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
     m.numerics = replace(m.numerics, checks=[*(m.numerics.checks or []), *checks])
-    _require_ok("dynamic", checks)
+    pipeline.require_ok("dynamic", checks)
 
 
-def _shapes(make: Callable[[], Any]) -> Any:
+def _shapes(make: Callable[[], _T]) -> _T:
     """Inputs at other shapes, made by the entry (a prefill builds a cache): a failure to make
     them is the entry's, at its stage (build), not the exported graph's."""
     with stage("build"):
@@ -331,27 +261,13 @@ def _latency(
         del timed
 
 
-def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Any:
+def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
     if not next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
         return lambda: inputs.call(model)
 
-    def call_and_wait() -> Any:
+    def call_and_wait() -> object:
         out = inputs.call(model)
         torch.cuda.synchronize()
         return out
 
     return call_and_wait
-
-
-# -- failures -----------------------------------------------------------------------------------
-
-
-def _failed(task: CellTask, m: Measurements, failure: StageFailure) -> Record:
-    oom = limits.is_out_of_memory(failure.error)
-    status = Status.OOM if oom else failure.stage.failure_status
-    m.artifacts.update(write_failure_artifacts(task, failure))
-    record = Record.finished(
-        task.cell, task.run_id, m, status=status, stage=failure.stage, error=failure.error
-    )
-    classified = failures.signature(failure.error)
-    return record.with_changes(error_signature=classified) if classified else record

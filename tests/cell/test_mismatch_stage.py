@@ -14,7 +14,7 @@ import pytest
 
 from harness.cell.exporters.dynamo_stages import first_changed
 from harness.cell.worker import run_cell
-from harness.store.details import Open
+from harness.store.details import Open, StageCheck
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
@@ -91,8 +91,8 @@ def test_torchscript_cells_say_why_no_stage_is_named(tmp_path: Path) -> None:
     assert "torchscript" in _dict(record.numerics.mismatch_stage)["reason"]
 
 
-def _check(stage: str, ok: bool, max_abs: float | None) -> dict[str, object]:
-    return {"stage": stage, "ok": ok, "max_abs": max_abs}
+def _check(stage: str, ok: bool, max_abs: float | None) -> StageCheck:
+    return StageCheck(stage=stage, ok=ok, max_abs=max_abs)
 
 
 def test_the_first_stage_beyond_tolerance_is_named() -> None:

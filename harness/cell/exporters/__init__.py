@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
-from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts
+from harness.cell.exporters.request import Exported, ExporterAdapter, ExportRequest, FailureFacts
+from harness.store.details import Divergence, MismatchStage
+
+if TYPE_CHECKING:
+    from harness.cell.exporters import dynamo, dynamo_legacy, torchscript
+    from harness.cell.reference import Reference
+
+    # mypy checks that each implementation satisfies the protocol.
+    _ADAPTERS: tuple[type[ExporterAdapter], ...] = (
+        dynamo.Adapter,
+        dynamo_legacy.Adapter,
+        torchscript.Adapter,
+    )
 
 
 @dataclass(frozen=True)
@@ -25,7 +36,7 @@ class Exporter:
     min_opset: int
     max_opset: int
     implementation: str  # the module that implements it (it imports torch)
-    options: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, bool], ...] = ()  # keyword arguments of its `Adapter`
 
     def opset_problem(self, opset: int) -> str | None:
         """Why this exporter cannot take `opset`, or None."""
@@ -33,58 +44,44 @@ class Exporter:
             return None
         return f"opset {opset} is outside what {self.name} can take ({self.min_opset}..{self.max_opset})"
 
-    def _module(self) -> ModuleType:
-        return importlib.import_module(self.implementation)
+    def adapter(self) -> ExporterAdapter:
+        """The implementation module's `Adapter` with this entry's options (the module is
+        imported here, on first use: it imports torch)."""
+        module = importlib.import_module(self.implementation)
+        adapter: ExporterAdapter = module.Adapter(**dict(self.options))
+        return adapter
 
     def unavailable(self) -> str | None:
         """None when the installed torch has this exporter, else why its cells are skipped."""
-        reason: str | None = self._module().unavailable(**dict(self.options))
-        return reason
+        return self.adapter().unavailable()
 
     def export(self, request: ExportRequest) -> Exported:
         """The user's export call; a failure is a `StageFailure` naming its phase."""
-        exported: Exported = self._module().export(request, **dict(self.options))
-        return exported
+        return self.adapter().export(request)
 
     def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
         """ATen overloads (or TorchScript op names) in the graph the exporter started from."""
-        ops: dict[str, int] | None = self._module().aten_ops(
-            request, exported, **dict(self.options)
-        )
-        return ops
+        return self.adapter().aten_ops(request, exported)
 
     def first_divergence(
         self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
-    ) -> dict[str, Any]:
-        """Where a numerics mismatch starts: the first ONNX node over tolerance (name,
-        op_type, ATen op, source line), or the reason this exporter cannot say."""
-        found: dict[str, Any] = self._module().first_divergence(
-            request, exported, tolerance, **dict(self.options)
-        )
-        return found
+    ) -> Divergence:
+        """Where a numerics mismatch starts (`ExporterAdapter.first_divergence`)."""
+        return self.adapter().first_divergence(request, exported, tolerance)
 
     def mismatch_stage(
         self,
         request: ExportRequest,
         exported: Exported,
-        reference: Any,
+        reference: Reference,
         tolerance: tuple[float, float],
-    ) -> dict[str, Any]:
-        """Which stage changed the numbers of a mismatch (capture, translation,
-        optimization, runtime) and which optimizer step, or why this exporter cannot say.
-        `reference` is the cell's eager `harness.cell.reference.Reference`."""
-        attribute = getattr(self._module(), "mismatch_stage", None)
-        if attribute is None:
-            return {"stage": None, "reason": f"{self.name}: no stage-by-stage comparison"}
-        found: dict[str, Any] = attribute(
-            request, exported, reference, tolerance, **dict(self.options)
-        )
-        return found
+    ) -> MismatchStage:
+        """Which stage changed the numbers of a mismatch (`ExporterAdapter.mismatch_stage`)."""
+        return self.adapter().mismatch_stage(request, exported, reference, tolerance)
 
     def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
         """What a failed export still tells: ATen ops, unsupported ops, the exporter's report."""
-        facts: FailureFacts = self._module().on_failure(request, error, **dict(self.options))
-        return facts
+        return self.adapter().on_failure(request, error)
 
 
 # The TorchScript exporter's range is torch.onnx._constants (ONNX_BASE_OPSET ..

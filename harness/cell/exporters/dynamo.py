@@ -13,12 +13,9 @@ from harness.cell.exporters import dynamo_report
 from harness.cell.exporters.phases import Hook, PhaseClock, observe
 from harness.cell.exporters.registry_memo import memoised_cia_materialisation, memoised_registry
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
+from harness.cell.reference import Reference
 from harness.cell.stages import StageFailure
-
-
-def unavailable() -> str | None:
-    return None
-
+from harness.store.details import Divergence, MismatchStage
 
 _EXPORTER = "torch.onnx._internal.exporter"
 _PROGRAM = f"{_EXPORTER}._onnx_program:ONNXProgram"
@@ -39,51 +36,7 @@ HOOKS = (
     Hook("save", _PROGRAM, "save"),
 )
 PHASES = ("capture", "translate", "optimize", "save")
-
-
-def export(request: ExportRequest) -> Exported:
-    """One `torch.onnx.export(model, args, path, kwargs=..., dynamo=True, ...)`, as a user
-    calls it, with the exporter's defaults (optimize, weights as external data); the
-    phases are observed around the call; the ONNX function registry it builds comes from
-    this process's memo of identical builds, and torch's materialisation of the
-    CompositeImplicitAutograd ops runs where their list changed (registry_memo). A failure
-    is a StageFailure in the phase that was running."""
-    r = request
-    with (
-        quiet(),
-        memoised_registry(),
-        memoised_cia_materialisation(),
-        observe(HOOKS, PHASES) as clock,
-    ):
-        start = time.perf_counter()
-        try:
-            onnx_program: Any = torch.onnx.export(
-                r.model,
-                r.inputs.args,
-                str(r.path),
-                kwargs=r.inputs.kwargs or None,
-                dynamic_shapes=r.dynamic_shapes,
-                input_names=list(r.inputs.names()),
-                output_names=list(r.output_names) or None,
-                opset_version=r.opset,
-                dynamo=True,
-            )
-        except Exception as exc:
-            # A capture strategy returns its error; the call raises after the last one
-            # fails. Everything after capture is observed, so the last phase entered is
-            # where the call stopped.
-            failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
-            failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
-            failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
-            failure.details["captured"] = _captured(clock)
-            failure.details["observed"] = _observed(clock, exc)
-            raise failure from exc
-        total = time.perf_counter() - start
-    aten_ops = _count_aten_ops(onnx_program.exported_program)
-    program = onnx_program.exported_program
-    exported = Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
-    exported.captured = _captured(clock)
-    return exported
+NO_PROGRAM = "the exporter returned no program to compare with"
 
 
 def _last_program(clock: PhaseClock) -> Any:
@@ -128,46 +81,6 @@ def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             return _core._prepare_exported_program_for_export(program, registry=registry)
 
 
-def aten_ops(request: ExportRequest, exported: Exported) -> dict[str, int] | None:
-    return exported.aten_ops
-
-
-def first_divergence(
-    request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
-) -> dict[str, Any]:
-    """ONNX values are named after the FX nodes of the translated program: compare them."""
-    from harness.cell.divergence import first_divergence as locate
-    from harness.store.details import Divergence
-
-    if exported.program is None:
-        return Divergence(reason="the exporter returned no program to compare with").to_dict()
-    try:
-        return locate(exported.path, exported.program, request.inputs, tolerance).to_dict()
-    except Exception as exc:  # a diagnosis that fails must not change the cell's verdict
-        return Divergence(reason=f"comparison failed: {type(exc).__name__}: {exc}"[:300]).to_dict()
-
-
-def mismatch_stage(
-    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
-) -> dict[str, Any]:
-    """Capture, translation, optimization or runtime (harness.cell.exporters.dynamo_stages)."""
-    from harness.cell.exporters.dynamo_stages import mismatch_stage as attribute
-
-    if exported.program is None:
-        return {"stage": None, "reason": "the exporter returned no program to compare with"}
-    return attribute(request, exported, reference, tolerance)
-
-
-def on_failure(request: ExportRequest, error: BaseException) -> FailureFacts:
-    """The ATen ops captured before translation failed, the ops it found no translation
-    for, and the exporter's own markdown report in the artifacts folder."""
-    details = error.details if isinstance(error, StageFailure) else {}
-    cause = error.error if isinstance(error, StageFailure) else error
-    observed = details.get("observed")
-    dynamo_report.write(request, observed if isinstance(observed, dynamo_report.Observed) else None)
-    return FailureFacts(details.get("aten_ops"), unsupported_ops(cause))  # type: ignore[arg-type]
-
-
 _OP_OVERLOAD = re.compile(r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)")
 
 
@@ -185,7 +98,7 @@ def unsupported_ops(error: BaseException) -> list[str] | None:
     return sorted(found) or None
 
 
-def _count_aten_ops(program: Any) -> dict[str, int] | None:
+def _count_aten_ops(program: torch.export.ExportedProgram | None) -> dict[str, int] | None:
     """ATen overloads in the (decomposed) exported program, e.g. 'aten.conv2d.default'."""
     if program is None:
         return None
@@ -195,3 +108,98 @@ def _count_aten_ops(program: Any) -> dict[str, int] | None:
         if node.op == "call_function" and type(node.target).__name__ == "OpOverload":
             counts[str(node.target)] += 1
     return dict(sorted(counts.items()))
+
+
+class Adapter:
+    """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def export(self, request: ExportRequest) -> Exported:
+        """One `torch.onnx.export(model, args, path, kwargs=..., dynamo=True, ...)`, as a user
+        calls it, with the exporter's defaults (optimize, weights as external data); the
+        phases are observed around the call; the ONNX function registry it builds comes from
+        this process's memo of identical builds, and torch's materialisation of the
+        CompositeImplicitAutograd ops runs where their list changed (registry_memo). A failure
+        is a StageFailure in the phase that was running."""
+        r = request
+        with (
+            quiet(),
+            memoised_registry(),
+            memoised_cia_materialisation(),
+            observe(HOOKS, PHASES) as clock,
+        ):
+            start = time.perf_counter()
+            try:
+                onnx_program: Any = torch.onnx.export(
+                    r.model,
+                    r.inputs.args,
+                    str(r.path),
+                    kwargs=r.inputs.kwargs or None,
+                    dynamic_shapes=r.dynamic_shapes,
+                    input_names=list(r.inputs.names()),
+                    output_names=list(r.output_names) or None,
+                    opset_version=r.opset,
+                    dynamo=True,
+                )
+            except Exception as exc:
+                # A capture strategy returns its error; the call raises after the last one
+                # fails. Everything after capture is observed, so the last phase entered is
+                # where the call stopped.
+                failure = StageFailure(clock.failed_in(clock.last_entered or "capture"), exc)
+                failure.details["aten_ops"] = _count_aten_ops(_last_program(clock))
+                failure.details["program"] = _last_program(clock)  # what a minimal repro shrinks
+                failure.details["captured"] = _captured(clock)
+                failure.details["observed"] = _observed(clock, exc)
+                raise failure from exc
+            total = time.perf_counter() - start
+        aten_ops = _count_aten_ops(onnx_program.exported_program)
+        program = onnx_program.exported_program
+        exported = Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)
+        exported.captured = _captured(clock)
+        return exported
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        return exported.aten_ops
+
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> Divergence:
+        """ONNX values are named after the FX nodes of the translated program: compare them."""
+        from harness.cell.divergence import first_divergence as locate
+
+        if exported.program is None:
+            return Divergence(reason=NO_PROGRAM)
+        try:
+            return locate(exported.path, exported.program, request.inputs, tolerance)
+        except Exception as exc:  # a diagnosis that fails must not change the cell's verdict
+            return Divergence(reason=f"comparison failed: {type(exc).__name__}: {exc}"[:300])
+
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Reference,
+        tolerance: tuple[float, float],
+    ) -> MismatchStage:
+        """Capture, translation, optimization or runtime (harness.cell.exporters.dynamo_stages)."""
+        from harness.cell.exporters.dynamo_stages import mismatch_stage as attribute
+
+        if exported.program is None:
+            return MismatchStage(reason=NO_PROGRAM)
+        return attribute(request, exported, reference, tolerance)
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        """The ATen ops captured before translation failed, the ops it found no translation
+        for, and the exporter's own markdown report in the artifacts folder."""
+        details = error.details if isinstance(error, StageFailure) else {}
+        cause = error.error if isinstance(error, StageFailure) else error
+        observed = details.get("observed")
+        dynamo_report.write(
+            request, observed if isinstance(observed, dynamo_report.Observed) else None
+        )
+        aten_ops = details.get("aten_ops")
+        return FailureFacts(
+            aten_ops if isinstance(aten_ops, dict) else None, unsupported_ops(cause)
+        )

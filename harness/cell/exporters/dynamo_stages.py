@@ -21,7 +21,7 @@ metadata of the nodes it makes (`pkg.onnxscript.rewriter.rule_name`).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,51 +33,58 @@ import torch
 from harness.cell.exporters import dynamo_optimizer
 from harness.cell.exporters.request import Exported, ExportRequest, quiet
 from harness.cell.numerics import compare_outputs
+from harness.cell.reference import Reference
 from harness.cell.repro.ddmin import first_failing
 from harness.cell.shapes import flatten_outputs
+from harness.store.details import MismatchStage, StageCheck
 
 STAGES = ("capture", "translation", "optimization", "runtime")
 RULE_NAME_KEY = "pkg.onnxscript.rewriter.rule_name"
 
 
 def mismatch_stage(
-    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
-) -> dict[str, Any]:
-    """{"stage": the first stage that changed the numbers, "checks": each stage's check,
-    "optimizer_step": the pass/rule, where the optimizer did it}; never raises."""
+    request: ExportRequest,
+    exported: Exported,
+    reference: Reference,
+    tolerance: tuple[float, float],
+) -> MismatchStage:
+    """The first stage that changed the numbers, each stage's check, and the optimizer's
+    pass/rule where the optimizer did it; never raises."""
     try:
         return _attribute(request, exported, reference, tolerance)
     except Exception as exc:  # a diagnosis must not change the cell's verdict
-        return {"stage": None, "reason": f"attribution failed: {type(exc).__name__}: {exc}"[:300]}
+        return MismatchStage(reason=f"attribution failed: {type(exc).__name__}: {exc}"[:300])
 
 
 class _Judge:
     """Compares outputs by the cell's rule: eager's float64 outputs are the truth."""
 
-    def __init__(self, reference: Any, tolerance: tuple[float, float]) -> None:
+    def __init__(self, reference: Reference, tolerance: tuple[float, float]) -> None:
         self.eager, self.eager64, self.tolerance = reference.outputs, reference.outputs64, tolerance
 
     def check(
         self, stage: str, what: str, got: list[np.ndarray], want: list[np.ndarray]
-    ) -> dict[str, Any]:
+    ) -> StageCheck:
         names = [f"output_{i}" for i in range(len(want))]
         checks = compare_outputs(got, want, self.eager64, names, self.tolerance)
         sizes = [c.max_abs for c in checks if c.max_abs is not None]
-        return {
-            "stage": stage,
-            "compared": what,
-            "ok": all(c.ok for c in checks),
-            "max_abs": max(sizes) if sizes else None,
-        }
+        return StageCheck(
+            stage=stage,
+            compared=what,
+            ok=all(c.ok for c in checks),
+            max_abs=max(sizes) if sizes else None,
+        )
 
     def fails_against_eager(self, got: list[np.ndarray]) -> bool:
-        return not self.check("", "", got, self.eager)["ok"]
+        return not self.check("", "", got, self.eager).ok
 
 
 def _attribute(
-    request: ExportRequest, exported: Exported, reference: Any, tolerance: tuple[float, float]
-) -> dict[str, Any]:
+    request: ExportRequest, exported: Exported, reference: Reference, tolerance: tuple[float, float]
+) -> MismatchStage:
     judge = _Judge(reference, tolerance)
+    if exported.program is None:
+        raise ValueError("the exporter returned no program to compare with")
     program_out = _program_outputs(exported.program, request)
     feeds = {
         n: t.detach().cpu().numpy()
@@ -90,24 +97,27 @@ def _attribute(
         judge.check("capture", "the exported program against eager", program_out, judge.eager)
     ]
     checks += _onnx_checks(judge, runs, before, after, program_out)
-    result: dict[str, Any] = {"stage": first_changed(checks), "checks": checks}
-    if runs.notes:
-        result["note"] = "; ".join(runs.notes)
+    step = None
     if not judge.fails_against_eager(runs.ort(before)) and judge.fails_against_eager(
         runs.ort(after)
     ):
-        result["optimizer_step"] = optimizer_step(before, after, runs, judge)
-    return result
+        step = optimizer_step(before, after, runs, judge)
+    return MismatchStage(
+        stage=first_changed(checks),
+        checks=tuple(checks),
+        optimizer_step=step,
+        note="; ".join(runs.notes) or None,
+    )
 
 
-def first_changed(checks: list[dict[str, Any]]) -> str | None:
+def first_changed(checks: Sequence[StageCheck]) -> str | None:
     """The first stage that changed the numbers beyond tolerance; where none alone did (the
     error built up), the stage with the largest change."""
     for check in checks:
-        if not check["ok"]:
-            return str(check["stage"])
-    sized = [c for c in checks if c.get("max_abs") is not None]
-    return str(max(sized, key=lambda c: c["max_abs"])["stage"]) if sized else None
+        if not check.ok:
+            return check.stage
+    sized = [(c.max_abs, c.stage) for c in checks if c.max_abs is not None]
+    return max(sized, key=lambda s: s[0])[1] if sized else None
 
 
 def _onnx_checks(
@@ -116,7 +126,7 @@ def _onnx_checks(
     before: onnx.ModelProto,
     after: onnx.ModelProto,
     program_out: list[np.ndarray],
-) -> list[dict[str, Any]]:
+) -> list[StageCheck]:
     ref_before, ref_after = runs.reference(before), runs.reference(after)
     if ref_before is None or ref_after is None:
         return [
@@ -152,13 +162,15 @@ def _onnx_checks(
     ]
 
 
-def _program_outputs(program: Any, request: ExportRequest) -> list[np.ndarray]:
+def _program_outputs(
+    program: torch.export.ExportedProgram, request: ExportRequest
+) -> list[np.ndarray]:
     with torch.no_grad():
         out = request.inputs.call(program.module())
     return [t.detach().cpu().numpy() for t in flatten_outputs(out)]
 
 
-def _unoptimized(program: Any, request: ExportRequest) -> onnx.ModelProto:
+def _unoptimized(program: torch.export.ExportedProgram, request: ExportRequest) -> onnx.ModelProto:
     """The same captured program exported with optimize=False: the graph before the optimizer."""
     with quiet():
         onnx_program: Any = torch.onnx.export(

@@ -10,7 +10,15 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from harness.store.details import Divergence, MismatchStage
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.cell.reference import Reference
+    from harness.cell.shapes import Inputs
 
 
 @dataclass
@@ -21,9 +29,9 @@ class Exported:
     seconds: float | None = None  # the wall time of the whole exporter call
     # The program the exporter translated (dynamo: its ExportedProgram), for locating the
     # first divergent node of a numerics mismatch; None where there is none.
-    program: Any = None
+    program: torch.export.ExportedProgram | None = None
     # dynamo: the program torch.export captured, before the exporter's decompositions.
-    captured: Any = None
+    captured: torch.export.ExportedProgram | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -36,8 +44,8 @@ class Exported:
 
 @dataclass(frozen=True)
 class ExportRequest:
-    model: Any  # torch.nn.Module
-    inputs: Any  # harness.cell.shapes.Inputs
+    model: torch.nn.Module
+    inputs: Inputs
     opset: int
     path: Path
     dynamic_shapes: Any = None  # None for static cells
@@ -74,3 +82,44 @@ def quiet() -> Iterator[None]:
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
+
+
+@runtime_checkable
+class ExporterAdapter(Protocol):
+    """What an exporter's implementation module gives the registry: its `Adapter`, built
+    with the registry entry's options (harness.cell.exporters.Exporter.adapter). mypy
+    checks each implementation against it (harness/cell/exporters/__init__.py)."""
+
+    def unavailable(self) -> str | None:
+        """None when the installed torch has this exporter, else why its cells are skipped."""
+        ...
+
+    def export(self, request: ExportRequest) -> Exported:
+        """The user's export call; a failure is a `StageFailure` naming its phase."""
+        ...
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        """ATen overloads (or TorchScript op names) in the graph the exporter started from."""
+        ...
+
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> Divergence:
+        """Where a numerics mismatch starts: the first ONNX node over tolerance (name,
+        op_type, ATen op, source line), or the reason this exporter cannot say."""
+        ...
+
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Reference,
+        tolerance: tuple[float, float],
+    ) -> MismatchStage:
+        """Which stage changed the numbers of a mismatch (capture, translation,
+        optimization, runtime) and which optimizer step, or why this exporter cannot say."""
+        ...
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        """What a failed export still tells: ATen ops, unsupported ops, the exporter's report."""
+        ...

@@ -11,43 +11,15 @@ import torch
 
 from harness.cell.exporters.phases import Hook, observe
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
+from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, dynamic_axes
 from harness.cell.stages import StageFailure
+from harness.store.details import Divergence, MismatchStage
 
 # Tracing happens inside the TorchScript exporter's call: timed as the capture phase.
 TRACE_HOOK = Hook(
     "capture", "torch.onnx._internal.torchscript_exporter.utils", "_trace_and_get_graph_from_model"
 )
-
-
-def unavailable(*, scripted: bool) -> str | None:
-    return None
-
-
-def export(request: ExportRequest, *, scripted: bool) -> Exported:
-    """The user's calls: `torch.onnx.export(model, args, path, kwargs=..., dynamo=False,
-    ...)`, after `torch.jit.script(model)` when scripted. Capture is the tracing inside the
-    call (or torch.jit.script), translate the rest of the call. A torch.onnx.ExportableModule
-    goes to the dynamo exporter even with dynamo=False (torch 2.13); so does this cell, as
-    a direct call would."""
-    r = request
-    script_s = 0.0
-    module: Any = r.model
-    with quiet():
-        if scripted:
-            start = time.perf_counter()
-            try:
-                module = torch.jit.script(r.model)
-            except Exception as exc:
-                raise StageFailure("capture", exc) from exc
-            script_s = time.perf_counter() - start
-        call_s, traced_s = _export_call(module, r)
-    if traced_s is None and not scripted:  # this torch offers no trace hook to observe
-        phases: dict[str, float | None] = {"capture": None, "translate": None}
-    else:
-        traced = traced_s or 0.0
-        phases = {"capture": script_s + traced, "translate": call_s - traced}
-    return Exported(r.path, phases, seconds=script_s + call_s)
 
 
 def _export_call(module: Any, r: ExportRequest) -> tuple[float, float | None]:
@@ -71,40 +43,6 @@ def _export_call(module: Any, r: ExportRequest) -> tuple[float, float | None]:
             raise StageFailure(clock.failed_in("translate"), exc) from exc
         seconds = time.perf_counter() - start
     return seconds, clock.timings()["capture"]
-
-
-def aten_ops(
-    request: ExportRequest, exported: Exported, *, scripted: bool
-) -> dict[str, int] | None:
-    """ATen ops of the TorchScript graph the exporter starts from (traced or scripted).
-    Taken outside the measured export, so it costs neither export time nor memory."""
-    try:
-        with quiet():
-            if scripted:
-                module = torch.jit.script(request.model)
-            else:
-                module = torch.jit.trace(
-                    request.model, legacy_args(request.inputs), check_trace=False, strict=False
-                )
-    except Exception:
-        return None
-    return _graph_aten_ops(module)
-
-
-def first_divergence(
-    request: ExportRequest, exported: Exported, tolerance: tuple[float, float], *, scripted: bool
-) -> dict[str, Any]:
-    return {
-        "reason": "the TorchScript exporter writes no mapping from ONNX values to the ops of "
-        "a graph that could be run alongside (node names are module scopes)"
-    }
-
-
-def on_failure(request: ExportRequest, error: BaseException, *, scripted: bool) -> FailureFacts:
-    return FailureFacts(
-        aten_ops(request, Exported(request.path, {}), scripted=scripted),
-        unconvertible_ops(request),
-    )
 
 
 def legacy_args(inputs: Inputs) -> tuple[Any, ...]:
@@ -136,3 +74,77 @@ def unconvertible_ops(request: ExportRequest) -> list[str] | None:
     except Exception:
         return None
     return sorted({op.replace("::", ".") for op in ops})
+
+
+class Adapter:
+    """The exporter adapter (harness.cell.exporters.ExporterAdapter); `scripted`: the
+    module goes through torch.jit.script first."""
+
+    def __init__(self, *, scripted: bool) -> None:
+        self.scripted = scripted
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def export(self, request: ExportRequest) -> Exported:
+        """The user's calls: `torch.onnx.export(model, args, path, kwargs=..., dynamo=False,
+        ...)`, after `torch.jit.script(model)` when scripted. Capture is the tracing inside the
+        call (or torch.jit.script), translate the rest of the call. A torch.onnx.ExportableModule
+        goes to the dynamo exporter even with dynamo=False (torch 2.13); so does this cell, as
+        a direct call would."""
+        r = request
+        script_s = 0.0
+        module: Any = r.model
+        with quiet():
+            if self.scripted:
+                start = time.perf_counter()
+                try:
+                    module = torch.jit.script(r.model)
+                except Exception as exc:
+                    raise StageFailure("capture", exc) from exc
+                script_s = time.perf_counter() - start
+            call_s, traced_s = _export_call(module, r)
+        if traced_s is None and not self.scripted:  # this torch offers no trace hook to observe
+            phases: dict[str, float | None] = {"capture": None, "translate": None}
+        else:
+            traced = traced_s or 0.0
+            phases = {"capture": script_s + traced, "translate": call_s - traced}
+        return Exported(r.path, phases, seconds=script_s + call_s)
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        """ATen ops of the TorchScript graph the exporter starts from (traced or scripted).
+        Taken outside the measured export, so it costs neither export time nor memory."""
+        try:
+            with quiet():
+                if self.scripted:
+                    module = torch.jit.script(request.model)
+                else:
+                    module = torch.jit.trace(  # type: ignore[no-untyped-call]  # torch's own
+                        request.model, legacy_args(request.inputs), check_trace=False, strict=False
+                    )
+        except Exception:
+            return None
+        return _graph_aten_ops(module)
+
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> Divergence:
+        return Divergence(
+            reason="the TorchScript exporter writes no mapping from ONNX values to the ops of"
+            " a graph that could be run alongside (node names are module scopes)"
+        )
+
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Reference,
+        tolerance: tuple[float, float],
+    ) -> MismatchStage:
+        name = "torchscript-script" if self.scripted else "torchscript"
+        return MismatchStage(reason=f"{name}: no stage-by-stage comparison")
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        return FailureFacts(
+            self.aten_ops(request, Exported(request.path, {})), unconvertible_ops(request)
+        )

@@ -63,7 +63,8 @@ def _patched(original_length: Any, original_mask: Any) -> tuple[Any, Any]:
     def get_mask_sizes(self: Any, query_length: int) -> tuple[Any, int]:
         if _below_window(self):
             return self.keys.shape[-2] + query_length, 0
-        return original_mask(self, query_length)
+        sizes: tuple[Any, int] = original_mask(self, query_length)
+        return sizes
 
     return get_seq_length, get_mask_sizes
 

@@ -212,10 +212,10 @@ def test_a_failing_sample_names_its_tolerance_and_one_not_compared_none() -> Non
     compared.measured.numerics = Numerics(checks=[])
     failed_export = samples.Outcome(Sample(index=4), Status.EXPORT_FAILED, Stage.TRANSLATE)
     summary = samples.summary(SampleSet((sample, Sample(index=4)), 2), [compared, failed_export])
-    assert [f["tolerance"] for f in summary["failures"]] == [
+    assert [f.tolerance for f in summary.failures or ()] == [
         {"rtol": 1e-2, "atol": 1e-3, "source": "toleranceOverride of x"},
         None,
     ]
-    assert summary["tolerances"] == [
+    assert [t.to_dict() for t in summary.tolerances or ()] == [
         {"rtol": 1e-2, "atol": 1e-3, "source": "toleranceOverride of x", "samples": [3]}
     ]
