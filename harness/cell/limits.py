@@ -58,10 +58,18 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    if isinstance(error, MemoryError):
-        return True
-    text = str(error)
-    return any(m in text for m in _OOM_MESSAGES)
+    """An allocation that failed (a MemoryError, or an allocator's message), in the error
+    or in what it was raised from: torch.onnx wraps a MemoryError raised inside
+    torch.export in its TorchExportError, and a direct call's user sees that MemoryError
+    (a hoarding model under a 1.5 GiB ceiling here: `export_failed` before, `oom` now)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, MemoryError) or any(m in str(cause) for m in _OOM_MESSAGES):
+            return True
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return False
 
 
 def crash_log_path(run_dir: str | Path, cell_id: str) -> Path:

@@ -8,8 +8,10 @@ entries: the contaminator's build, then the victim's, in one cell)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from tests.zoo_fixtures.faults.faults import LEFT_BEHIND
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
 CONTAMINATION = FIXTURES / "contamination" / "models.py"
 FAULTS = FIXTURES / "faults" / "faults.py"
+HOARD = FIXTURES / "hoard" / "hoard.py"
 STICKY = FIXTURES / "sticky" / "sticky.py"
 # TorchScript symbolics mean nothing to the dynamo exporter.
 PAIRS = [
@@ -139,6 +142,26 @@ def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> Non
     zygotes = {r.worker.zygote_pid for r in records.values() if r.worker}
     cells = {r.worker.cell_pid for r in records.values() if r.worker}
     assert len(zygotes) == 1 and len(cells) == len(FAULT_RECORDS)
+
+
+@pytest.mark.slow
+def test_a_model_hoarding_under_export_is_oom_as_a_direct_call_says(tmp_path: Path) -> None:
+    """The hoarding model (issue 34) under a 1.5 GiB ceiling: a direct dynamo call in a
+    fresh process (benchmarks/hoard_verdict.py, the same RLIMIT_DATA) raises torch.onnx's
+    TorchExportError from a MemoryError, and the cell's verdict is that one: `oom` in
+    the capture stage (it was `export_failed`, the MemoryError being its cause only)."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "hoard_verdict.py"
+    plain = subprocess.run(
+        [sys.executable, str(script), "fresh", "--gb", "1.5"],
+        capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    direct = json.loads(plain.stdout.splitlines()[-1])
+    assert (
+        direct["chain"][0].startswith("TorchExportError") and direct["chain"][-1] == "MemoryError: "
+    )
+    r = run_cell_isolated(_task(tmp_path, HOARD, "hoard_bytes", "dynamo", max_memory_gb=1.5))
+    assert (r.status, r.stage, direct["verdict"]) == (Status.OOM, "capture", "oom"), r.error_message
+    assert r.error_signature == "MemoryError: MemoryError()"
 
 
 @pytest.mark.slow
