@@ -8,6 +8,14 @@ reuses worker processes.
 
 Crashes: faulthandler writes the fatal signal and the Python stack into a file the driver
 reads when the worker dies, so a `crashed` record can name its signal.
+
+A crash at the ceiling: code that does not check a failed allocation crashes where a
+checked one raises MemoryError. CPython 3.11's `ContextVar.set` is such code (gh-151773:
+`PyContextVar_Set` drops a NULL token), and torch keeps its config overrides in
+ContextVars: a cell that hoards under its ceiling can die of SIGSEGV in
+`torch/utils/_config_module.py`, `__setattr__`, where a direct call of the same export
+met a MemoryError (issue 34). The zygote watches its child's data size against its
+ceiling (`CeilingWatch`), so such a death is judged `oom`, as the MemoryError is.
 """
 
 from __future__ import annotations
@@ -55,6 +63,69 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+# Within this much of its ceiling (5% of it, at least 64 MiB: the allocation that failed
+# may have asked for a block that size), a process has reached it.
+CEILING_MARGIN = 0.05
+CEILING_MARGIN_MIN_BYTES = 64 << 20
+
+
+class CeilingWatch:
+    """Whether a process (a cell's child, watched by its zygote) came to its soft
+    RLIMIT_DATA. `sample()` reads /proc/PID/status and /proc/PID/limits while it lives: its
+    data size at its peak is VmPeak less what is not data now (VmSize - VmData), so a peak
+    between two samples counts. `after_exit` adds what it made resident after the last
+    sample (its peak RSS, which the kernel keeps past its death, from `wait4`)."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = Path(f"/proc/{pid}")
+        self.reached = False
+        self.limit: int | None = None
+        self.data = self.rss = 0  # bytes, at the last sample
+
+    def sample(self) -> None:
+        try:
+            status = _fields(self.proc / "status", ("VmPeak", "VmSize", "VmData", "VmRSS"))
+            limit = _soft_data_limit(self.proc / "limits")
+        except (OSError, ValueError, IndexError):
+            return  # gone, or not Linux: nothing learnt
+        if limit is None or len(status) < 4:
+            return  # no ceiling (yet, or any more)
+        self.limit, self.data, self.rss = limit, status["VmData"] << 10, status["VmRSS"] << 10
+        peak_data = (status["VmPeak"] - status["VmSize"] + status["VmData"]) << 10
+        self.reached = self.reached or reached_ceiling(peak_data, limit)
+
+    def after_exit(self, max_rss_bytes: int) -> bool:
+        """Had it come to its ceiling when it died?"""
+        if self.reached or self.limit is None:
+            return self.reached
+        grown = max(0, max_rss_bytes - self.rss)
+        return reached_ceiling(self.data + grown, self.limit)
+
+
+def reached_ceiling(data_bytes: int, limit_bytes: int) -> bool:
+    """Is `data_bytes` within the margin of the ceiling `limit_bytes`?"""
+    margin = max(CEILING_MARGIN * limit_bytes, CEILING_MARGIN_MIN_BYTES)
+    return data_bytes >= limit_bytes - margin
+
+
+def _fields(path: Path, names: tuple[str, ...]) -> dict[str, int]:
+    found = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in names:
+            found[name] = int(value.split()[0])
+    return found
+
+
+def _soft_data_limit(path: Path) -> int | None:
+    """The soft RLIMIT_DATA in bytes, None where unlimited."""
+    for line in path.read_text().splitlines():
+        if line.startswith("Max data size"):
+            soft = line.split()[3]
+            return None if soft == "unlimited" else int(soft)
+    return None
 
 
 def is_out_of_memory(error: BaseException) -> bool:

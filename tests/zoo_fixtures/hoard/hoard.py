@@ -8,6 +8,8 @@ compares it with a direct call)."""
 
 from __future__ import annotations
 
+import ctypes
+
 import torch
 
 from harness.zoo import ModelSpec
@@ -25,11 +27,30 @@ class Hoarder(torch.nn.Module):
         return x + 1
 
 
+def _hoard_then_crash() -> torch.nn.Module:
+    """Hoards until an allocation fails, then dies of SIGSEGV, as CPython 3.11 does where
+    `ContextVar.set` is the next to allocate (gh-151773; torch's config `__setattr__`
+    calls it): a stand-in that does not depend on where the heap runs out."""
+    hoard = []
+    try:
+        for _ in range(HOARD_MIB // BLOCK_MIB):
+            hoard.append(b"\x01" * (BLOCK_MIB << 20))
+    except MemoryError:
+        ctypes.string_at(0)  # reads address 0
+    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+
+
 SPECS = [
     ModelSpec(
         name="hoard_bytes",
         family="seed",
         build=Hoarder,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="hoard_then_segv",
+        family="seed",
+        build=_hoard_then_crash,
         example_inputs=lambda: (torch.rand(2, 2),),
     ),
 ]
