@@ -5,6 +5,7 @@ in a child forked from a parent that already exported once (`fork`), and the har
 own cell process, forked from its zygote (`harness`, `run_cell_isolated`).
 
     python benchmarks/hoard_verdict.py {fresh,fork,harness} [--gb 1.5] [--model FILE:NAME]
+        [--after-faults]
 
 Prints one JSON object: how the process ended (`exit`: ok, raised, or the signal that
 killed it), the exception chain of a direct call, and the verdict (`oom` where the chain
@@ -89,11 +90,25 @@ def forked(gb: float, source: Path, name: str) -> dict[str, Any]:
     return json.loads(sent) if sent else {"exit": "no result", "verdict": "crashed"}
 
 
-def harness(gb: float, source: Path, name: str) -> dict[str, Any]:
+FAULTS = HOARD.parents[1] / "faults" / "faults.py"
+FAULT_CELLS = (
+    "fault_segv",
+    "fault_killed",
+    "fault_exit",
+    "fault_sysexit",
+    "fault_oom",
+    "fault_hang",
+)
+
+
+def harness(gb: float, source: Path, name: str, *, after_faults: bool = False) -> dict[str, Any]:
     from harness.cell.isolation import run_cell_isolated
     from harness.store.records import Cell, CellTask
 
     run_dir = tempfile.mkdtemp(prefix="hoard-run-")
+    for fault in FAULT_CELLS if after_faults else ():
+        cell = Cell(fault, "torchscript", 18)
+        run_cell_isolated(CellTask(cell, str(FAULTS), "r", run_dir, timeout_s=4, max_memory_gb=1))
     task = CellTask(Cell(name, "dynamo", 18), str(source), "r", run_dir, max_memory_gb=gb)
     record = run_cell_isolated(task)
     return {
@@ -101,6 +116,7 @@ def harness(gb: float, source: Path, name: str) -> dict[str, Any]:
         "verdict": str(record.status),
         "stage": record.stage and str(record.stage),
         "signature": record.error_signature,
+        "message": (record.error_message or "")[:300],
     }
 
 
@@ -109,10 +125,14 @@ def main() -> None:
     parser.add_argument("how", choices=("fresh", "fork", "harness"))
     parser.add_argument("--gb", type=float, default=1.5)
     parser.add_argument("--model", default=f"{HOARD}:hoard_bytes")
+    parser.add_argument("--after-faults", action="store_true")
     args = parser.parse_args()
     source, name = args.model.rsplit(":", 1)
-    run = {"fresh": direct, "fork": forked, "harness": harness}[args.how]
-    print(json.dumps({"how": args.how, "gb": args.gb, **run(args.gb, Path(source), name)}))
+    if args.how == "harness":
+        found = harness(args.gb, Path(source), name, after_faults=args.after_faults)
+    else:
+        found = {"fresh": direct, "fork": forked}[args.how](args.gb, Path(source), name)
+    print(json.dumps({"how": args.how, "gb": args.gb, **found}))
     sys.stdout.flush()
 
 
