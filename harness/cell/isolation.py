@@ -61,7 +61,9 @@ _PR_SET_PDEATHSIG = 1
 _LENGTH = struct.Struct("<Q")  # the record's size, before its pickled bytes
 _READ_BYTES = 1 << 20
 _POLL_S = 0.2  # how often the child is checked where the kernel has no pidfd
-_CEILING_S = 0.1  # how often the child's data size is read against its memory ceiling
+# How often the child's data size is read against its memory ceiling (two /proc files);
+# what it grows after the last read is taken from its peak RSS once it died.
+_CEILING_S = 0.25
 
 
 class _Zygote:
