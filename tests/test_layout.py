@@ -100,7 +100,13 @@ def test_what_dispatch_decides_is_pure() -> None:
     """harness/dispatch/policy.py holds dispatch's decisions (slots, clocks, node loss,
     retries, unrunnable cells) and cluster.py its plain data, without Ray or torch, so they
     are tested with hand-made states; the package itself imports nothing on its own."""
-    modules = ["harness.dispatch", "harness.dispatch.policy", "harness.dispatch.cluster"]
+    modules = [
+        "harness.dispatch",
+        "harness.dispatch.policy",
+        "harness.dispatch.flight",
+        "harness.dispatch.loop",
+        "harness.dispatch.cluster",
+    ]
     assert _imported_after(modules) == set()
 
 

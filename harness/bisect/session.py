@@ -19,13 +19,28 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TextIO
 
 from harness.bisect.culprit import Blame, bad_set, blame, good_set, with_version
+from harness.bisect.progress import (
+    Phase,
+    Progress,
+    Wanted,
+    answered,
+    cells_so_far,
+    endpoint_verdicts,
+    nothing_found,
+    search_progress,
+    tried,
+    wanted,
+    with_blames,
+    with_round,
+    with_targets,
+)
 from harness.bisect.result import BisectResult, CellAnswer, Evidence, Tried
 from harness.bisect.runner import Attempt, PackageSet, Runner
-from harness.bisect.search import Judgement, Search, Verdict, next_round
+from harness.bisect.search import Judgement, Verdict
 from harness.bisect.verdict import Criterion, Target, judge, op_count_diff, targets
 from harness.bisect.versions import Move
 from harness.store.paired import PairResult
@@ -63,6 +78,10 @@ def bisect(
 
 
 class _Session:
+    """One bisection's shell: runs the package sets the phase asks for, says what it
+    does, and moves its `Progress` on (`harness.bisect.progress`). `tried` is the log of
+    every set run, each line appended once its verdicts are known."""
+
     def __init__(
         self,
         request: Request,
@@ -73,49 +92,36 @@ class _Session:
         self.request, self.runner, self.stream, self.on_step = request, runner, stream, on_step
         self.moves = request.moves
         self.started = time.perf_counter()
-        self.tried: list[Tried] = []
+        self.tried: tuple[Tried, ...] = ()
         # (package, version) -> the attempts of the good set with that package at that version
         self.runs: dict[tuple[str, str], list[Attempt]] = {}
-        self.found: dict[CellKey, Target] = {}
-        self.blames: dict[CellKey, Blame] = {}
-        self.searches: dict[CellKey, Search] = {}
+        self.progress = Progress()
 
     def run(self) -> BisectResult:
-        good, bad = self._endpoints(tuple(self.runner.cells))
-        timed = list(self.runner.cells) if self.request.criterion.wants(LATENCY) else []
-        comparison = self.runner.compare(good, bad, timed=timed)
-        found = targets(comparison.findings, good.by_cell(), bad.by_cell(), self.request.criterion)
-        self.found = found
-        self._note_endpoints(found)
-        self._step()
-        if not found:
-            return self._result([], note=self._nothing_found())
+        good = self._endpoints(tuple(self.runner.cells))
+        if self.progress.phase is Phase.NOTHING:
+            criterion = self.request.criterion.describe()
+            return self._result([], note=nothing_found(criterion))
+        found = self.progress.found
         cells = "; ".join(f"{self._label(k)}: {t.message}" for k, t in found.items())
         self._say(f"{len(found)} cells to bisect: {cells}")
-        self.blames = blames = self._culprits(found, good)
-        walks = self.request.walks
-        searches = {k: Search(b.package, walks[b.package]) for k, b in blames.items() if b.package}
-        searches = self._search(searches, found, good)
-        answers = [self._answer(k, t, blames[k], searches.get(k)) for k, t in found.items()]
-        return self._result(answers)
-
-    def _snapshot(self) -> BisectResult:
-        """The result so far: what was tried, and each cell's search as it stands."""
-        cells = []
-        for key, target in self.found.items():
-            b, search = self.blames.get(key), self.searches.get(key)
-            outcome, verdicts = (search.outcome(), search.verdicts) if search else (None, ())
-            blame_text = b.reason if b else "not blamed yet"
-            package = search.package if search else None
-            cells.append(
-                CellAnswer(self._label(key), target, package, blame_text, outcome, verdicts)
-            )
-        return self._result(cells, note=f"in progress: {len(self.tried)} package sets tried so far")
+        self.progress = with_blames(self.progress, self._culprits(good), self.request.walks)
+        if len(self.moves) > 1:
+            self._step()  # the blames (a search shows from its first round)
+        while asked := wanted(self.progress):
+            in_order = dict(sorted(asked.items()))
+            self.progress = with_round(self.progress, self._try(in_order, good, "bisect"))
+            self._say(search_progress(self.progress, self._label))
+            self._step()
+        self.progress = answered(self.progress)
+        answers = _Answers(self)
+        return self._result([answers.of(k, t) for k, t in found.items()])
 
     # -- the steps -------------------------------------------------------------------------
 
-    def _endpoints(self, keys: tuple[CellKey, ...]) -> tuple[Run, Run]:
-        """The good and the bad set, run together on every selected cell."""
+    def _endpoints(self, keys: tuple[CellKey, ...]) -> Run:
+        """The good and the bad set, run together on every selected cell and compared:
+        the targets. Returns the good set's run."""
         one = len(self.moves) == 1
         sides = {"good": good_set(self.moves), "bad": bad_set(self.moves)}
         sets = [
@@ -133,113 +139,95 @@ class _Session:
                 self.runs.setdefault((m.package, m.bad), []).append(attempts[1])
         good, bad = (a.run for a in attempts)
         assert good is not None and bad is not None
-        return good, bad
+        timed = list(self.runner.cells) if self.request.criterion.wants(LATENCY) else []
+        comparison = self.runner.compare(good, bad, timed=timed)
+        found = targets(comparison.findings, good.by_cell(), bad.by_cell(), self.request.criterion)
+        self.progress = with_targets(self.progress, found)
+        verdicts = endpoint_verdicts((attempts[0], attempts[1]), found, self._label)
+        self.tried += tuple(map(tried, attempts, ("good", "bad"), verdicts))
+        self._step()
+        return good
 
-    def _culprits(self, found: Mapping[CellKey, Target], good: Run) -> dict[CellKey, Blame]:
+    def _culprits(self, good: Run) -> dict[CellKey, Blame]:
         """Several packages: each alone at its bad version on the good set, all at once."""
+        found = self.progress.found
         if len(self.moves) == 1:
             return blame(self.moves, {}, found)
-        tried = [(m.package, m.bad) for m in self.moves]
-        verdicts = self._try(tried, {v: list(found) for v in tried}, found, good, "culprit")
-        alone = {package: verdicts[(package, version)] for package, version in tried}
-        blames = blame(self.moves, alone, found)
+        asked = {(m.package, m.bad): list(found) for m in self.moves}
+        verdicts = self._try(asked, good, "culprit")
+        blames = blame(self.moves, {p: verdicts[(p, v)] for p, v in asked}, found)
         for key, b in blames.items():
             self._say(f"{self._label(key)}: {b.reason}")
-        self.blames = blames
-        self._step()
         return blames
 
-    def _search(
-        self, searches: dict[CellKey, Search], found: Mapping[CellKey, Target], good: Run
-    ) -> dict[CellKey, Search]:
-        """Round by round, every version the searches ask for runs at once."""
-        self.searches = searches
-        while wanted := next_round(searches):
-            verdicts = self._try(sorted(wanted), wanted, found, good, "bisect")
-            for tried, keys in wanted.items():
-                for key in keys:
-                    searches[key] = searches[key].with_verdict(verdicts[tried][key])
-            self._say(self._progress(searches))
-            self._step()
-        return searches
-
     def _try(
-        self,
-        tried: list[tuple[str, str]],
-        keys: Mapping[tuple[str, str], list[CellKey]],
-        found: Mapping[CellKey, Target],
-        good: Run,
-        purpose: str,
+        self, asked: Wanted, good: Run, purpose: str
     ) -> dict[tuple[str, str], dict[CellKey, Verdict]]:
-        """Run each (package, version) on the good set for its cells, and judge each cell
-        against the good set."""
+        """Run each (package, version) on the good set for its cells, in `asked`'s order,
+        and judge each cell against the good set."""
         sets = [
-            PackageSet(f"{p}-{v}", with_version(self.moves, p, v), tuple(keys[(p, v)]))
-            for p, v in tried
+            PackageSet(f"{p}-{v}", with_version(self.moves, p, v), tuple(keys))
+            for (p, v), keys in asked.items()
         ]
         attempts = self._batch(sets, [purpose] * len(sets))
-        first = len(self.tried) - len(sets)
         verdicts: dict[tuple[str, str], dict[CellKey, Verdict]] = {}
-        for i, ((package, version), attempt) in enumerate(zip(tried, attempts, strict=True)):
+        for (package, version), attempt in zip(asked, attempts, strict=True):
             if attempt.run is not None:
                 self.runs.setdefault((package, version), []).append(attempt)
-            judged = self._judge(version, attempt, keys[(package, version)], found, good)
-            self.tried[first + i] = replace(
-                self.tried[first + i], verdicts={self._label(k): v for k, v in judged.items()}
+            judged = _judged(
+                self.runner, self.progress.found, attempt, asked[(package, version)], good, version
             )
-            text = "; ".join(
-                f"{self._label(k)}: {v.judgement} ({v.reason})" for k, v in judged.items()
-            )
+            labelled = {self._label(k): v for k, v in judged.items()}
+            self.tried += (tried(attempt, purpose, labelled),)
+            text = "; ".join(f"{k}: {v.judgement} ({v.reason})" for k, v in labelled.items())
             self._say(f"    {attempt.label}: {text}")
             verdicts[(package, version)] = judged
         return verdicts
 
-    def _judge(
-        self,
-        version: str,
-        attempt: Attempt,
-        keys: list[CellKey],
-        found: Mapping[CellKey, Target],
-        good: Run,
-    ) -> dict[CellKey, Verdict]:
-        if attempt.run is None:
-            return {k: Verdict(version, Judgement.SKIP, attempt.skipped or "") for k in keys}
-        timed = [k for k in keys if found[k].family == LATENCY]
-        comparison = self.runner.compare(good, attempt.run, timed=timed)
-        step = attempt.run.by_cell()
-        judged = {}
-        for k in keys:
-            findings = [f for f in comparison.findings if f.cell is not None and f.cell.key == k]
-            judged[k] = judge(found[k], version, findings, good.by_cell()[k], step.get(k))
-        return judged
-
     def _batch(self, sets: list[PackageSet], purposes: list[str]) -> list[Attempt]:
-        """Run the sets together; each is a line of the tried list."""
+        """Run the sets together; each becomes a line of the tried log once judged."""
         for n, (s, purpose) in enumerate(zip(sets, purposes, strict=True), len(self.tried) + 1):
             reqs = " ".join(s.requirements)
             self._say(f"[{n}] {s.label} ({purpose}): {reqs}, {len(s.keys)} cells")
         attempts = self.runner.run_sets(sets)
-        for attempt, purpose in zip(attempts, purposes, strict=True):
+        for attempt in attempts:
             if attempt.skipped:
                 self._say(f"    {attempt.label} skipped: {attempt.skipped}")
-            self.tried.append(
-                Tried(
-                    attempt.label,
-                    attempt.requirements,
-                    purpose,
-                    attempt.run_dir,
-                    attempt.skipped,
-                    attempt.installs,
-                    attempt.seconds,
-                    variant=attempt.variant or None,
-                )
-            )
         return attempts
 
-    # -- the answer ------------------------------------------------------------------------
+    # -- bookkeeping -----------------------------------------------------------------------
 
-    def _answer(self, key: CellKey, target: Target, b: Blame, search: Search | None) -> CellAnswer:
-        label = self._label(key)
+    def _label(self, key: CellKey) -> str:
+        return self.runner.cells[key].label()
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def _step(self) -> None:
+        """The result so far, to `on_step`: what was tried, each cell as it stands."""
+        if self.on_step is not None:
+            note = f"in progress: {len(self.tried)} package sets tried so far"
+            self.on_step(self._result(cells_so_far(self.progress, self._label), note=note))
+
+    def _result(self, cells: list[CellAnswer], note: str | None = None) -> BisectResult:
+        criterion = self.request.criterion.describe()
+        wall_s = round(time.perf_counter() - self.started, 1)
+        tried, command = self.tried, self.request.command
+        return BisectResult(self.moves, criterion, tried, tuple(cells), command, wall_s, note)
+
+
+class _Answers:
+    """Each cell's answer once every search is done, with its evidence at the boundary:
+    the last good and first bad records as their run directories hold them, their op
+    count diff, and for a latency finding the two graphs timed together."""
+
+    def __init__(self, session: _Session) -> None:
+        self.runner, self.runs, self.say = session.runner, session.runs, session._say
+        self.label, self.progress = session._label, session.progress
+
+    def of(self, key: CellKey, target: Target) -> CellAnswer:
+        label, b = self.label(key), self.progress.blames[key]
+        search = self.progress.searches.get(key)
         if search is None:
             return CellAnswer(label, target, None, b.reason, also=b.also)
         outcome = search.outcome()
@@ -262,7 +250,7 @@ class _Session:
         b, a = before.run.by_cell()[key], after.run.by_cell()[key]
         paired = None
         if target.family == LATENCY:
-            self._say(f"{self._label(key)}: timing {last_good} and {first_bad} together")
+            self.say(f"{self.label(key)}: timing {last_good} and {first_bad} together")
             timed = self.runner.time_together(before.run, after.run, [key])
             paired = _paired_dict(timed[key]) if key in timed else None
         return Evidence(_as_ran(b, before), _as_ran(a, after), op_count_diff(b, a), paired)
@@ -271,50 +259,27 @@ class _Session:
         attempts = self.runs.get((package, version), [])
         return next((a for a in attempts if a.run is not None and key in a.run.by_cell()), None)
 
-    # -- bookkeeping -----------------------------------------------------------------------
 
-    def _note_endpoints(self, found: Mapping[CellKey, Target]) -> None:
-        """The endpoints' verdicts in the tried list: the good set is the reference, the
-        bad set bad for each target cell (by definition)."""
-        for i, (judgement, reason) in enumerate(
-            ((Judgement.GOOD, "the reference"), (Judgement.BAD, ""))
-        ):
-            entry = self.tried[i]
-            verdicts = {
-                self._label(k): Verdict(entry.label, judgement, reason or t.message)
-                for k, t in found.items()
-            }
-            self.tried[i] = replace(entry, verdicts=verdicts)
-
-    def _nothing_found(self) -> str:
-        criterion = self.request.criterion.describe()
-        return f"comparing the good and the bad set finds nothing to bisect on these cells (--finding {criterion})"
-
-    def _progress(self, searches: Mapping[CellKey, Search]) -> str:
-        parts = []
-        for key, s in searches.items():
-            lo, hi = s.bounds()
-            left = sum(1 for v in s.versions[lo + 1 : hi] if s.verdict(v) is None)
-            parts.append(
-                f"{self._label(key)}: {s.versions[lo]} good .. {s.versions[hi]} bad, {left} untried between"
-            )
-        return "  " + "; ".join(parts)
-
-    def _label(self, key: CellKey) -> str:
-        return self.runner.cells[key].label()
-
-    def _say(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
-
-    def _step(self) -> None:
-        if self.on_step is not None:
-            self.on_step(self._snapshot())
-
-    def _result(self, cells: list[CellAnswer], note: str | None = None) -> BisectResult:
-        criterion = self.request.criterion.describe()
-        wall_s = round(time.perf_counter() - self.started, 1)
-        tried, command = tuple(self.tried), self.request.command
-        return BisectResult(self.moves, criterion, tried, tuple(cells), command, wall_s, note)
+def _judged(
+    runner: Runner,
+    found: Mapping[CellKey, Target],
+    attempt: Attempt,
+    keys: list[CellKey],
+    good: Run,
+    version: str,
+) -> dict[CellKey, Verdict]:
+    """Each cell's verdict of a package set: compared with the good set (skipped where the
+    set could not run)."""
+    if attempt.run is None:
+        return {k: Verdict(version, Judgement.SKIP, attempt.skipped or "") for k in keys}
+    timed = [k for k in keys if found[k].family == LATENCY]
+    comparison = runner.compare(good, attempt.run, timed=timed)
+    step = attempt.run.by_cell()
+    judged = {}
+    for k in keys:
+        findings = [f for f in comparison.findings if f.cell is not None and f.cell.key == k]
+        judged[k] = judge(found[k], version, findings, good.by_cell()[k], step.get(k))
+    return judged
 
 
 def _paired_dict(r: PairResult) -> dict[str, object]:

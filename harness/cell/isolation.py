@@ -36,6 +36,7 @@ import ctypes
 import functools
 import importlib
 import inspect
+import math
 import multiprocessing
 import os
 import pickle
@@ -60,6 +61,9 @@ _PR_SET_PDEATHSIG = 1
 _LENGTH = struct.Struct("<Q")  # the record's size, before its pickled bytes
 _READ_BYTES = 1 << 20
 _POLL_S = 0.2  # how often the child is checked where the kernel has no pidfd
+# How often the child's data size is read against its memory ceiling (two /proc files);
+# what it grows after the last read is taken from its peak RSS once it died.
+_CEILING_S = 0.25
 
 
 class _Zygote:
@@ -182,7 +186,8 @@ def _fork(task: CellTask, gpus: str | None) -> ChildExit:
     os.close(write_fd)
     _own_group(pid)
     try:
-        return _wait_for(pid, read_fd, task.timeout_s, oom_kills_before)
+        watch = limits.CeilingWatch(pid, task.max_memory_gb) if task.max_memory_gb else None
+        return _wait_for(pid, read_fd, task.timeout_s, oom_kills_before, watch)
     finally:
         os.close(read_fd)
 
@@ -198,6 +203,7 @@ class ChildExit:
     timed_out: bool
     oom_killed: bool  # the kernel's OOM killer acted in this memory cgroup meanwhile
     reaped_at: float
+    at_ceiling: bool = False  # its data size came to its memory ceiling (limits.CeilingWatch)
 
     def record(self, task: CellTask) -> tuple[Record, dict[str, Any]]:
         """The child's record and what it cost; or, where it sent none, the record of how
@@ -215,6 +221,7 @@ class ChildExit:
             oom_killed=self.oom_killed,
             timeout_s=task.timeout_s,
             last_words=limits.read_crash_log(log),
+            at_ceiling=self.at_ceiling,
         )
         log.unlink(missing_ok=True)
         return _no_record(task, status, reason), facts
@@ -227,8 +234,11 @@ def judge_exit(
     oom_killed: bool,
     timeout_s: float | None,
     last_words: str | None,
+    at_ceiling: bool = False,
 ) -> tuple[Status, str]:
-    """The status and reason of a child that sent no record."""
+    """The status and reason of a child that sent no record. A crash once its data size
+    came to its memory ceiling is `oom`: an allocation failed where it was not checked
+    (limits.py: CPython 3.11's ContextVar.set), where a checked one raises MemoryError."""
     if timed_out:
         return Status.TIMEOUT, (
             f"no result after {timeout_s:g} s; the cell's process was killed (its worker goes on)"
@@ -237,17 +247,29 @@ def judge_exit(
         name = signal.Signals(os.WTERMSIG(wait_status)).name
         if name == "SIGKILL" and oom_killed:
             return Status.OOM, "the cell's process was killed by the kernel's OOM killer (SIGKILL)"
+        if name in _CRASH_SIGNALS and at_ceiling:
+            words = last_words or name
+            return Status.OOM, f"the cell's process died at its memory ceiling: {words}"
         return Status.CRASHED, f"the cell's process died: {last_words or name}"
     code = os.waitstatus_to_exitcode(wait_status)
     return Status.CRASHED, f"the cell's process exited with code {code} before sending its record"
 
 
+_CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT")
+
+
 def _wait_for(
-    pid: int, fd: int, timeout_s: float | None, oom_kills_before: int | None
+    pid: int,
+    fd: int,
+    timeout_s: float | None,
+    oom_kills_before: int | None,
+    ceiling: limits.CeilingWatch | None = None,
 ) -> ChildExit:
-    """Read what the child sends until it exits, or kill its process group at the deadline."""
+    """Read what the child sends until it exits, or kill its process group at the
+    deadline; with a `ceiling` to watch, read its data size every _CEILING_S meanwhile."""
     deadline = None if timeout_s is None else time.perf_counter() + timeout_s
     exits = _pidfd(pid)
+    tick = _POLL_S if exits is None else (_CEILING_S if ceiling is not None else None)
     os.set_blocking(fd, False)
     sent, reading = bytearray(), True
     status: int | None = None
@@ -256,15 +278,18 @@ def _wait_for(
         left = None if deadline is None else max(0.0, deadline - time.perf_counter())
         if left == 0.0:
             _kill_group(pid)
-            status, timed_out = os.waitpid(pid, 0)[1], True
+            _, status, usage = os.wait4(pid, 0)
+            timed_out = True
             break
         watched = [f for f in (fd if reading else None, exits) if f is not None]
-        wait = left if exits is not None else min(_POLL_S, left or _POLL_S)
-        ready, _, _ = select.select(watched, [], [], wait)
+        wait = min(tick or math.inf, left if left is not None else math.inf)
+        ready, _, _ = select.select(watched, [], [], None if wait == math.inf else wait)
+        if ceiling is not None:
+            ceiling.sample()
         if fd in ready:
             reading = _read(fd, sent)
         if exits is None or exits in ready:
-            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            done, wait_status, usage = os.wait4(pid, os.WNOHANG)
             status = wait_status if done else None
     reaped_at = time.perf_counter()
     _read(fd, sent)  # what it wrote before it exited
@@ -272,7 +297,8 @@ def _wait_for(
     if exits is not None:
         os.close(exits)
     oom = oom_kills_before is not None and (oom_kills() or 0) > oom_kills_before
-    return ChildExit(pid, bytes(sent), status, timed_out, oom, reaped_at)
+    at_ceiling = ceiling is not None and ceiling.after_exit(usage.ru_maxrss << 10)
+    return ChildExit(pid, bytes(sent), status, timed_out, oom, reaped_at, at_ceiling)
 
 
 def _read(fd: int, into: bytearray) -> bool:

@@ -8,6 +8,14 @@ reuses worker processes.
 
 Crashes: faulthandler writes the fatal signal and the Python stack into a file the driver
 reads when the worker dies, so a `crashed` record can name its signal.
+
+A crash at the ceiling: code that does not check a failed allocation crashes where a
+checked one raises MemoryError. CPython 3.11's `ContextVar.set` is such code (gh-151773:
+`PyContextVar_Set` drops a NULL token), and torch keeps its config overrides in
+ContextVars: a cell that hoards under its ceiling can die of SIGSEGV in
+`torch/utils/_config_module.py`, `__setattr__`, where a direct call of the same export
+met a MemoryError (issue 34). The zygote watches its child's data size against its
+ceiling (`CeilingWatch`), so such a death is judged `oom`, as the MemoryError is.
 """
 
 from __future__ import annotations
@@ -57,11 +65,95 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
+# Within this much of its ceiling (5% of it, at least 64 MiB: the allocation that failed
+# may have asked for a block that size), a process has reached it.
+CEILING_MARGIN = 0.05
+CEILING_MARGIN_MIN_BYTES = 64 << 20
+
+
+class CeilingWatch:
+    """Whether a process (a cell's child, watched by its zygote) came to its soft
+    RLIMIT_DATA. `sample()` reads /proc/PID/status and /proc/PID/limits while it lives: its
+    data size at its peak is VmPeak less what is not data now (VmSize - VmData), so a peak
+    between two samples counts. `after_exit` adds what it made resident after the last
+    sample (its peak RSS, which the kernel keeps past its death, from `wait4`)."""
+
+    def __init__(self, pid: int, max_gb: float | None = None) -> None:
+        self.proc = Path(f"/proc/{pid}")
+        self.reached = False
+        self.limit: int | None = None
+        self.data = self.rss = 0  # bytes, at the last sample
+        # A child that dies before any sample saw its ceiling (it can set its limit and run
+        # into it within one sampling interval) is judged from its parent at the fork: its
+        # data then, plus `max_gb` (as `memory_limit` sets it), and its resident memory then.
+        self.at_fork: tuple[int, int, int] | None = None
+        if max_gb:
+            mine = _fields(Path("/proc/self/status"), ("VmData", "VmRSS"))
+            data, rss = mine.get("VmData", 0) << 10, mine.get("VmRSS", 0) << 10
+            self.at_fork = (data + int(max_gb * 1024**3), data, rss)
+
+    def sample(self) -> None:
+        try:
+            status = _fields(self.proc / "status", ("VmPeak", "VmSize", "VmData", "VmRSS"))
+            limit = _soft_data_limit(self.proc / "limits")
+        except (OSError, ValueError, IndexError):
+            return  # gone, or not Linux: nothing learnt
+        if limit is None or len(status) < 4:
+            return  # no ceiling (yet, or any more)
+        self.limit, self.data, self.rss = limit, status["VmData"] << 10, status["VmRSS"] << 10
+        peak_data = (status["VmPeak"] - status["VmSize"] + status["VmData"]) << 10
+        self.reached = self.reached or reached_ceiling(peak_data, limit)
+
+    def after_exit(self, max_rss_bytes: int) -> bool:
+        """Had it come to its ceiling when it died?"""
+        if self.reached:
+            return True
+        if self.limit is not None:
+            limit, data, rss = self.limit, self.data, self.rss
+        elif self.at_fork is not None:
+            limit, data, rss = self.at_fork
+        else:
+            return False
+        return reached_ceiling(data + max(0, max_rss_bytes - rss), limit)
+
+
+def reached_ceiling(data_bytes: int, limit_bytes: int) -> bool:
+    """Is `data_bytes` within the margin of the ceiling `limit_bytes`?"""
+    margin = max(CEILING_MARGIN * limit_bytes, CEILING_MARGIN_MIN_BYTES)
+    return data_bytes >= limit_bytes - margin
+
+
+def _fields(path: Path, names: tuple[str, ...]) -> dict[str, int]:
+    found = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in names:
+            found[name] = int(value.split()[0])
+    return found
+
+
+def _soft_data_limit(path: Path) -> int | None:
+    """The soft RLIMIT_DATA in bytes, None where unlimited."""
+    for line in path.read_text().splitlines():
+        if line.startswith("Max data size"):
+            soft = line.split()[3]
+            return None if soft == "unlimited" else int(soft)
+    return None
+
+
 def is_out_of_memory(error: BaseException) -> bool:
-    if isinstance(error, MemoryError):
-        return True
-    text = str(error)
-    return any(m in text for m in _OOM_MESSAGES)
+    """An allocation that failed (a MemoryError, or an allocator's message), in the error
+    or in what it was raised from: torch.onnx wraps a MemoryError raised inside
+    torch.export in its TorchExportError, and a direct call's user sees that MemoryError
+    (a hoarding model under a 1.5 GiB ceiling here: `export_failed` before, `oom` now)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, MemoryError) or any(m in str(cause) for m in _OOM_MESSAGES):
+            return True
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return False
 
 
 def crash_log_path(run_dir: str | Path, cell_id: str) -> Path:

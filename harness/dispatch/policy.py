@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
-from harness.store.details import WorkerInfo
+from harness.dispatch.flight import InFlight, Start, no_run, started
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -34,6 +34,8 @@ HELD_MAX = 1000  # cells held back for a slot of their kind, at most
 # itself only this much later: time for a new worker's zygote to start and prepare (imports,
 # the exporter's warm-up: ~15 s here, more on a loaded machine) before it forks the cell.
 ISOLATION_GRACE_S = 120.0
+POLL_S = 0.5  # how often the driver looks at its tasks, the start board and its clocks
+BOARD_MISSES_MAX = 3  # drains in a row the start board did not answer: no board from then
 
 
 def kind(task: CellTask) -> str:
@@ -151,99 +153,37 @@ class Backlog:
         return None
 
 
-# -- a cell in flight and its clock -----------------------------------------------------------
+# -- the start board and the clocks -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class InFlight:
-    """A submitted cell. Its clock starts when its task reports that it runs (`started`),
-    not at submission: a cell waiting in Ray's queue is not running out of time."""
+class Board:
+    """The start board as the driver knows it: still asked (`up`), and how many drains in
+    a row it has not answered."""
 
-    task: CellTask
-    flight_id: int
-    submitted: float = field(default_factory=time.perf_counter)
-    submitted_at: float = field(default_factory=time.time)
-    started: float | None = None  # the driver's clock when the start report arrived
-    started_at: float | None = None  # the worker's wall clock at its start
-    node: str | None = None
-    host: str | None = None
-    pid: int | None = None
+    up: bool = True
+    misses: int = 0
 
-    def start(self, *, node: str, host: str, pid: int, at: float, now: float) -> InFlight:
-        return replace(self, started=now, started_at=at, node=node, host=host, pid=pid)
+    def due(self, last_drained: float, now: float) -> bool:
+        """Is it time to drain it (every POLL_S while it is asked)?"""
+        return self.up and now - last_drained >= POLL_S
 
-    def assumed_started(self, now: float) -> InFlight:
-        """Taken to run from `now` (where is unknown) unless known to run already."""
-        return self if self.started is not None else replace(self, started=now)
-
-    def expired(self, now: float, timeout_s: float) -> bool:
-        return self.started is not None and now - self.started > timeout_s
-
-    def ran_for(self, now: float) -> float:
-        return now - (self.started if self.started is not None else self.submitted)
-
-    def stamp(self, record: Record) -> Record:
-        """Stamp submission and collection times beside the worker's own start and
-        finish, so the scheduling overhead of every cell can be read off its record."""
-        if record.worker is None:
-            return record
-        stamps = {"submitted_at": self.submitted_at, "collected_at": time.time()}
-        return record.with_changes(worker=record.worker.merged(stamps))
-
-    def whereabouts(self) -> dict[str, object]:
-        """What the driver knows of where and when the cell ran, for a record it writes."""
-        return {
-            "node": self.node,
-            "host": self.host,
-            "pid": self.pid,
-            "submitted_at": self.submitted_at,
-            "started_at": self.started_at,
-            "collected_at": time.time(),
-        }
+    def on_submit(self, flight: InFlight) -> InFlight:
+        """A cell submitted without a board to report to is timed from its submission."""
+        return flight if self.up else replace(flight, started=flight.submitted)
 
 
-# (flight id, node id, host, pid, the worker's wall clock)
-Start = tuple[int, str, str, int, float]
-
-
-def started(flights: Iterable[InFlight], starts: Iterable[Start], now: float) -> list[InFlight]:
-    """The flights whose start reports arrived, with their clocks started at `now`."""
-    by_id = {f.flight_id: f for f in flights}
-    return [
-        by_id[flight_id].start(node=node, host=host, pid=pid, at=at, now=now)
-        for flight_id, node, host, pid, at in starts
-        if flight_id in by_id
-    ]
-
-
-class StartBoard:
-    """Where each task says that it started running, on which node and in which process
-    (a Ray actor in `harness.dispatch.remote`). The driver drains it every poll: a cell's
-    timeout clock starts then (a task still in Ray's queue is not running out of time),
-    and a failed cell's node is known."""
-
-    def __init__(self) -> None:
-        self._starts: list[Start] = []
-
-    def started(self, start: Start) -> None:
-        self._starts.append(start)
-
-    def drain(self) -> list[Start]:
-        starts, self._starts = self._starts, []
-        return starts
-
-
-def no_run(task: CellTask, status: Status, reason: str, flight: InFlight | None = None) -> Record:
-    """A record the driver writes for a cell that returned none; with what it knows of
-    where and when the cell ran, where it was submitted."""
-    record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
-    record = record.with_changes(attempt=task.attempt)
-    if flight is None:
-        return record
-    duration = flight.ran_for(time.perf_counter())
-    return record.with_changes(
-        duration_s=duration, worker=WorkerInfo.from_dict(flight.whereabouts())
-    )
+def drained(
+    board: Board, flights: Iterable[InFlight], starts: Sequence[Start] | None, now: float
+) -> tuple[Board, list[InFlight]]:
+    """The board after a drain, and the flights the drain started (`starts`, its reports;
+    None where it did not answer). A board that does not answer (Ray restarts it) may have
+    lost reports: the cells not known to run are taken to run from now, where is unknown;
+    after BOARD_MISSES_MAX misses in a row it is not asked again."""
+    if starts is None:
+        misses = board.misses + 1
+        return Board(misses < BOARD_MISSES_MAX, misses), [f.assumed_started(now) for f in flights]
+    return Board(board.up, 0), started(flights, starts, now)
 
 
 def past_backstop(flight: InFlight, now: float, options: Options) -> Record | None:
@@ -253,7 +193,57 @@ def past_backstop(flight: InFlight, now: float, options: Options) -> Record | No
     if not flight.expired(now, options.backstop_s):
         return None
     reason = f"no result after {options.backstop_s:g} s; worker killed"
-    return no_run(flight.task, Status.TIMEOUT, reason, flight)
+    return no_run(flight.task, Status.TIMEOUT, reason, flight, now=now)
+
+
+# -- what the driver waits for ----------------------------------------------------------------
+
+
+class Wait(StrEnum):
+    """What the driver waits on in one turn of its loop."""
+
+    TASKS = "tasks"  # tasks in flight: the first result, up to POLL_S
+    IDLE = "idle"  # none in flight, but cells wait for a slot or a node to settle: POLL_S
+    DONE = "done"  # nothing left
+
+
+def wait_for(in_flight: int, *, pending: bool) -> Wait:
+    """Tasks in flight are waited on; else cells `pending` (held for a slot, or dead tasks
+    waiting for their node's state to settle) are waited for a poll."""
+    if in_flight:
+        return Wait.TASKS
+    return Wait.IDLE if pending else Wait.DONE
+
+
+Ref = TypeVar("Ref")
+
+
+def queued(flights: Mapping[Ref, InFlight], kinds: Iterable[str]) -> dict[str, list[Ref]]:
+    """By kind, the tasks submitted but not known to run (in Ray's queue, as far as the
+    driver knows): keyed as `flights` is."""
+    return {
+        k: [ref for ref, f in flights.items() if kind(f.task) == k and f.started is None]
+        for k in kinds
+    }
+
+
+def waiting(held: Mapping[str, Sized], queue: Mapping[str, Sized]) -> dict[str, int]:
+    """How many cells of each kind wait for a slot: held back here, or queued in Ray."""
+    return {k: len(held[k]) + len(queue.get(k, ())) for k in held}
+
+
+class End(StrEnum):
+    """How a task left the driver's hands."""
+
+    COLLECTED = "collected"  # Ray returned its record or its error
+    EXPIRED = "expired"  # killed past its backstop
+    DROPPED = "dropped"  # cancelled while queued: no alive node can run it
+
+
+def completes(end: End) -> bool:
+    """Whether the task counts as completed: it ran (or was taken to run) to an end; a
+    task cancelled in Ray's queue never ran."""
+    return end is not End.DROPPED
 
 
 # -- a task that returned no record: its node died, or its cell crashed ------------------------
@@ -270,6 +260,43 @@ class Verdict(StrEnum):
     RETRY = "retry"  # the node was lost: run the cell again elsewhere
     OWN = "own"  # the cell's own failure, on a live node: its record stands
     WAIT = "wait"  # the node's state has not settled yet
+
+
+class Failure(StrEnum):
+    """What a task's Ray error says happened to it (`harness.dispatch.remote.failure_of`)."""
+
+    DIED = "died"  # its worker, raylet or node died while it ran
+    MEMORY_MONITOR = "memory_monitor"  # Ray's memory monitor killed it
+    RAISED = "raised"  # the task raised (a bug of the harness's own code)
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task that returned no record, as plain data: what happened, Ray's message, what
+    it says of the task's node, and the node it names."""
+
+    failure: Failure
+    message: str
+    evidence: Evidence | None = None
+    node: str | None = None
+
+
+def failure_record(
+    flight: InFlight, failed: TaskFailure, last_words: str | None, *, now: float
+) -> Record:
+    """The record of a cell whose task returned none: a dead worker (with the cell's
+    faulthandler log where it left one), Ray's memory monitor, or the task's own error."""
+    task, message = flight.task, failed.message
+    if failed.failure is Failure.DIED:
+        reason = f"worker process died while running the cell: {last_words or message}"
+        return no_run(task, Status.CRASHED, reason, flight, now=now)
+    if failed.failure is Failure.MEMORY_MONITOR:
+        reason = f"killed by Ray's memory monitor: {message}"
+        return no_run(task, Status.OOM, reason, flight, now=now)
+    if failed.failure is Failure.RAISED:
+        return no_run(task, Status.HARNESS_ERROR, f"task raised: {message}", flight, now=now)
+    return no_run(task, Status.CRASHED, message, flight, now=now)
 
 
 @dataclass(frozen=True)
@@ -346,6 +373,17 @@ def next_attempt(suspect: Suspect) -> CellTask | Record:
     return replace(task, attempt=task.attempt + 1)
 
 
+def outcome(suspect: Suspect, verdict: Verdict) -> CellTask | Record:
+    """What a settled suspect comes to: its crash record where the crash was its own, else
+    its next attempt (or the record that it has had its last)."""
+    return suspect.crashed if verdict is Verdict.OWN else next_attempt(suspect)
+
+
+def running_gpu(flights: Iterable[InFlight]) -> int:
+    """How many of the flights hold a GPU."""
+    return sum(1 for f in flights if kind(f.task) == GPU)
+
+
 _NODE_ID = re.compile(r"node ID: ([0-9a-f]{16,})")
 
 
@@ -410,6 +448,15 @@ class DispatchStats:
         self.crashes += record.status is Status.CRASHED
         self.timeouts += record.status is Status.TIMEOUT
         self.not_attempted += record.status is Status.NOT_ATTEMPTED
+
+    def count_settled(self, suspect: Suspect, verdict: Verdict, now: float) -> None:
+        """How long a dead task waited for its node's state, and the node it lost."""
+        self.settle_waits_s.append(now - suspect.since)
+        if verdict is Verdict.RETRY and suspect.node:
+            self.lost_nodes.add(suspect.node)
+
+    def count_end(self, end: End) -> None:
+        self.completed += completes(end)
 
     def count_submitted(self, running: int, running_gpu: int) -> None:
         self.submitted += 1

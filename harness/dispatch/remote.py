@@ -20,12 +20,12 @@ from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from harness.dispatch.cluster import runtime_env
-from harness.dispatch.policy import GPU, Evidence, InFlight, Start, StartBoard, kind, no_run
+from harness.dispatch.flight import Start, StartBoard
+from harness.dispatch.policy import GPU, Evidence, Failure, TaskFailure, kind, node_in_message
 from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
-from harness.store.status import Status
 
 START_REPORT_S = 30.0
 HEAD = "node:__internal_head__"  # the resource Ray gives the head node
@@ -33,17 +33,25 @@ HEAD = "node:__internal_head__"  # the resource Ray gives the head node
 _start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
 
 
-def start_board() -> ActorHandle:
+def start_board() -> ActorHandle[StartBoard]:
     """The start board, on the head node where one is marked (it lives as long as the
     cluster does); Ray restarts it elsewhere if its node dies."""
-    heads = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD in n.get("Resources", {})]
+    heads = [n["NodeID"] for n in nodes() if n.get("Alive") and HEAD in n.get("Resources", {})]
     here = heads[0] if heads else ray.get_runtime_context().get_node_id()
     affinity = NodeAffinitySchedulingStrategy(here, soft=True)
     board = _start_board.options(scheduling_strategy=affinity).remote()
-    return cast(ActorHandle, board)  # Ray types `.remote()` as the handle or the class
+    return cast(ActorHandle[StartBoard], board)  # Ray types `.remote()` as the handle or the class
 
 
-def _run_cell_here(task: CellTask, board: ActorHandle | None = None, flight_id: int = 0) -> Record:
+def nodes() -> list[dict[str, Any]]:
+    """`ray.nodes()`: each node's NodeID, Alive, Resources, ... (Ray leaves it untyped)."""
+    found: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    return found
+
+
+def _run_cell_here(
+    task: CellTask, board: ActorHandle[StartBoard] | None = None, flight_id: int = 0
+) -> Record:
     started = time.time()
     if board is not None:
         _report_start(board, (flight_id, *_whoami().values(), started))
@@ -62,7 +70,7 @@ def _assigned_gpus() -> str:
     return ",".join(ray.get_runtime_context().get_accelerator_ids().get("GPU", []))
 
 
-def _report_start(board: ActorHandle, start: Start) -> None:
+def _report_start(board: ActorHandle[StartBoard], start: Start) -> None:
     """Synchronous, so the driver knows where the cell runs before it can crash there. A
     board that does not answer costs the cell nothing: the driver then falls back to
     timing the cell from its submission."""
@@ -93,12 +101,13 @@ _run_cell_remote_gpu = ray.remote(num_gpus=1, max_retries=0)(_run_cell_here)
 def submit(
     task: CellTask,
     variants: Mapping[str, tuple[str, ...]],
-    board: ActorHandle | None,
+    board: ActorHandle[StartBoard] | None,
     flight_id: int,
 ) -> ray.ObjectRef[Record]:
     """The cell's task, on `task.threads` CPUs (and a GPU for a CUDA cell), in its
     variant's runtime_env."""
-    remote = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
+    # Ray's stubs lose the function's arity through `.options(**options)`.
+    remote: Any = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
     options: dict[str, Any] = {"num_cpus": task.threads}
     env = runtime_env(variants.get(task.cell.variant, ()))
     if env:
@@ -173,19 +182,19 @@ _NODE_DEATHS = (
 NODE_DEATH_TEXT = "node it was running on is dead or unavailable"
 
 
-def failure_record(flight: InFlight, exc: ray_errors.RayError, last_words: str | None) -> Record:
-    """The record of a cell whose task returned none: a dead worker (with the cell's
-    faulthandler log where it left one), Ray's memory monitor, or the task's own error."""
-    task = flight.task
+def failure_of(exc: ray_errors.RayError) -> TaskFailure:
+    """A task's Ray error as plain data for the driver's decisions
+    (`policy.failure_record`, `policy.suspect_of`): what happened, Ray's message, what it
+    says of the node, and the node it names."""
     if isinstance(
         exc,
         ray_errors.WorkerCrashedError | ray_errors.LocalRayletDiedError | ray_errors.NodeDiedError,
     ):
-        reason = f"worker process died while running the cell: {last_words or message_line(exc)}"
-        return no_run(task, Status.CRASHED, reason, flight)
-    if isinstance(exc, ray_errors.OutOfMemoryError):
-        reason = f"killed by Ray's memory monitor: {message_line(exc)}"
-        return no_run(task, Status.OOM, reason, flight)
-    if isinstance(exc, ray_errors.RayTaskError):
-        return no_run(task, Status.HARNESS_ERROR, f"task raised: {message_line(exc)}", flight)
-    return no_run(task, Status.CRASHED, first_line(exc), flight)
+        failure, message = Failure.DIED, message_line(exc)
+    elif isinstance(exc, ray_errors.OutOfMemoryError):
+        failure, message = Failure.MEMORY_MONITOR, message_line(exc)
+    elif isinstance(exc, ray_errors.RayTaskError):
+        failure, message = Failure.RAISED, message_line(exc)
+    else:
+        failure, message = Failure.OTHER, first_line(exc)
+    return TaskFailure(failure, message, evidence(exc), node_in_message(str(exc)))

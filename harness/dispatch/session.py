@@ -47,7 +47,9 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
 
 
 def cluster_info(address: str) -> ClusterInfo:
-    return ClusterInfo.of_ray(address, ray.nodes(), ray.cluster_resources())
+    nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    resources = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return ClusterInfo.of_ray(address, nodes, resources)
 
 
 def stop() -> None:

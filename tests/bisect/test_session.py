@@ -159,4 +159,6 @@ def test_each_step_hands_over_the_result_so_far_and_none_claims_an_answer_early(
     assert not any(s.answered for s in steps[:-1])  # a search not done answers nothing
     assert steps[-1].answered and steps[-1].cells[0].outcome.first_bad == "1.5"
     assert final.note is None and final.answered
+    # The tried log only grows: each line is final when a step first shows it.
+    assert all(final.tried[: len(s.tried)] == s.tried for s in steps)
     assert final.cells[0].evidence.first_bad is not None  # the evidence comes at the end

@@ -8,8 +8,10 @@ entries: the contaminator's build, then the victim's, in one cell)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from tests.zoo_fixtures.faults.faults import LEFT_BEHIND
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
 CONTAMINATION = FIXTURES / "contamination" / "models.py"
 FAULTS = FIXTURES / "faults" / "faults.py"
+HOARD = FIXTURES / "hoard" / "hoard.py"
 STICKY = FIXTURES / "sticky" / "sticky.py"
 # TorchScript symbolics mean nothing to the dynamo exporter.
 PAIRS = [
@@ -142,6 +145,49 @@ def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+def test_a_model_hoarding_under_export_is_oom_as_a_direct_call_says(tmp_path: Path) -> None:
+    """The hoarding model (issue 34) under a 1.5 GiB ceiling: a direct dynamo call in a
+    fresh process (benchmarks/hoard_verdict.py, the same RLIMIT_DATA) raises torch.onnx's
+    TorchExportError from a MemoryError, and the cell's verdict is that one, `oom`. Where
+    the cell's heap runs out decides how it gets there: a MemoryError in the capture stage
+    (it was `export_failed`), or, in a zygote that ran other cells first (here, after
+    test_each_fault...), SIGSEGV in torch's config `__setattr__` (CPython 3.11's
+    ContextVar.set, gh-151773; it was `crashed`)."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "hoard_verdict.py"
+    plain = subprocess.run(
+        [sys.executable, str(script), "fresh", "--gb", "1.5"],
+        capture_output=True, text=True, timeout=600, check=True,
+    )  # fmt: skip
+    direct = json.loads(plain.stdout.splitlines()[-1])
+    assert direct["chain"][0].startswith("TorchExportError")
+    assert (direct["chain"][-1], direct["verdict"]) == ("MemoryError: ", "oom")
+    r = run_cell_isolated(_task(tmp_path, HOARD, "hoard_bytes", "dynamo", max_memory_gb=1.5))
+    assert r.status == Status.OOM, (r.stage, r.error_message)
+    if r.stage is None:  # it died at its ceiling
+        assert (r.error_message or "").startswith(
+            "the cell's process died at its memory ceiling: SIGSEGV"
+        )
+    else:  # an allocation error in the stage that ran out: capture here, alone
+        assert r.error_signature in ("MemoryError: MemoryError()", "MemoryError: std::bad_alloc"), (
+            r.stage, r.error_message
+        )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_crash_at_the_memory_ceiling_is_oom_and_one_below_it_is_crashed(tmp_path: Path) -> None:
+    """A cell that dies of SIGSEGV once an allocation failed at its ceiling (the stand-in
+    for CPython 3.11's unchecked ContextVar.set, issue 34) is `oom`; fault_segv, far below
+    its ceiling, stays `crashed`."""
+    at = run_cell_isolated(_task(tmp_path, HOARD, "hoard_then_segv", max_memory_gb=0.25))
+    assert at.status == Status.OOM, at.error_message
+    assert at.error_message is not None and at.error_message.startswith(
+        "the cell's process died at its memory ceiling: SIGSEGV (Segmentation fault)"
+    )
+    below = run_cell_isolated(_task(tmp_path, FAULTS, "fault_segv", max_memory_gb=0.25))
+    assert below.status == Status.CRASHED and "SIGSEGV" in (below.error_message or "")
+
+
+@pytest.mark.slow
 def test_a_timeout_kills_what_the_cell_started(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, FAULTS, "fault_hang_with_child", timeout_s=4))
     assert r.status == Status.TIMEOUT
@@ -212,6 +258,26 @@ def test_judge_exit(
         wait_status, timed_out=timed_out, oom_killed=oom_killed, timeout_s=30, last_words=last_words
     )
     assert status == expected[0] and expected[1] in reason
+
+
+@pytest.mark.parametrize(
+    ("wait_status", "expected"),
+    [
+        (signal.SIGSEGV, (Status.OOM, "died at its memory ceiling: last words")),
+        (signal.SIGABRT, (Status.OOM, "died at its memory ceiling: SIGABRT")),
+        (signal.SIGKILL, (Status.CRASHED, "died: SIGKILL")),  # killed: not its own crash
+        (3 << 8, (Status.CRASHED, "exited with code 3 before sending its record")),
+    ],
+)
+def test_a_crash_once_at_the_memory_ceiling_is_oom(
+    wait_status: int, expected: tuple[Status, str]
+) -> None:
+    last_words = "last words" if wait_status == signal.SIGSEGV else None
+    status, reason = judge_exit(
+        wait_status, timed_out=False, oom_killed=False, timeout_s=30, last_words=last_words,
+        at_ceiling=True,
+    )  # fmt: skip
+    assert (status, reason[len("the cell's process ") :]) == (expected[0], expected[1])
 
 
 def test_oom_kills_reads_cgroup_v2_then_v1_and_none_without_either(tmp_path: Path) -> None:

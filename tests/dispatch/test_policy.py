@@ -7,29 +7,40 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+from harness.dispatch.flight import InFlight, StartBoard, no_run, started
 from harness.dispatch.policy import (
+    BOARD_MISSES_MAX,
     ISOLATION_GRACE_S,
     MAX_ATTEMPTS,
     Backlog,
+    Board,
     DispatchStats,
+    End,
     Evidence,
-    InFlight,
+    Failure,
     Nodes,
     Options,
     Slots,
-    StartBoard,
     Suspect,
+    TaskFailure,
     Verdict,
+    Wait,
+    completes,
+    drained,
+    failure_record,
     judge,
     next_attempt,
-    no_run,
     node_in_message,
     past_backstop,
+    queued,
     settled,
-    started,
     suspect_of,
     unrunnable,
     unrunnable_reason,
+    wait_for,
+    waiting,
 )
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -331,3 +342,73 @@ def test_the_final_counts_follow_the_records_handed_over() -> None:
     assert (stats.crashes, stats.timeouts, stats.not_attempted) == (2, 1, 1)
     assert (stats.submitted, stats.peak_in_flight, stats.peak_in_flight_gpu) == (2, 3, 1)
     assert stats.figures()["not_attempted"] == 1
+
+
+# -- the start board, what the driver waits for, what counts as completed, a lost task's record
+
+
+def test_a_board_that_misses_drains_times_cells_from_now_and_is_dropped_after_the_last() -> None:
+    known, unknown = (
+        InFlight(_task("a"), 1, submitted=0.0, started=2.0),
+        InFlight(_task("b"), 2, submitted=0.0),
+    )
+    board, flights = drained(Board(), [known, unknown], None, now=5.0)
+    assert board == Board(True, 1) and [f.started for f in flights] == [2.0, 5.0]
+    for _ in range(BOARD_MISSES_MAX - 1):
+        board, _ = drained(board, [], None, now=6.0)
+    assert board == Board(False, BOARD_MISSES_MAX)
+    assert not board.due(last_drained=0.0, now=100.0)
+    assert board.on_submit(unknown).started == 0.0  # timed from its submission
+    assert Board().on_submit(unknown).started is None
+
+
+def test_a_board_that_answers_starts_the_reported_flights_and_forgives_its_misses() -> None:
+    flight = InFlight(_task("a"), 7, submitted=0.0)
+    board, flights = drained(Board(True, 2), [flight], [(7, "n1", "h", 42, 1.5)], now=3.0)
+    assert board == Board(True, 0)
+    assert [(f.flight_id, f.node, f.pid, f.started) for f in flights] == [(7, "n1", 42, 3.0)]
+    assert Board().due(last_drained=0.0, now=0.5) and not Board().due(last_drained=0.1, now=0.5)
+
+
+def test_what_the_driver_waits_for() -> None:
+    assert wait_for(1, pending=False) is Wait.TASKS
+    assert wait_for(1, pending=True) is Wait.TASKS
+    assert wait_for(0, pending=True) is Wait.IDLE
+    assert wait_for(0, pending=False) is Wait.DONE
+
+
+def test_cells_waiting_for_a_slot_are_those_held_and_those_queued_but_not_started() -> None:
+    flights = {
+        "r1": InFlight(_task("a", "cuda"), 1),
+        "r2": InFlight(_task("b", "cuda"), 2, started=1.0),
+        "r3": InFlight(_task("c"), 3),
+    }
+    queue = queued(flights, ["cuda", "cpu"])
+    assert queue == {"cuda": ["r1"], "cpu": ["r3"]}
+    held = {"cuda": [_task("d", "cuda"), _task("e", "cuda")], "cpu": []}
+    assert waiting(held, queue) == {"cuda": 3, "cpu": 1}
+
+
+def test_a_task_cancelled_in_rays_queue_does_not_count_as_completed() -> None:
+    stats = DispatchStats()
+    for end in (End.COLLECTED, End.EXPIRED, End.DROPPED, End.COLLECTED):
+        stats.count_end(end)
+    assert stats.completed == 3 and not completes(End.DROPPED)
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "reason"),
+    [
+        (Failure.DIED, Status.CRASHED, "worker process died while running the cell: last words"),
+        (Failure.MEMORY_MONITOR, Status.OOM, "killed by Ray's memory monitor: msg"),
+        (Failure.RAISED, Status.HARNESS_ERROR, "task raised: msg"),
+        (Failure.OTHER, Status.CRASHED, "msg"),
+    ],
+)
+def test_the_record_of_a_task_that_returned_none(
+    failure: Failure, status: Status, reason: str
+) -> None:
+    flight = InFlight(_task("a"), 1, submitted=10.0, started=12.0, node="n1")
+    record = failure_record(flight, TaskFailure(failure, "msg"), "last words", now=20.0)
+    assert (record.status, record.error_message) == (status, reason)
+    assert record.duration_s == 8.0 and record.worker is not None and record.worker.node == "n1"

@@ -1,0 +1,61 @@
+"""A model whose Python code hoards bytes while it is exported (issue 34): under
+`torch.export` its forward keeps 16 MiB blocks of bytes (to `HOARD_MIB` at most, so a
+memory ceiling that does not hold fails the test instead of the machine), and the eager
+reference run keeps nothing. Under a ceiling below the hoard, the export fails with a
+MemoryError inside torch.export, which torch.onnx wraps in its TorchExportError: the
+cell's verdict is `oom` (tests/cell/test_isolation.py; benchmarks/hoard_verdict.py
+compares it with a direct call)."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import torch
+
+from harness.zoo import ModelSpec
+
+BLOCK_MIB = 16
+HOARD_MIB = 3072
+HOARD: list[bytes] = []  # kept: the export goes on holding it
+
+
+class Hoarder(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            while len(HOARD) < HOARD_MIB // BLOCK_MIB:
+                HOARD.append(b"\x01" * (BLOCK_MIB << 20))
+        return x + 1
+
+
+def _hoard_then_crash() -> torch.nn.Module:
+    """Hoards until an allocation fails, then dies of SIGSEGV, as CPython 3.11 does where
+    `ContextVar.set` is the next to allocate (gh-151773; torch's config `__setattr__`
+    calls it): a stand-in that does not depend on where the heap runs out."""
+    # A real export runs a while before it runs out (the zygote samples its child's data
+    # size every 0.25 s); without this the child could set its ceiling and die of it
+    # before the first sample, where the verdict rests on the fork-time estimate alone.
+    time.sleep(0.6)
+    hoard = []
+    try:
+        for _ in range(HOARD_MIB // BLOCK_MIB):
+            hoard.append(b"\x01" * (BLOCK_MIB << 20))
+    except MemoryError:
+        ctypes.string_at(0)  # reads address 0
+    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+
+
+SPECS = [
+    ModelSpec(
+        name="hoard_bytes",
+        family="seed",
+        build=Hoarder,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="hoard_then_segv",
+        family="seed",
+        build=_hoard_then_crash,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+]
