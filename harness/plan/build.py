@@ -29,6 +29,7 @@ from harness.plan.suites import (
     validate_patches,
 )
 from harness.store.lock import LOCK
+from harness.store.options import Shapes
 from harness.store.records import NO_PATCH, Cell
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover
@@ -43,7 +44,7 @@ class RunOptions:
     exporters: tuple[str, ...] = ()
     opsets: tuple[int, ...] = ()
     devices: tuple[str, ...] = ()
-    dynamic: bool | str | None = None  # True, False, "only" (dynamic cells only), None: the suite's
+    dynamic: Shapes | None = None  # None: the suite's
     zoo: tuple[str, ...] = ()
     out: str | None = None
     timeout_s: float = 600.0
@@ -56,8 +57,14 @@ class RunOptions:
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
     patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
 
+    def __post_init__(self) -> None:
+        # Older callers and manifests name the shapes true, false or "only".
+        if self.dynamic is not None:
+            object.__setattr__(self, "dynamic", Shapes.of(self.dynamic))
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        return {**d, "dynamic": None if self.dynamic is None else self.dynamic.json}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
@@ -113,7 +120,9 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     )
     opsets = _opsets_for(options, suite, exporters)
     dynamic = (
-        options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+        options.dynamic
+        if options.dynamic is not None
+        else (suite.dynamic if suite else Shapes.STATIC)
     )
     variants = parse_variants(options.variants)
     patches = (

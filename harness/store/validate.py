@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from harness.store.options import Shapes
 from harness.store.status import Stage, Status
 
 # A measured amount is 0 or within these bounds: no clock or counter of a cell gives less
@@ -342,12 +343,23 @@ def check_record(d: Any) -> None:
 # -- manifests ----------------------------------------------------------------------------------
 
 _STRINGS = optional(list_of(string))
+
+
+def SHAPES(value: Any, where: str) -> None:  # noqa: N802 (a check, named as the others)
+    """`options.dynamic`: what `Shapes.json` writes (false, true, "only") or a name."""
+    try:
+        Shapes.of(value)
+    except ValueError:
+        known = "false, true, " + ", ".join(f"{s.value!r}" for s in Shapes)
+        raise Malformed(where, f"must be one of {known}, not {_shown(value)}") from None
+
+
 OPTIONS = obj(
     {
         **dict.fromkeys(("suite", "out", "keep_graphs", "address"), _TEXT),
         **dict.fromkeys(("models", "exporters", "devices", "zoo", "variants"), _STRINGS),
         "opsets": optional(list_of(integer())),
-        "dynamic": optional(boolean),
+        "dynamic": optional(SHAPES),
         "timeout_s": amount,
         "threads": integer(1),
         "keep_onnx": boolean,
