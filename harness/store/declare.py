@@ -197,7 +197,11 @@ def optional(check: Check) -> Check:
         if value is not None:
             check(value, where)
 
+    _TAKES_NULL.add(optional_check)
     return optional_check
+
+
+_TAKES_NULL: set[Check] = {free}  # the checks that accept null
 
 
 def list_of(item: Check) -> Check:
@@ -224,6 +228,8 @@ def obj(fields: Mapping[str, Check], *, required: Iterable[str] = ()) -> Check:
     """A JSON object whose known `fields` hold what their checks accept; other keys only
     need finite numbers."""
     needed = tuple(required)
+    # Null is the commonest value (nothing measured): keys that take it are not checked.
+    nullable = frozenset(key for key, c in fields.items() if c in _TAKES_NULL)
 
     def check(value: Any, where: str) -> None:
         if not isinstance(value, dict):
@@ -232,6 +238,8 @@ def obj(fields: Mapping[str, Check], *, required: Iterable[str] = ()) -> Check:
             if key not in value:
                 raise Malformed(at(where, key), "is missing")
         for key, entry in value.items():
+            if entry is None and (key in nullable or key not in fields):
+                continue
             fields.get(key, free)(entry, at(where, key))
 
     return check
@@ -276,12 +284,18 @@ def required_fields(cls: type) -> tuple[str, ...]:
         for f in dataclasses.fields(cls)
         if f.default is dataclasses.MISSING
         and f.default_factory is dataclasses.MISSING
-        and not any(isinstance(m, NullIsEmpty) for m in _parts(found[f.name])[2])
+        and not _null_is_empty(found[f.name])
     )
 
 
-def field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "extra")
+def field_names(cls: type) -> frozenset[str]:
+    """The JSON keys a declaration knows (its fields, less an `Open` part's `extra`)."""
+    if cls not in _NAMES:
+        _NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls)) - {"extra"}
+    return _NAMES[cls]
+
+
+_NAMES: dict[type, frozenset[str]] = {}
 
 
 @functools.cache
@@ -326,7 +340,7 @@ def _plain_check(bare: Any, args: tuple[Any, ...]) -> Check:
 
 def _part_check(cls: type, required: tuple[str, ...] = ()) -> Check:
     return obj(
-        {name: check_of(hints(cls)[name]) for name in field_names(cls)},
+        {name: check_of(hints(cls)[name]) for name in sorted(field_names(cls))},
         required=(*required_fields(cls), *required),
     )
 
@@ -365,11 +379,20 @@ def reader_of(hint: Any) -> Reader:
 
 
 @functools.cache
-def field_readers(cls: type) -> tuple[tuple[str, Reader], ...]:
-    """The fields of `cls` whose JSON value must be read into a typed one, and how."""
+def field_readers(cls: type) -> tuple[tuple[str, Reader, bool], ...]:
+    """The fields of `cls` whose JSON value must be read into a typed one, how, and whether
+    an absent key reads as empty there."""
     found = hints(cls)
-    readers = ((name, reader_of(found[name])) for name in field_names(cls))
-    return tuple((name, read) for name, read in readers if read is not _identity)
+    readers = (
+        (f.name, reader_of(found[f.name]), _null_is_empty(found[f.name]))
+        for f in dataclasses.fields(cls)
+        if f.name != "extra"
+    )
+    return tuple(entry for entry in readers if entry[1] is not _identity)
+
+
+def _null_is_empty(hint: Any) -> bool:
+    return any(isinstance(m, NullIsEmpty) for m in _parts(hint)[2])
 
 
 def rule_of(hint: Any) -> Rule | None:
@@ -395,19 +418,9 @@ def typed_values(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     """The constructor arguments of `cls` that JSON object `d` holds (its known keys)."""
     names = field_names(cls)
     values = {k: v for k, v in d.items() if k in names}
-    for name, read in field_readers(cls):
+    for name, read, empty_if_absent in field_readers(cls):
         if name in values:
             values[name] = read(values[name])
-        elif name in _empty_if_absent(cls):
+        elif empty_if_absent:
             values[name] = read(None)
     return values
-
-
-@functools.cache
-def _empty_if_absent(cls: type) -> frozenset[str]:
-    found = hints(cls)
-    return frozenset(
-        name
-        for name in field_names(cls)
-        if any(isinstance(m, NullIsEmpty) for m in _parts(found[name])[2])
-    )

@@ -25,6 +25,7 @@ from harness.store.declare import (
     Named,
     Reader,
     Seconds,
+    field_names,
     finite,
     typed_values,
 )
@@ -41,6 +42,8 @@ __all__ = ["JsonObject", "Reader", "plain"]
 def plain(value: object, *, nulls: bool | None = None) -> object:
     """`value` as JSON holds it: typed parts as objects (their `to_dict`, else every
     field), tuples as lists; `nulls` says whether an `Open` part writes its None fields."""
+    if value is None or isinstance(value, str | int | float):
+        return value
     if isinstance(value, Open):
         return value.to_dict(nulls=nulls)
     to_dict = getattr(value, "to_dict", None)
@@ -68,7 +71,8 @@ class Open:
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         """The part a (checked) JSON object holds: its known keys read into their fields'
         types (harness.store.declare), the others kept in `extra`."""
-        extra = {k: v for k, v in d.items() if k not in _names(cls)}
+        names = field_names(cls)
+        extra = {k: v for k, v in d.items() if k not in names}
         return cls(**typed_values(cls, d), extra=extra)
 
     def to_dict(self, *, nulls: bool | None = None) -> JsonObject:
@@ -85,10 +89,6 @@ class Open:
     def merged(self, facts: Mapping[str, object]) -> Self:
         """This object with `facts` (flat JSON keys) added or replaced."""
         return self.from_dict({**self.to_dict(), **facts})
-
-
-def _names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 # -- numerics ---------------------------------------------------------------------------------

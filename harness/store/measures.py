@@ -62,7 +62,12 @@ class Latency:
         return build(cls, d)  # type: ignore[no-any-return]
 
     def to_dict(self) -> JsonObject:
-        return {**dataclasses.asdict(self), "samples": list(self.samples)}
+        return {f.name: getattr(self, f.name) for f in _LATENCY_FIELDS} | {
+            "samples": list(self.samples)
+        }
+
+
+_LATENCY_FIELDS = dataclasses.fields(Latency)
 
 
 def speedup_of(eager: Latency | None, ort: Latency | None) -> float | None:
