@@ -23,7 +23,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
 # A measured amount is 0 or within these bounds: no clock or counter of a cell gives less
 # or more, and inside them a ratio of two amounts, its logarithm and its exponential stay
@@ -31,8 +31,8 @@ from typing import Annotated, Any
 SMALLEST_AMOUNT = 1e-12
 LARGEST_AMOUNT = 1e12
 
-Check = Callable[[Any, str], None]
-Reader = Callable[[Any], Any]
+Check = Callable[[object, str], None]
+Reader = Callable[[Any], Any]  # JSON as `json.loads` gives it -> the field's value
 
 
 class SchemaError(ValueError):
@@ -47,7 +47,7 @@ class Malformed(SchemaError):
         self.where = where
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -71,11 +71,11 @@ class Rule:
     unit: str | None = None
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _amount(value: Any, where: str) -> None:
+def _amount(value: object, where: str) -> None:
     ok = _number(value) and (value == 0 or SMALLEST_AMOUNT <= value <= LARGEST_AMOUNT)
     if not ok:
         raise Malformed(
@@ -85,12 +85,12 @@ def _amount(value: Any, where: str) -> None:
         )
 
 
-def _size(value: Any, where: str) -> None:
+def _size(value: object, where: str) -> None:
     if not _number(value) or not math.isfinite(value) or value < 0:
         raise Malformed(where, f"must be a finite number of at least 0, not {_shown(value)}")
 
 
-def _finite(value: Any, where: str) -> None:
+def _finite(value: object, where: str) -> None:
     if not _number(value) or not math.isfinite(value):
         raise Malformed(where, f"must be a finite number, not {_shown(value)}")
 
@@ -101,7 +101,7 @@ def amount(unit: str) -> Rule:
 
 
 def integer(minimum: int = 0) -> Check:
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise Malformed(where, f"must be an integer of at least {minimum}, not {_shown(value)}")
 
@@ -158,17 +158,17 @@ class NullIsEmpty:
 # -- checks ---------------------------------------------------------------------------------
 
 
-def string(value: Any, where: str) -> None:
+def string(value: object, where: str) -> None:
     if not isinstance(value, str):
         raise Malformed(where, f"must be a string, not {_shown(value)}")
 
 
-def boolean(value: Any, where: str) -> None:
+def boolean(value: object, where: str) -> None:
     if not isinstance(value, bool):
         raise Malformed(where, f"must be true or false, not {_shown(value)}")
 
 
-def free(value: Any, where: str) -> None:
+def free(value: object, where: str) -> None:
     """Anything JSON holds, as long as its numbers are finite."""
     if isinstance(value, float) and not math.isfinite(value):
         raise Malformed(where, f"must be a finite number, not {_shown(value)}")
@@ -183,7 +183,7 @@ def free(value: Any, where: str) -> None:
 def one_of(names: Iterable[str], what: str) -> Check:
     known = tuple(names)
 
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if value not in known:
             raise Malformed(
                 where, f"is an unknown {what} {_shown(value)} (known: {', '.join(known)})"
@@ -193,7 +193,7 @@ def one_of(names: Iterable[str], what: str) -> Check:
 
 
 def optional(check: Check) -> Check:
-    def optional_check(value: Any, where: str) -> None:
+    def optional_check(value: object, where: str) -> None:
         if value is not None:
             check(value, where)
 
@@ -205,7 +205,7 @@ _TAKES_NULL: set[Check] = {free}  # the checks that accept null
 
 
 def list_of(item: Check) -> Check:
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if not isinstance(value, list):
             raise Malformed(where, f"must be a list, not {_shown(value)}")
         for i, entry in enumerate(value):
@@ -215,7 +215,7 @@ def list_of(item: Check) -> Check:
 
 
 def mapping_of(item: Check) -> Check:
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if not isinstance(value, dict):
             raise Malformed(where, f"must be an object, not {_shown(value)}")
         for key, entry in value.items():
@@ -231,7 +231,7 @@ def obj(fields: Mapping[str, Check], *, required: Iterable[str] = ()) -> Check:
     # Null is the commonest value (nothing measured): keys that take it are not checked.
     nullable = frozenset(key for key, c in fields.items() if c in _TAKES_NULL)
 
-    def check(value: Any, where: str) -> None:
+    def check(value: object, where: str) -> None:
         if not isinstance(value, dict):
             raise Malformed(where, f"must be an object, not {_shown(value)}")
         for key in needed:
@@ -248,7 +248,7 @@ def obj(fields: Mapping[str, Check], *, required: Iterable[str] = ()) -> Check:
 # -- the derivation -------------------------------------------------------------------------
 
 
-def _parts(hint: Any) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
+def _parts(hint: object) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
     """The hint without its `Annotated` metadata, its arguments, and the metadata."""
     extras: tuple[Any, ...] = ()
     if typing.get_origin(hint) is Annotated:
@@ -257,22 +257,22 @@ def _parts(hint: Any) -> tuple[Any, tuple[Any, ...], tuple[Any, ...]]:
     return hint, typing.get_args(hint), extras
 
 
-def _without_none(args: tuple[Any, ...]) -> list[Any]:
+def _without_none(args: tuple[object, ...]) -> list[object]:
     return [a for a in args if a is not type(None)]
 
 
-def _is_union(hint: Any) -> bool:
+def _is_union(hint: object) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType)
 
 
-def hints(cls: type) -> dict[str, Any]:
+def hints(cls: type) -> dict[str, object]:
     """A declaration's field types, `Annotated` metadata kept."""
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
     return _HINTS[cls]
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_HINTS: dict[type, dict[str, object]] = {}
 
 
 def required_fields(cls: type) -> tuple[str, ...]:
@@ -299,7 +299,7 @@ _NAMES: dict[type, frozenset[str]] = {}
 
 
 @functools.cache
-def check_of(hint: Any) -> Check:
+def check_of(hint: object) -> Check:
     """The validator of a value of type `hint`."""
     bare, args, extras = _parts(hint)
     for extra in extras:
@@ -324,7 +324,7 @@ def check_of(hint: Any) -> Check:
     return _plain_check(bare, args)
 
 
-def _plain_check(bare: Any, args: tuple[Any, ...]) -> Check:
+def _plain_check(bare: Any, args: tuple[object, ...]) -> Check:
     origin = typing.get_origin(bare) or bare
     if origin in (tuple, list) and args:
         return list_of(check_of(args[0]))
@@ -350,7 +350,7 @@ def _identity(value: Any) -> Any:
 
 
 @functools.cache
-def reader_of(hint: Any) -> Reader:
+def reader_of(hint: object) -> Reader:
     """How to read a JSON value into a value of type `hint` (JSON as is where it already
     is one: strings, numbers, free-form objects)."""
     bare, args, extras = _parts(hint)
@@ -391,11 +391,11 @@ def field_readers(cls: type) -> tuple[tuple[str, Reader, bool], ...]:
     return tuple(entry for entry in readers if entry[1] is not _identity)
 
 
-def _null_is_empty(hint: Any) -> bool:
+def _null_is_empty(hint: object) -> bool:
     return any(isinstance(m, NullIsEmpty) for m in _parts(hint)[2])
 
 
-def rule_of(hint: Any) -> Rule | None:
+def rule_of(hint: object) -> Rule | None:
     """The number rule a field type names (for the docs), if any."""
     bare, args, extras = _parts(hint)
     for extra in extras:

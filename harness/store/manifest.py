@@ -237,7 +237,7 @@ class Manifest(Part):
         return super().from_dict(d)
 
 
-def check_manifest(d: Any) -> None:
+def check_manifest(d: object) -> None:
     """Raise `Malformed` unless `d` is a manifest this harness could have written (the
     check derived from `Manifest`'s declaration)."""
     check_of(Manifest)(d, "")

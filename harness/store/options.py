@@ -33,7 +33,7 @@ class Shapes(StrEnum):
         raise ValueError(f"{value!r} is not one of false, true, {', '.join(map(repr, cls))}")
 
     @staticmethod
-    def json_check(value: Any, where: str) -> None:
+    def json_check(value: object, where: str) -> None:
         """What `json` writes (false, true, "only"), or a name."""
         try:
             Shapes.of(value)

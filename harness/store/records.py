@@ -353,7 +353,7 @@ def _line_check() -> Check:
     return obj(fields, required=RECORD_REQUIRED)
 
 
-def check_record(d: Any) -> None:
+def check_record(d: object) -> None:
     """Raise `Malformed` unless `d` is a record line this harness could have written."""
     _line_check()(d, "")
 
@@ -369,7 +369,7 @@ def _error_fields(error: BaseException | None) -> tuple[str | None, str | None, 
     return type(error).__name__, message[:4000], signature_of(error)
 
 
-def _check_version(d: Any) -> None:
+def _check_version(d: object) -> None:
     if not isinstance(d, dict):
         raise Malformed("", f"a record must be a JSON object, not {type(d).__name__}")
     version = d.get("schema")
