@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import types
 import typing
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -54,7 +55,7 @@ def strategy_of(hint: Any) -> st.SearchStrategy[Any]:
         if isinstance(extra, As):  # kept as JSON: the declared type's own JSON object
             return strategy_of(extra.shape).map(lambda v: _as_json(v.to_dict()))
     origin, args = typing.get_origin(hint) or hint, typing.get_args(hint)
-    if origin in (typing.Union, __import__("types").UnionType):
+    if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
         inner = strategy_of(rest[0]) if len(rest) == 1 else JSON
         return st.none() | inner if type(None) in args else inner

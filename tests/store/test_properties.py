@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,9 +83,6 @@ def test_a_record_reads_back_equal_from_its_line(record: Record) -> None:
 @SETTINGS
 @given(written=part(Manifest).map(lambda m: dataclasses.replace(m, schema=min(m.schema, SCHEMA))))
 def test_a_manifest_reads_back_equal_from_its_file(written: Manifest) -> None:
-    import tempfile
-    from pathlib import Path
-
     with tempfile.TemporaryDirectory() as folder:
         rundir.write_manifest(Path(folder), written)
         assert rundir.read_manifest(Path(folder)) == written
