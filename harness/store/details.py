@@ -23,12 +23,12 @@ from harness.store.declare import (
     Error,
     MiB,
     Named,
-    Reader,
     Seconds,
     field_names,
     finite,
     typed_values,
 )
+from harness.store.declare import Reader as Reader  # how a JSON value is read
 from harness.store.status import Stage, Status
 
 JsonObject = dict[str, Any]  # a JSON object as `json.loads` gives it
@@ -36,7 +36,6 @@ StatusName = Annotated[str, Named(Status)]  # a status's value, kept a plain str
 StageName = Annotated[str, Named(Stage)]
 Taken = Annotated[float, finite("s")]  # a step of the worker's, timed
 WorkerMiB = Annotated[float, finite("MiB")]
-__all__ = ["JsonObject", "Reader", "plain"]
 
 
 def plain(value: object, *, nulls: bool | None = None) -> object:
