@@ -1,5 +1,6 @@
 """Write the generated reference pages of docs/: the CLI from the argparse parsers, the
-statuses and stages from `Status` and `Stage`, the record schema from the `Record` dataclass.
+statuses and stages from `Status` and `Stage`, the record and manifest schemas from their
+declarations (`Record`, `Manifest` and their parts: types, units and bounds).
 
     python scripts/gen_docs.py            # rewrite docs/reference/{cli,statuses,record}.md
     python scripts/gen_docs.py --check    # exit 1 naming the pages that are out of date
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.cli import build_parser
+from harness.store.declare import hints, rule_of
 from harness.store.records import Record
 from harness.store.status import Stage, Status, StatusFacts
 
@@ -199,9 +201,9 @@ def schema_classes(root: type) -> list[type]:
     """`root` and every dataclass its fields hold, in the order they are first named."""
     found: list[type] = [root]
     for cls in found:
-        hints = typing.get_type_hints(cls)
+        declared = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            found += [c for c in nested_dataclasses(hints[f.name]) if c not in found]
+            found += [c for c in nested_dataclasses(declared[f.name]) if c not in found]
     return found
 
 
@@ -226,16 +228,27 @@ def class_section(cls: type) -> str:
     for base in reversed(cls.__mro__):  # a field inherited is commented where it is declared
         if dataclasses.is_dataclass(base):
             comments.update(field_comments(base))
+    declared = hints(cls)
     rows = "\n".join(
-        f"| {code(f.name)} | {code(str(f.type))} | {default_of(f)} |"
+        f"| {code(f.name)} | {code(str(f.type))} | {rule(declared[f.name])} | {default_of(f)} |"
         f" {cell(comments.get(f.name, EXTRA if f.name == 'extra' else ''))} |"
         for f in sorted(dataclasses.fields(cls), key=lambda f: f.kw_only is True)  # extra last
     )
     doc = cell(inspect.getdoc(cls) or "")
     return (
         f"## `{cls.__name__}`\n\n{doc}\n\n"
-        "| field | type | default | notes |\n| --- | --- | --- | --- |\n" + rows + "\n"
+        "| field | type | unit, bounds | default | notes |\n| --- | --- | --- | --- | --- |\n"
+        + rows
+        + "\n"
     )
+
+
+def rule(hint: object) -> str:
+    """A field's unit and bounds, from its declared type (harness.store.declare)."""
+    found = rule_of(hint)
+    if found is None:
+        return ""
+    return cell(f"{found.unit}, {found.text}" if found.unit else found.text)
 
 
 EXTRA = "keys this harness does not know (a newer writer's): kept, and written back"
@@ -286,6 +299,7 @@ def record_page() -> str:
 
 def manifest_page() -> str:
     from harness.store.manifest import Manifest
+    from harness.store.options import RunOptions
 
     return (
         GENERATED.format(source="the Manifest dataclass (harness/store/manifest.py)")
@@ -296,7 +310,7 @@ def manifest_page() -> str:
         + " is untrusted input). A part an older harness did not write reads as null;"
         + " keys a newer one added are kept in each part's `extra` and written back in"
         + " place.\n\n"
-        + "\n".join(class_section(cls) for cls in schema_classes(Manifest))
+        + "\n".join(class_section(cls) for cls in [*schema_classes(Manifest), RunOptions])
     )
 
 

@@ -149,7 +149,7 @@ def _suite_row(name: str) -> dict[str, Any]:
         "models": list(suite.models),
         "exporters": list(suite.exporters),
         "opsets": {e: list(suite.opsets_for(e)) for e in suite.exporters},
-        "dynamic": suite.dynamic,
+        "dynamic": suite.dynamic.json,
         "patches": list(suite.patches),
     }
 

@@ -15,6 +15,7 @@ from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.store import lock, rundir
 from harness.store.files import WriteFailed
+from harness.store.options import Shapes
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -104,18 +105,23 @@ def _add_shape_arguments(p: argparse.ArgumentParser) -> None:
     shape.add_argument(
         "--dynamic",
         dest="dynamic",
-        action="store_true",
+        action="store_const",
+        const=Shapes.BOTH,
         default=None,
         help="add dynamic-shape cells for models that declare dynamic dims",
     )
     shape.add_argument(
-        "--static-only", dest="dynamic", action="store_false", help="static cells only"
+        "--static-only",
+        dest="dynamic",
+        action="store_const",
+        const=Shapes.STATIC,
+        help="static cells only",
     )
     shape.add_argument(
         "--dynamic-only",
         dest="dynamic",
         action="store_const",
-        const="only",
+        const=Shapes.ONLY,
         help="dynamic-shape cells only (models that declare no dynamic dims get none)",
     )
 

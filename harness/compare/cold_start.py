@@ -50,7 +50,7 @@ def cold_start_samples(manifest: Manifest, field: str) -> dict[Key, list[float]]
     for entry in manifest.cold_start:
         value = getattr(entry, field)
         if value is not None and value > 0:
-            found[(entry.exporter, entry.variant_name)].append(float(value))
+            found[(entry.exporter_name, entry.variant_name)].append(float(value))
     return dict(found)
 
 

@@ -4,7 +4,6 @@ which directory. Pure apart from reading suite and zoo files; every problem is a
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -29,43 +28,11 @@ from harness.plan.suites import (
     validate_patches,
 )
 from harness.store.lock import LOCK
+from harness.store.options import RunOptions as RunOptions
+from harness.store.options import Shapes
 from harness.store.records import NO_PATCH, Cell
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What the user asked for (the `harness run` flags), before validation."""
-
-    suite: str | None = None
-    models: tuple[str, ...] = ()
-    exporters: tuple[str, ...] = ()
-    opsets: tuple[int, ...] = ()
-    devices: tuple[str, ...] = ()
-    dynamic: bool | str | None = None  # True, False, "only" (dynamic cells only), None: the suite's
-    zoo: tuple[str, ...] = ()
-    out: str | None = None
-    timeout_s: float = 600.0
-    threads: int = 1
-    keep_onnx: bool = False
-    # "run" (the run's graphs/ folder) or a folder shared by runs; None: graphs not kept
-    keep_graphs: str | None = None
-    address: str | None = None
-    max_memory_gb: float | None = None
-    variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
-    patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunOptions:
-        known = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known
-        }
-        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -113,7 +80,9 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     )
     opsets = _opsets_for(options, suite, exporters)
     dynamic = (
-        options.dynamic if options.dynamic is not None else (suite.dynamic if suite else False)
+        options.dynamic
+        if options.dynamic is not None
+        else (suite.dynamic if suite else Shapes.STATIC)
     )
     variants = parse_variants(options.variants)
     patches = (

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harness.store.options import Shapes
 from harness.store.records import NO_PATCH, Cell
 
-# `dynamic`: False (static cells), True (static and dynamic), or "only" (dynamic cells only:
-# a suite of entries that only make sense dynamic, such as a decode step with a KV cache).
-DYNAMIC_ONLY = "only"
+DYNAMIC_ONLY = Shapes.ONLY  # the suite files' name for dynamic cells only
 
 
 @dataclass(frozen=True)
@@ -36,16 +35,17 @@ def expand(
     opsets_for: Callable[[str], Sequence[int]],
     devices: Sequence[str] = ("cpu",),
     *,
-    dynamic: bool | str = False,
+    dynamic: Shapes | bool | str = Shapes.STATIC,
     variants: Sequence[str] = ("base",),
     patches: Sequence[str] = (NO_PATCH,),
 ) -> Matrix:
     """Every (model, exporter, opset, device, shape, variant, patch) combination, sorted.
 
-    With `dynamic`, models that declare dynamic dimensions also get a dynamic cell per
-    combination; models without them get only static cells. With `dynamic="only"`, models
-    get dynamic cells only (none where they declare no dynamic dimension).
+    With `Shapes.BOTH` (or True), models that declare dynamic dimensions also get a dynamic
+    cell per combination; models without them get only static cells. With `Shapes.ONLY`,
+    models get dynamic cells only (none where they declare no dynamic dimension).
     """
+    dynamic = Shapes.of(dynamic)
     cells = sorted(
         Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p)
         for m in models
@@ -62,10 +62,10 @@ def expand(
     )
 
 
-def _shapes(dynamic: bool | str, model: ModelRef) -> tuple[bool, ...]:
-    if dynamic == DYNAMIC_ONLY:
+def _shapes(dynamic: Shapes, model: ModelRef) -> tuple[bool, ...]:
+    if dynamic is Shapes.ONLY:
         return (True,) if model.has_dynamic else ()
-    return (False, True) if dynamic and model.has_dynamic else (False,)
+    return (False, True) if dynamic is Shapes.BOTH and model.has_dynamic else (False,)
 
 
 def announce(
@@ -74,17 +74,18 @@ def announce(
     exporters: Sequence[str],
     opsets_for: Callable[[str], Sequence[int]],
     devices: Sequence[str],
-    dynamic: bool | str,
+    dynamic: Shapes | bool | str,
     variants: Sequence[str],
     patches: Sequence[str] = (NO_PATCH,),
 ) -> str:
     opsets = sorted({o for e in exporters for o in opsets_for(e)})
     any_dynamic = any(m.has_dynamic for m in models)
+    dynamic = Shapes.of(dynamic)
     shapes = (
         "dynamic only"
-        if dynamic == DYNAMIC_ONLY
+        if dynamic is Shapes.ONLY
         else "static + dynamic"
-        if dynamic and any_dynamic
+        if dynamic is Shapes.BOTH and any_dynamic
         else "static"
     )
     parts = [

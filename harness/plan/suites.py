@@ -11,6 +11,7 @@ from typing import Any
 from harness.cell import exporters, patches
 from harness.errors import UsageError
 from harness.plan.matrix import DYNAMIC_ONLY
+from harness.store.options import Shapes
 from harness.store.protocol import Protocol
 from harness.store.records import DEVICES, NO_PATCH
 
@@ -27,7 +28,7 @@ class Suite:
     exporters: tuple[str, ...] = DEFAULT_EXPORTERS
     opsets: dict[str, tuple[int, ...]] = field(default_factory=dict)
     devices: tuple[str, ...] = ("cpu",)
-    dynamic: bool | str = False  # True, False, or "only" (dynamic cells only)
+    dynamic: Shapes = Shapes.STATIC  # a suite file's false, true or "only"
     description: str = ""
     protocol: Protocol = Protocol()
     patches: tuple[str, ...] = (NO_PATCH,)
@@ -103,9 +104,10 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     )
     devices = validate_devices(_string_list(table, "devices", source) or ("cpu",), source)
     opsets = _opsets(table.get("opsets", list(DEFAULT_OPSETS)), exporters, source)
-    dynamic = table.get("dynamic", False)
-    if not isinstance(dynamic, bool) and dynamic != DYNAMIC_ONLY:
+    given = table.get("dynamic", False)
+    if not isinstance(given, bool) and given != DYNAMIC_ONLY:
         raise UsageError(f"{source}: 'dynamic' must be true, false or \"{DYNAMIC_ONLY}\"")
+    dynamic = Shapes.of(given)
     chosen = validate_patches(_string_list(table, "patches", source) or (NO_PATCH,), source)
     description = table.get("description", "")
     if not isinstance(description, str):

@@ -92,7 +92,7 @@ def cold_start_table(manifest: Manifest | None) -> Table | None:
     above are taken after each worker's warm-up; these are what a fresh process pays once."""
     groups: dict[tuple[str, str], list[ColdStart]] = {}
     for entry in manifest.cold_start if manifest else ():
-        groups.setdefault((entry.exporter, entry.variant_name), []).append(entry)
+        groups.setdefault((entry.exporter_name, entry.variant_name), []).append(entry)
     if not groups:
         return None
     rows = [

@@ -5,32 +5,55 @@ its minimal repro (`MinimalRepro`).
 
 Each is an `Open` object: its known keys are typed fields, and keys a newer writer added
 are kept in `extra` and written back, so a reader never crashes on them and never loses
-them. In `records.jsonl` an `Open` object leaves out the keys whose value is None.
+them. In `records.jsonl` an `Open` object leaves out the keys whose value is None. Each is
+declared once, here: its validator and its reader are derived from its field types
+(harness.store.declare).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
+
+from harness.store.declare import (
+    Clock,
+    Count,
+    Error,
+    MiB,
+    Named,
+    Seconds,
+    field_names,
+    finite,
+    typed_values,
+)
+from harness.store.declare import Reader as Reader  # how a JSON value is read
+from harness.store.status import Stage, Status
 
 JsonObject = dict[str, Any]  # a JSON object as `json.loads` gives it
-Reader = Callable[[Any], object]  # reads a JSON value into a typed part
+StatusName = Annotated[str, Named(Status)]  # a status's value, kept a plain string
+StageName = Annotated[str, Named(Stage)]
+Taken = Annotated[float, finite("s")]  # a step of the worker's, timed
+WorkerMiB = Annotated[float, finite("MiB")]
 
 
-def plain(value: object) -> object:
+def plain(value: object, *, nulls: bool | None = None) -> object:
     """`value` as JSON holds it: typed parts as objects (their `to_dict`, else every
-    field), tuples as lists."""
+    field), tuples as lists; `nulls` says whether an `Open` part writes its None fields."""
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, Open):
+        return value.to_dict(nulls=nulls)
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
+        return [plain(v, nulls=nulls) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): plain(v, nulls=nulls) for k, v in value.items()}
     return value
 
 
@@ -40,41 +63,31 @@ class Open:
 
     # keys a newer writer added: kept, and written back beside the others
     extra: JsonObject = field(default_factory=dict, kw_only=True)
-    # How to read a field that is itself a typed part (or a list of them).
-    _PARTS: ClassVar[Mapping[str, Reader]] = {}
     # Whether `to_dict` writes a None field as null (manifest.json) or leaves it out.
     WRITES_NULL: ClassVar[bool] = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        known = {k: v for k, v in d.items() if k in names}
+        """The part a (checked) JSON object holds: its known keys read into their fields'
+        types (harness.store.declare), the others kept in `extra`."""
+        names = field_names(cls)
         extra = {k: v for k, v in d.items() if k not in names}
-        return cls(**cls._typed(known), extra=extra)
+        return cls(**typed_values(cls, d), extra=extra)
 
-    @classmethod
-    def _typed(cls, known: JsonObject) -> JsonObject:
-        """The known keys' values as the fields hold them (typed parts, tuples)."""
-        for name, read in cls._PARTS.items():
-            if known.get(name) is not None:
-                known[name] = read(known[name])
-        return known
-
-    def to_dict(self) -> JsonObject:
+    def to_dict(self, *, nulls: bool | None = None) -> JsonObject:
+        """The JSON object; None fields written as null where `nulls` (default: the
+        class's `WRITES_NULL`, and the parts inside it as it does)."""
+        nulls = self.WRITES_NULL if nulls is None else nulls
         values = {
-            f.name: plain(getattr(self, f.name))
+            f.name: plain(getattr(self, f.name), nulls=nulls)
             for f in dataclasses.fields(self)
-            if f.name != "extra" and (self.WRITES_NULL or getattr(self, f.name) is not None)
+            if f.name != "extra" and (nulls or getattr(self, f.name) is not None)
         }
         return {**values, **self.extra}
 
     def merged(self, facts: Mapping[str, object]) -> Self:
         """This object with `facts` (flat JSON keys) added or replaced."""
         return self.from_dict({**self.to_dict(), **facts})
-
-
-def _tuple_of(part: type[Open]) -> Reader:
-    return lambda items: tuple(part.from_dict(i) for i in items)
 
 
 # -- numerics ---------------------------------------------------------------------------------
@@ -90,10 +103,10 @@ class Divergence(Open):
     aten_op: str | None = None
     source: str | None = None
     output: str | None = None
-    max_abs: float | None = None
-    compared: int = 0  # intermediate values compared up to and including this node
+    max_abs: Error | None = None
+    compared: Count = 0  # intermediate values compared up to and including this node
     reason: str | None = None
-    sample: int | None = None  # a sampled cell: the sample it was located in
+    sample: Count | None = None  # a sampled cell: the sample it was located in
 
     def text(self) -> str | None:
         """'node_shift (Add; aten harness_test.shift.default) at model.py:45 in forward,
@@ -114,7 +127,7 @@ class StageCheck(Open):
     stage: str | None = None
     compared: str | None = None
     ok: bool | None = None
-    max_abs: float | None = None
+    max_abs: Error | None = None
 
 
 @dataclass(frozen=True)
@@ -127,8 +140,6 @@ class MismatchStage(Open):
     optimizer_step: JsonObject | None = None
     note: str | None = None
     reason: str | None = None
-
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"checks": _tuple_of(StageCheck)}
 
 
 # -- where and how it ran -----------------------------------------------------------------------
@@ -143,19 +154,32 @@ class OrtRuntime(Open):
     providers: tuple[str, ...] | None = None
     session_options: JsonObject | None = None  # threads, graph optimization, spinning
 
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"providers": tuple}
-
 
 @dataclass(frozen=True)
 class ColdStart(Open):
-    """The exporter's first export in a process (harness.cell.warmup)."""
+    """One worker process's first export with one exporter (harness.cell.warmup): its
+    wall and CPU time and peak memory, or the error that stopped it. A record's `worker`
+    holds its cell's process's; the manifest, every process's, with where it ran."""
 
-    exporter: str | None = None
-    opset: int | None = None
-    seconds: float | None = None  # wall time
-    cpu_seconds: float | None = None  # the process's CPU time
-    peak_rss_mb: float | None = None
+    exporter: str | None = None  # required in the manifest's list (Manifest.cold_start)
+    opset: Count | None = None
+    seconds: Seconds | None = None  # wall time
+    cpu_seconds: Seconds | None = None  # the process's CPU time: what runs are compared on
+    peak_rss_mb: MiB | None = None
     error: str | None = None
+    node: str | None = None  # in the manifest: the Ray node, worker and variant it ran in
+    pid: Count | None = None  # the Ray worker's
+    zygote_pid: Count | None = None
+    variant: str | None = None
+
+    @property
+    def variant_name(self) -> str:
+        return self.variant or "base"
+
+    @property
+    def exporter_name(self) -> str:
+        """The exporter (every entry of the manifest's list names one)."""
+        return self.exporter or ""
 
 
 @dataclass(frozen=True)
@@ -166,21 +190,19 @@ class WorkerInfo(Open):
     node: str | None = None
     host: str | None = None
     pid: int | None = None  # the Ray worker's
-    submitted_at: float | None = None  # wall clocks, seconds since the epoch
-    started_at: float | None = None
-    finished_at: float | None = None
-    collected_at: float | None = None
+    submitted_at: Clock | None = None  # wall clocks, seconds since the epoch
+    started_at: Clock | None = None
+    finished_at: Clock | None = None
+    collected_at: Clock | None = None
     zygote_pid: int | None = None
-    zygote_rss_mb: float | None = None
-    prepare_s: float | None = None
+    zygote_rss_mb: WorkerMiB | None = None
+    prepare_s: Taken | None = None
     cell_pid: int | None = None
-    fork_s: float | None = None
-    exit_s: float | None = None
-    cell_pss_mb: float | None = None
-    cell_uss_mb: float | None = None
+    fork_s: Taken | None = None
+    exit_s: Taken | None = None
+    cell_pss_mb: WorkerMiB | None = None
+    cell_uss_mb: WorkerMiB | None = None
     cold_start: ColdStart | None = None
-
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"cold_start": ColdStart.from_dict}
 
 
 # -- sampled cells ------------------------------------------------------------------------------
@@ -189,14 +211,12 @@ class WorkerInfo(Open):
 @dataclass(frozen=True)
 class SampleFailure(Open):
     index: int
-    status: str
-    stage: str | None = None
+    status: StatusName
+    stage: StageName | None = None
     error_signature: str | None = None
     unsupported_ops: tuple[str, ...] | None = None
     inputs: str | None = None
     tolerance: JsonObject | None = None
-
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"unsupported_ops": tuple}
 
 
 @dataclass(frozen=True)
@@ -209,12 +229,10 @@ class SampleSkip(Open):
 class SampleTolerance(Open):
     """The tolerance that judged the listed samples, and where it came from."""
 
-    rtol: float
-    atol: float
+    rtol: Error
+    atol: Error
     source: str | None = None
     samples: tuple[int, ...] | None = None
-
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"samples": tuple}
 
 
 @dataclass(frozen=True)
@@ -235,13 +253,6 @@ class SampleSummary(Open):
     skips: tuple[SampleSkip, ...] | None = None
     tolerances: tuple[SampleTolerance, ...] | None = None
 
-    _PARTS: ClassVar[Mapping[str, Reader]] = {
-        "indices": tuple,
-        "failures": _tuple_of(SampleFailure),
-        "skips": _tuple_of(SampleSkip),
-        "tolerances": _tuple_of(SampleTolerance),
-    }
-
 
 # -- after the run ------------------------------------------------------------------------------
 
@@ -258,12 +269,10 @@ class MinimalRepro(Open):
     nodes_after: int | None = None
     tests: int | None = None
     search_complete: bool | None = None
-    seconds: float | None = None
-    bound_s: float | None = None
-    wall_s: float | None = None
+    seconds: Seconds | None = None
+    bound_s: Seconds | None = None
+    wall_s: Seconds | None = None
     target: str | None = None
     imports: tuple[str, ...] | None = None
     reason: str | None = None
     verify: JsonObject | None = None
-
-    _PARTS: ClassVar[Mapping[str, Reader]] = {"imports": tuple}

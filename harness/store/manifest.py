@@ -5,8 +5,9 @@ cluster is up, then replaced, never edited: `resumed` when `--resume` continues 
 new cluster, `finished_with` the dispatch figures at the end.
 
 `to_dict` and `from_dict` map it to and from the JSON of `manifest.json`, keys and shapes
-unchanged. A manifest read is untrusted input: `from_dict` checks it first
-(harness.store.validate: `Malformed` names the field). Parts a harness of an older version
+unchanged. A manifest read is untrusted input: `from_dict` checks it first, with the
+validator derived from these declarations (harness.store.declare: `Malformed` names the
+field). Parts a harness of an older version
 did not write read as null (or empty); keys a newer writer added are kept, in each part's
 `extra`, and written back.
 """
@@ -17,24 +18,34 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Self, TypeAlias, TypeVar
+from typing import Annotated, Any, ClassVar, Self, TypeAlias
 
 from harness.store import environment
+from harness.store.declare import (
+    As,
+    Error,
+    GiB,
+    MiB,
+    NullIsEmpty,
+    Positive,
+    Ratio,
+    Requires,
+    Seconds,
+    check_of,
+)
+from harness.store.details import ColdStart as ColdStart
 from harness.store.details import Open
+from harness.store.options import RunOptions
 from harness.store.records import SCHEMA
-from harness.store.validate import check_manifest
 
 JsonValue: TypeAlias = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 # A JSON object as read, before or after validation: its values are typed by the parts.
 JsonObject: TypeAlias = Mapping[str, Any]
-# A part's constructor arguments, from a checked JSON object.
-Fields: TypeAlias = dict[str, Any]
 # One variant's package versions as its workers saw them: "torch" -> "2.13.0", None where
 # a package is not installed.
 PackageVersions: TypeAlias = Mapping[str, str | None]
-
-
-PartT = TypeVar("PartT", bound="Part")
+# Ray's resources, the measurement protocol: name -> a number of at least 0.
+Numbers: TypeAlias = Annotated[Mapping[str, Error], NullIsEmpty()]
 
 
 def now_iso() -> str:
@@ -48,10 +59,6 @@ class Part(Open):
     checks the whole manifest first."""
 
     WRITES_NULL: ClassVar[bool] = True
-
-
-def _parts(part: type[PartT], values: list[JsonObject] | None) -> tuple[PartT, ...]:
-    return tuple(part.from_dict(v) for v in values or ())
 
 
 @dataclass(frozen=True)
@@ -68,14 +75,10 @@ class Hardware(Part):
 
     cpu: str | None = None
     cores: int | None = None
-    memory_gb: float | None = None
-    gpus: tuple[str, ...] = ()
+    memory_gb: GiB | None = None
+    gpus: Annotated[tuple[str, ...], NullIsEmpty()] = ()
     machine: str | None = None
     system: str | None = None
-
-    @classmethod
-    def _typed(cls, known: Fields) -> Fields:
-        return {**known, "gpus": tuple(known.get("gpus") or ())}
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,12 @@ class Settings(Part):
     """How the cells were run: what must match for two runs' numbers to be comparable
     (threads, protocol), and the limits every cell had."""
 
-    threads: int | None = None
-    timeout_s: float | None = None
+    threads: Positive | None = None
+    timeout_s: Seconds | None = None
     keep_onnx: bool | None = None
     graph_store: str | None = None  # the folder the kept graphs went to, if kept
-    protocol: Mapping[str, float] = field(default_factory=dict)  # harness.plan.Protocol
-    max_memory_gb: float | None = None
+    protocol: Numbers = field(default_factory=dict)  # harness.plan.Protocol
+    max_memory_gb: GiB | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class Node(Part):
     host: str | None = None
     address: str | None = None
     alive: bool | None = None
-    resources: Mapping[str, float] = field(default_factory=dict)
+    resources: Numbers = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,12 +118,8 @@ class Cluster(Part):
     """The Ray cluster the run (or its last `--resume`) used."""
 
     address: str | None = None
-    nodes: tuple[Node, ...] = ()
-    resources: Mapping[str, float] = field(default_factory=dict)
-
-    @classmethod
-    def _typed(cls, known: Fields) -> Fields:
-        return {**known, "nodes": _parts(Node, known.get("nodes"))}
+    nodes: Annotated[tuple[Node, ...], NullIsEmpty()] = ()
+    resources: Numbers = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,68 +142,40 @@ class DispatchSummary(Part):
     slots: DispatchSlots | None = None
     peak_in_flight_gpu: int | None = None
     not_attempted: int | None = None
-    lost_nodes: tuple[str, ...] = ()
-    node_settle_s_max: float | None = None  # the longest wait for a lost node's state
-    driver_peak_rss_mb: float | None = None
-    wall_s: float | None = None
-    cells_per_minute: float | None = None
-
-    @classmethod
-    def _typed(cls, known: Fields) -> Fields:
-        slots = known.get("slots")
-        return {
-            **known,
-            "slots": None if slots is None else DispatchSlots.from_dict(slots),
-            "lost_nodes": tuple(known.get("lost_nodes") or ()),
-        }
-
-
-@dataclass(frozen=True)
-class ColdStart(Part):
-    """One worker process's first export with one exporter (harness.cell.warmup): its
-    wall and CPU time and peak memory, or the error that stopped it."""
-
-    exporter: str
-    opset: int | None = None
-    seconds: float | None = None  # wall time
-    cpu_seconds: float | None = None  # the process's CPU time: what runs are compared on
-    peak_rss_mb: float | None = None
-    error: str | None = None
-    node: str | None = None
-    pid: int | None = None  # the Ray worker's
-    zygote_pid: int | None = None
-    variant: str | None = None
-
-    @property
-    def variant_name(self) -> str:
-        return self.variant or "base"
+    lost_nodes: Annotated[tuple[str, ...], NullIsEmpty()] = ()
+    node_settle_s_max: Seconds | None = None  # the longest wait for a lost node's state
+    driver_peak_rss_mb: MiB | None = None
+    wall_s: Seconds | None = None
+    cells_per_minute: Ratio | None = None
 
 
 @dataclass(frozen=True)
 class Manifest(Part):
     """What ran, where, with what: the run's `manifest.json`."""
 
-    schema: int = SCHEMA  # the record schema of the harness that wrote it
+    schema: Positive = SCHEMA  # the record schema of the harness that wrote it
     run_id: str | None = None
     started: str | None = None  # ISO 8601, UTC, to the second
-    command: tuple[str, ...] = ()  # the command line, as typed
+    command: Annotated[tuple[str, ...], NullIsEmpty()] = ()  # the command line, as typed
     suite: str | None = None
     harness: HarnessInfo | None = None
     # per variant: package -> version as its workers saw it, null where not installed
-    versions: Mapping[str, PackageVersions] = field(default_factory=dict)
+    versions: Annotated[Mapping[str, PackageVersions], NullIsEmpty()] = field(default_factory=dict)
     hardware: Hardware | None = None
     settings: Settings | None = None
     matrix: str | None = None  # the announcement: "132 cells = 11 models x ..."
     cells: int | None = None
-    # The `harness run` options, for --resume: harness.plan.RunOptions.to_dict(), which
-    # owns their names and types (the store does not import the plan).
-    options: Mapping[str, JsonValue] = field(default_factory=dict)
-    zoo_problems: tuple[ZooProblem, ...] = ()
+    # The `harness run` options, for --resume: RunOptions.to_dict() (harness.store.options),
+    # which owns their names and types.
+    options: Annotated[Mapping[str, JsonValue], As(RunOptions), NullIsEmpty()] = field(
+        default_factory=dict
+    )
+    zoo_problems: Annotated[tuple[ZooProblem, ...], NullIsEmpty()] = ()
     cluster: Cluster | None = None
     finished: str | None = None  # null while the run is under way, or was killed
     dispatch: DispatchSummary | None = None
     # Per worker process, exporter and variant: the first export's time and memory.
-    cold_start: tuple[ColdStart, ...] = ()
+    cold_start: Annotated[tuple[ColdStart, ...], Requires(("exporter",)), NullIsEmpty()] = ()
 
     @classmethod
     def begin(
@@ -265,25 +236,8 @@ class Manifest(Part):
         check_manifest(d)
         return super().from_dict(d)
 
-    @classmethod
-    def _typed(cls, known: Fields) -> Fields:
-        return {**known, **_typed_parts(known)}
 
-
-def _typed_parts(known: JsonObject) -> Fields:
-    def part(kind: type[Part], key: str) -> Part | None:
-        value = known.get(key)
-        return None if value is None else kind.from_dict(value)
-
-    return {
-        "command": tuple(known.get("command") or ()),
-        "harness": part(HarnessInfo, "harness"),
-        "versions": dict(known.get("versions") or {}),
-        "hardware": part(Hardware, "hardware"),
-        "settings": part(Settings, "settings"),
-        "options": dict(known.get("options") or {}),
-        "zoo_problems": _parts(ZooProblem, known.get("zoo_problems")),
-        "cluster": part(Cluster, "cluster"),
-        "dispatch": part(DispatchSummary, "dispatch"),
-        "cold_start": _parts(ColdStart, known.get("cold_start")),
-    }
+def check_manifest(d: object) -> None:
+    """Raise `Malformed` unless `d` is a manifest this harness could have written (the
+    check derived from `Manifest`'s declaration)."""
+    check_of(Manifest)(d, "")

@@ -3,7 +3,9 @@ ONNX Runtime session (`OrtMeasures`), eager PyTorch (`EagerMeasures`) and the ou
 checks (`Numerics`). The worker fills a `Measurements` group by group, stage by stage.
 
 Each group maps itself to and from the flat field names of `records.jsonl` (the contract in
-docs/design.md: `export_s`, `ort_latency_ms`, ...): `to_flat` and `from_flat`.
+docs/design.md: `export_s`, `ort_latency_ms`, ...): `to_flat` and `from_flat`. The field
+types are the declaration: the validator and the reader are derived from them
+(harness.store.declare), with `FLAT` naming each field's key in the line.
 """
 
 from __future__ import annotations
@@ -11,14 +13,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Self
+from typing import Annotated, ClassVar, Self
 
+from harness.store.declare import (
+    Count,
+    Error,
+    MiB,
+    Millis,
+    NullIsEmpty,
+    Ratio,
+    Reader,
+    Seconds,
+    build,
+    hints,
+    reader_of,
+)
 from harness.store.details import (
     Divergence,
     JsonObject,
     MismatchStage,
     OrtRuntime,
-    Reader,
     SampleSummary,
     plain,
 )
@@ -28,13 +42,13 @@ from harness.store.details import (
 class Latency:
     """Raw latency samples in milliseconds and the statistics derived from them."""
 
-    samples: tuple[float, ...]
-    p50: float
-    p90: float
-    p99: float
-    mean: float
-    stdev: float
-    n: int
+    samples: Annotated[tuple[Millis, ...], NullIsEmpty()]
+    p50: Millis
+    p90: Millis
+    p99: Millis
+    mean: Millis
+    stdev: Millis
+    n: Count
 
     @classmethod
     def from_samples(cls, samples_ms: list[float] | tuple[float, ...]) -> Latency:
@@ -44,21 +58,16 @@ class Latency:
         return cls(tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n)
 
     @classmethod
-    def from_dict(cls, d: JsonObject | None) -> Latency | None:
-        if d is None:
-            return None
-        return cls(
-            samples=tuple(d.get("samples") or ()),
-            p50=d["p50"],
-            p90=d["p90"],
-            p99=d["p99"],
-            mean=d["mean"],
-            stdev=d["stdev"],
-            n=d["n"],
-        )
+    def from_dict(cls, d: JsonObject) -> Latency:
+        return build(cls, d)  # type: ignore[no-any-return]
 
     def to_dict(self) -> JsonObject:
-        return {**dataclasses.asdict(self), "samples": list(self.samples)}
+        return {f.name: getattr(self, f.name) for f in _LATENCY_FIELDS} | {
+            "samples": list(self.samples)
+        }
+
+
+_LATENCY_FIELDS = dataclasses.fields(Latency)
 
 
 def speedup_of(eager: Latency | None, ort: Latency | None) -> float | None:
@@ -73,10 +82,10 @@ class ShapeLatency:
     """A cell timed at one named shape (a decode step, a prefill): the sizes of its dynamic
     dimensions, ORT's and eager's latency there, and eager p50 / ORT p50."""
 
-    sizes: dict[str, int] | None
+    sizes: dict[str, Count] | None
     ort_latency_ms: Latency
     eager_latency_ms: Latency
-    speedup: float | None
+    speedup: Ratio | None
 
     @classmethod
     def of(cls, sizes: dict[str, int] | None, ort_ms: list[float], eager_ms: list[float]) -> Self:
@@ -85,11 +94,7 @@ class ShapeLatency:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> ShapeLatency:
-        load = Latency.from_dict
-        ort, eager = load(d["ort_latency_ms"]), load(d["eager_latency_ms"])
-        if ort is None or eager is None:
-            raise ValueError("a shape's latency needs both ort_latency_ms and eager_latency_ms")
-        return cls(d.get("sizes"), ort, eager, d.get("speedup"))
+        return build(cls, d)  # type: ignore[no-any-return]
 
     def to_dict(self) -> JsonObject:
         return {
@@ -105,23 +110,20 @@ class OutputCheck:
     """How one ONNX output compares with the eager reference."""
 
     name: str
-    max_abs: float | None
-    max_rel: float | None
-    rmse: float | None
-    rtol: float
-    atol: float
+    max_abs: Error | None
+    max_rel: Error | None
+    rmse: Error | None
+    rtol: Error
+    atol: Error
     ok: bool
     note: str | None = None
     # Elements that fail the gate (integers: unequal; floats: beyond tolerance and eager's
     # noise, or NaN/inf where eager has none); None in records older than schema 2.
-    mismatches: int | None = None
+    mismatches: Count | None = None
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> OutputCheck:
-        return cls(**{k: v for k, v in d.items() if k in _CHECK_FIELDS})
-
-
-_CHECK_FIELDS = {f.name for f in dataclasses.fields(OutputCheck)}
+        return build(cls, d)  # type: ignore[no-any-return]
 
 
 # -- the groups ---------------------------------------------------------------------------------
@@ -129,16 +131,17 @@ _CHECK_FIELDS = {f.name for f in dataclasses.fields(OutputCheck)}
 
 class Group:
     """A group of the record's measurements. `FLAT` names each field's key in the flat line
-    of `records.jsonl` (the contract), `READ` how to read a field that is not plain JSON."""
+    of `records.jsonl` (the contract); the field's type says what the key holds."""
 
     FLAT: ClassVar[Mapping[str, str]] = {}  # key in the line -> field
-    READ: ClassVar[Mapping[str, Reader]] = {}
 
     @classmethod
     def from_flat(cls, d: JsonObject) -> Self:
         values = {name: d.get(key) for key, name in cls.FLAT.items()}
-        read = {name: cls.READ[name](v) for name, v in values.items() if name in cls.READ}
-        return cls(**{**values, **read})
+        for name, read in _readers(cls):
+            if values[name] is not None:
+                values[name] = read(values[name])
+        return cls(**values)
 
     def to_flat(self) -> JsonObject:
         return {key: plain(getattr(self, name)) for key, name in self.FLAT.items()}
@@ -148,10 +151,10 @@ class Group:
 class ExportMeasures(Group):
     """The export call and the graph it saved."""
 
-    seconds: float | None = None
-    phases: dict[str, float | None] | None = None  # capture, translate, ... -> seconds
-    peak_rss_mb: float | None = None
-    peak_cuda_mb: float | None = None
+    seconds: Seconds | None = None
+    phases: dict[str, Seconds | None] | None = None  # capture, translate, ... -> seconds
+    peak_rss_mb: MiB | None = None
+    peak_cuda_mb: MiB | None = None
     aten_ops: dict[str, int] | None = None  # ATen overloads in the captured graph
     unsupported_ops: list[str] | None = None  # those the exporter found no translation for
     opset_actual: int | None = None  # from the saved model's opset_import
@@ -177,8 +180,19 @@ class ExportMeasures(Group):
     }
 
 
-def _maybe(read: Reader) -> Reader:
-    return lambda value: None if value is None else read(value)
+def _readers(cls: type[Group]) -> tuple[tuple[str, Reader], ...]:
+    """The group's fields whose flat value must be read into a typed one, and how."""
+    if cls not in _READERS:
+        found = hints(cls)
+        readers = ((name, reader_of(found[name])) for name in cls.FLAT.values())
+        _READERS[cls] = tuple((name, read) for name, read in readers if read is not _AS_IS)
+    return _READERS[cls]
+
+
+_READERS: dict[type[Group], tuple[tuple[str, Reader], ...]] = {}
+
+
+_AS_IS = reader_of(str)
 
 
 @dataclass(frozen=True)
@@ -186,7 +200,7 @@ class OrtMeasures(Group):
     """The ONNX Runtime session: its creation time, the latency of the graph in it (at
     the first timed shape), and the runtime it was timed in."""
 
-    session_s: float | None = None
+    session_s: Seconds | None = None
     latency: Latency | None = None
     runtime: OrtRuntime | None = None
 
@@ -194,10 +208,6 @@ class OrtMeasures(Group):
         "ort_session_s": "session_s",
         "ort_latency_ms": "latency",
         "ort_runtime": "runtime",
-    }
-    READ: ClassVar[Mapping[str, Reader]] = {
-        "latency": Latency.from_dict,
-        "runtime": _maybe(OrtRuntime.from_dict),
     }
 
 
@@ -208,7 +218,6 @@ class EagerMeasures(Group):
     latency: Latency | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {"eager_latency_ms": "latency"}
-    READ: ClassVar[Mapping[str, Reader]] = {"latency": Latency.from_dict}
 
 
 @dataclass(frozen=True)
@@ -224,11 +233,6 @@ class Numerics(Group):
         "numerics": "checks",
         "first_divergence": "first_divergence",
         "mismatch_stage": "mismatch_stage",
-    }
-    READ: ClassVar[Mapping[str, Reader]] = {
-        "checks": _maybe(lambda checks: [OutputCheck.from_dict(o) for o in checks]),
-        "first_divergence": _maybe(Divergence.from_dict),
-        "mismatch_stage": _maybe(MismatchStage.from_dict),
     }
 
 

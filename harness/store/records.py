@@ -4,28 +4,48 @@ A `Record` is the cell, its outcome, and what it measured in typed groups
 (harness.store.measures: export, ORT, eager, numerics; harness.store.details: worker,
 samples, divergence, ...). Everything a run writes to `records.jsonl` is a
 `Record.to_json()`, flat, under the contract's field names; everything a reader gets back
-is `Record.from_json()`, which refuses a schema newer than this code knows and migrates
-older ones with small `_update_to_N` functions.
+is `Record.from_json()`, which refuses a schema newer than this code knows, migrates
+older ones with small `_update_to_N` functions, then validates the line with the check
+derived from the declarations (`check_record`, harness.store.declare).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.store.declare import (
+    Check,
+    Malformed,
+    Positive,
+    Ratio,
+    Reader,
+    Seconds,
+    check_of,
+    hints,
+    obj,
+    reader_of,
+)
+from harness.store.declare import SchemaError as SchemaError  # raised by the readers
 from harness.store.details import JsonObject, MinimalRepro, SampleSummary, WorkerInfo, plain
 from harness.store.error_text import clean, normalize, root_cause, signature_of
-from harness.store.measures import EagerMeasures, ExportMeasures, Numerics, OrtMeasures, speedup_of
+from harness.store.measures import (
+    EagerMeasures,
+    ExportMeasures,
+    Group,
+    Numerics,
+    OrtMeasures,
+    speedup_of,
+)
 from harness.store.measures import Latency as Latency
 from harness.store.measures import Measurements as Measurements
 from harness.store.measures import OutputCheck as OutputCheck
 from harness.store.measures import ShapeLatency as ShapeLatency
 from harness.store.protocol import Protocol
 from harness.store.status import Stage, Status
-from harness.store.validate import Malformed, check_record
-from harness.store.validate import SchemaError as SchemaError  # raised by the readers
 
 SCHEMA = 4
 
@@ -115,8 +135,8 @@ class Record:
     numerics: Numerics = Numerics()
     shape_latency: dict[str, ShapeLatency] | None = None  # latency at named shapes
     samples: SampleSummary | None = None  # a sampled cell's per-sample summary
-    attempt: int = 1  # 2 and up: retried after its worker died
-    duration_s: float | None = None  # the cell, start to end, as its worker timed it
+    attempt: Positive = 1  # 2 and up: retried after its worker died
+    duration_s: Seconds | None = None  # the cell, start to end, as its worker timed it
     worker: WorkerInfo | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path in the run directory
     metadata: JsonObject | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
@@ -274,35 +294,15 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: Any) -> Record:
-        """The record `d` holds, upgraded to `SCHEMA`; `Malformed` (a SchemaError) names the
-        field of a value this harness never writes (harness.store.validate)."""
+        """The record `d` holds, upgraded to `SCHEMA`, then checked: `Malformed` (a
+        SchemaError) names the field of a value this harness never writes."""
         _check_version(d)
-        check_record(d)
         d = upgrade(dict(d))
+        check_record(d)
         cell = Cell(**{k: d[k] for k in _CELL_KEYS}, patch=d.get("patch", NO_PATCH))
-        shapes, worker, samples = d.get("shape_latency"), d.get("worker"), d.get("samples")
-        repro = d.get("minimal_repro")
-        return cls(
-            cell,
-            d["run_id"],
-            d["status"],
-            d.get("stage"),
-            **{k: d.get(k) for k in ("error_type", "error_message", "error_signature", "reason")},
-            export=ExportMeasures.from_flat(d),
-            ort=OrtMeasures.from_flat(d),
-            eager=EagerMeasures.from_flat(d),
-            numerics=Numerics.from_flat(d),
-            shape_latency=None
-            if shapes is None
-            else {k: ShapeLatency.from_dict(v) for k, v in shapes.items()},
-            samples=None if samples is None else SampleSummary.from_dict(samples),
-            attempt=d.get("attempt", 1),
-            duration_s=d.get("duration_s"),
-            worker=None if worker is None else WorkerInfo.from_dict(worker),
-            artifacts=d.get("artifacts") or {},
-            metadata=d.get("metadata"),
-            minimal_repro=None if repro is None else MinimalRepro.from_dict(repro),
-        )
+        groups: dict[str, Any] = {name: group.from_flat(d) for name, group in _GROUPS.items()}
+        own = {name: read(d[name]) for name, read in _own_readers() if d.get(name) is not None}
+        return cls(cell, d["run_id"], **own, **groups)
 
     @classmethod
     def from_json(cls, line: str) -> Record:
@@ -310,6 +310,52 @@ class Record:
 
 
 _CELL_KEYS = ("model", "family", "exporter", "opset", "device", "dynamic", "variant")
+# The fields of the record that are groups of flat keys (harness.store.measures).
+_GROUPS: dict[str, type[Group]] = {
+    "export": ExportMeasures,
+    "ort": OrtMeasures,
+    "eager": EagerMeasures,
+    "numerics": Numerics,
+}
+# The line's keys that are no field of the record: written, never read back as such.
+_DERIVED = {"schema": Positive, "speedup": Ratio | None}
+# What a line needs: its schema, its run, its outcome and its whole cell.
+RECORD_REQUIRED = ("schema", "run_id", *_CELL_KEYS, "status")
+
+
+@functools.cache
+def _own_readers() -> tuple[tuple[str, Reader], ...]:
+    """The record's own fields (not its cell's, not its groups') and how each reads."""
+    found = hints(Record)
+    skipped = {"cell", "run_id", *_GROUPS}
+    return tuple(
+        (f.name, reader_of(found[f.name]))
+        for f in dataclasses.fields(Record)
+        if f.name not in skipped
+    )
+
+
+@functools.cache
+def _line_check() -> Check:
+    """The check of a `records.jsonl` line, derived from the declarations: the cell's
+    fields, the record's own, and each group's under its flat key."""
+    record, cell = hints(Record), hints(Cell)
+    fields = {key: check_of(hint) for key, hint in _DERIVED.items()}
+    fields |= {f.name: check_of(cell[f.name]) for f in dataclasses.fields(Cell)}
+    fields |= {
+        f.name: check_of(record[f.name])
+        for f in dataclasses.fields(Record)
+        if f.name not in ("cell", *_GROUPS)
+    }
+    for group in _GROUPS.values():
+        declared = hints(group)
+        fields |= {key: check_of(declared[name]) for key, name in group.FLAT.items()}
+    return obj(fields, required=RECORD_REQUIRED)
+
+
+def check_record(d: object) -> None:
+    """Raise `Malformed` unless `d` is a record line this harness could have written."""
+    _line_check()(d, "")
 
 
 def _error_fields(error: BaseException | None) -> tuple[str | None, str | None, str | None]:
@@ -323,7 +369,7 @@ def _error_fields(error: BaseException | None) -> tuple[str | None, str | None, 
     return type(error).__name__, message[:4000], signature_of(error)
 
 
-def _check_version(d: Any) -> None:
+def _check_version(d: object) -> None:
     if not isinstance(d, dict):
         raise Malformed("", f"a record must be a JSON object, not {type(d).__name__}")
     version = d.get("schema")
@@ -351,13 +397,16 @@ def upgrade(d: JsonObject) -> JsonObject:
 def _update_to_2(d: JsonObject) -> JsonObject:
     """Schema 1 kept an integer output's mismatch count in `max_abs` (an exact check,
     rtol = atol = 0); schema 2 has `mismatches` for it and every other output."""
+    given = d.get("numerics")
+    if not isinstance(given, list):  # null, or a value the check after the upgrade names
+        return {**d, "schema": 2}
     checks = []
-    for o in d.get("numerics") or ():
-        o = dict(o)
-        if o.get("rtol") == 0.0 and o.get("atol") == 0.0 and o.get("max_abs") is not None:
-            o["mismatches"], o["max_abs"] = int(o["max_abs"]), None
+    for o in given:
+        exact = isinstance(o, dict) and o.get("rtol") == 0.0 and o.get("atol") == 0.0
+        if exact and isinstance(o.get("max_abs"), int | float):
+            o = {**o, "mismatches": int(o["max_abs"]), "max_abs": None}
         checks.append(o)
-    return {**d, "numerics": checks if d.get("numerics") is not None else None, "schema": 2}
+    return {**d, "numerics": checks, "schema": 2}
 
 
 def _update_to_3(d: JsonObject) -> JsonObject:

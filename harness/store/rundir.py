@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.store.declare import Malformed
 from harness.store.files import RunDirError as RunDirError  # raised by the readers
 from harness.store.files import WriteFailed, append_inside, write_inside
 from harness.store.manifest import Manifest
 from harness.store.records import SCHEMA, Record
 from harness.store.status import Status
-from harness.store.validate import Malformed
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"

@@ -6,6 +6,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
+from harness.store.options import Shapes
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -33,7 +34,7 @@ min_iters = 5
     assert suite.models == ("mlp*", "tag:vision")
     assert suite.opsets_for("dynamo") == (18, 20)
     assert suite.opsets_for("torchscript") == (16, 17, 18)
-    assert suite.dynamic is True
+    assert suite.dynamic is Shapes.BOTH
     assert suite.protocol.min_iters == 5
 
 

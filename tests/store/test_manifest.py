@@ -25,6 +25,7 @@ from harness.store.manifest import (
     Settings,
     ZooProblem,
 )
+from harness.store.options import Shapes
 from harness.store.runs import Run, comparability, variant_run
 from harness.store.validate import Malformed
 from tests.conftest import one_line_error
@@ -275,3 +276,34 @@ def test_a_manifest_changed_inside_the_history_database_is_one_line(
     conn.close()
     message = one_line_error(capsys, "report", "--history", "--db", str(db), "--no-plots")
     assert f"run {OLD['run_id']} in the history: field 'hardware.cores'" in message
+
+
+@pytest.mark.parametrize(
+    ("dynamic", "written", "read"),
+    [
+        (None, None, None),
+        (False, False, Shapes.STATIC),
+        (True, True, Shapes.BOTH),
+        ("only", "only", Shapes.ONLY),
+        (Shapes.ONLY, "only", Shapes.ONLY),
+        (Shapes.BOTH, True, Shapes.BOTH),
+    ],
+)
+def test_every_shapes_option_is_written_and_read_back(
+    tmp_path: Path, dynamic: object, written: object, read: Shapes | None
+) -> None:
+    """`--dynamic-only` once wrote a manifest its own reader refused (issue 34); the option
+    is an enum, written as every harness wrote it (false, true, "only")."""
+    options = RunOptions(suite="smoke", dynamic=dynamic)  # type: ignore[arg-type]
+    manifest = Manifest(run_id="r", options=options.to_dict())
+    rundir.write_manifest(tmp_path, manifest)
+    assert json.loads(rundir.manifest_path(tmp_path).read_text())["options"]["dynamic"] == written
+    again = RunOptions.from_dict(dict(rundir.read_manifest(tmp_path).options))
+    assert again.dynamic is read
+    assert again == options
+
+
+def test_an_unknown_shapes_option_names_its_field(tmp_path: Path) -> None:
+    rundir.manifest_path(tmp_path).write_text(json.dumps({"schema": 4, "options": {"dynamic": 2}}))
+    with pytest.raises(rundir.RunDirError, match=r"field 'options.dynamic' must be one of false"):
+        rundir.read_manifest(tmp_path)

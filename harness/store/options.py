@@ -1,0 +1,89 @@
+"""The `harness run` options (`RunOptions`), declared once: the planner (harness.plan)
+takes them, the manifest's `options` keeps them (`to_dict`), `--resume` and `repro` read
+them back (`from_dict`), and the manifest's validator is derived from the same fields
+(harness.store.declare), so that the reader accepts exactly what the writer writes."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from harness.store.declare import GiB, Malformed, Positive, Seconds, build
+
+
+class Shapes(StrEnum):
+    """Which shapes a run exports: static cells only, static and dynamic cells (`--dynamic`),
+    or dynamic cells only (`--dynamic-only`: a suite of entries that only make sense dynamic,
+    such as a decode step with a KV cache)."""
+
+    STATIC = "static"
+    BOTH = "both"
+    ONLY = "only"
+
+    @classmethod
+    def of(cls, value: object) -> Shapes:
+        """The shapes a suite file, a manifest or an older caller names: `false` (static),
+        `true` (static and dynamic), or a name."""
+        if isinstance(value, bool):
+            return cls.BOTH if value else cls.STATIC
+        if isinstance(value, str):
+            return cls(value)
+        raise ValueError(f"{value!r} is not one of false, true, {', '.join(map(repr, cls))}")
+
+    @staticmethod
+    def json_check(value: object, where: str) -> None:
+        """What `json` writes (false, true, "only"), or a name."""
+        try:
+            Shapes.of(value)
+        except ValueError:
+            known = "false, true, " + ", ".join(repr(s.value) for s in Shapes)
+            raise Malformed(where, f"must be one of {known}, not {value!r}") from None
+
+    @property
+    def json(self) -> bool | str:
+        """The value `manifest.json` holds: `false`, `true` or `"only"`, as every harness
+        wrote it (a reader of schema 4 reads the two booleans)."""
+        return {Shapes.STATIC: False, Shapes.BOTH: True}.get(self, self.value)
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the run has dynamic cells."""
+        return self is not Shapes.STATIC
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked for (the `harness run` flags), before validation."""
+
+    suite: str | None = None
+    models: tuple[str, ...] = ()
+    exporters: tuple[str, ...] = ()
+    opsets: tuple[int, ...] = ()
+    devices: tuple[str, ...] = ()
+    dynamic: Shapes | None = None  # None: the suite's
+    zoo: tuple[str, ...] = ()
+    out: str | None = None
+    timeout_s: Seconds = 600.0
+    threads: Positive = 1
+    keep_onnx: bool = False
+    # "run" (the run's graphs/ folder) or a folder shared by runs; None: graphs not kept
+    keep_graphs: str | None = None
+    address: str | None = None
+    max_memory_gb: GiB | None = None
+    variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
+    patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
+
+    def __post_init__(self) -> None:
+        # Older callers and manifests name the shapes true, false or "only".
+        if self.dynamic is not None:
+            object.__setattr__(self, "dynamic", Shapes.of(self.dynamic))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {**d, "dynamic": None if self.dynamic is None else self.dynamic.json}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunOptions:
+        return build(cls, d)  # type: ignore[no-any-return]
