@@ -248,6 +248,8 @@ def thin(
     for name, container in list(root.named_modules()):
         if not isinstance(container, torch.nn.ModuleList | torch.nn.Sequential):
             continue
+        if any(f"{prefix}{name}".startswith(f"{gone}.") for gone in kept.replaced):
+            continue  # inside an item already replaced: no longer part of the module
         for index in reversed(range(len(container))):
             path = f"{prefix}{name}.{index}" if name else f"{prefix}{index}"
             if not _keeps_shape(calls.get(path)):
