@@ -15,6 +15,7 @@ import pytest
 from harness.cell.repro import runner
 from harness.cell.worker import run_cell
 from harness.store.details import MinimalRepro
+from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 
@@ -82,6 +83,8 @@ def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
     assert extra["depth_before"] == 6 and extra["depth_after"] == 3
     assert extra["replaced"] == [f"{block}.mixers.{i}" for i in (2, 1, 0)]
     assert repro.bound_s == 60 and repro.search_complete
+    # the report's line for the cluster
+    assert repro_text(run.records[model]) == f"reproduces, module {block} (20564 -> 32 parameters)"
 
 
 def test_the_script_builds_the_block_from_the_zoo_files_own_classes(run: Run) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.cell.repro.figures import figures
 from harness.cell.repro.select import choose, clusters, kind_of
 from harness.store.details import MinimalRepro
+from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, Record
 
 SIG_A = "DispatchError: No ONNX function found for aten.polygamma"
@@ -152,3 +153,15 @@ def test_figures_count_module_repros_by_method_with_their_sizes() -> None:
     assert (f.params_before.median, f.params_after.median) == (2000, 25)
     assert f.module_depth is not None and (f.module_depth.median, f.module_depth.max) == (3, 3)
     assert "by method: module 1 of 2, none 1 of 1" in "\n".join(f.lines())
+
+
+def test_the_reports_line_for_a_module_repro_names_the_module_and_its_parameters() -> None:
+    record = _record(
+        "a",
+        "export_failed",
+        "capture",
+        SIG_A,
+        minimal_repro=_module_repro("model.layers.13", 1000, 40, True),
+    ).with_changes(artifacts={"minimal_repro": "artifacts/a/repro_min.py"})
+    assert repro_text(record) == "reproduces, module model.layers.13 (1000 -> 40 parameters)"
+    assert repro_text(record.with_changes(artifacts={})) == "no repro: no reason given"
