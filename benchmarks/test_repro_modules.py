@@ -36,12 +36,13 @@ def _line(record: Record) -> str:
     x = m.extra
     head = f"{record.model} {record.exporter} ({m.kind}, method {m.method})"
     if not x.get("module"):
-        return f"{head}: no module repro, {m.wall_s} s: {(m.reason or '')[-200:]}"
+        return f"{head}: no module repro, {m.wall_s} s: {m.reason}"
     return (
         f"{head}: kept {x['module']} ({x.get('module_class')}), parameters"
         f" {x['params_before']:,} -> {x.get('params_after') or 0:,}, depth {x['depth_before']}"
         f" -> {x.get('depth_after')}, {len(x.get('replaced') or [])} items replaced,"
-        f" {m.tests} tests, search {m.seconds} s, wall {m.wall_s} s, reproduces {m.reproduces}"
+        f" {m.tests} tests, search {m.seconds} s (complete: {m.search_complete}), wall"
+        f" {m.wall_s} s, reproduces {m.reproduces}"
     )
 
 

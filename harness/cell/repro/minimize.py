@@ -47,7 +47,7 @@ SEED = 0
 PROGRAM = "the program torch.export captured (after the dynamo exporter's decompositions)"
 CAPTURED = "the program torch.export captured"
 METHOD = "graph"  # delta debugging over the program torch.export captured
-NOTHING_CAPTURED = "torch.export captured no program, so there is no graph to shrink"
+NOTHING_CAPTURED = "the exporter captured no program, so there is no graph to shrink"
 NO_MAPPING = "TorchScript writes no node mapping: no first divergent node to end a subgraph at"
 NOT_FROM_CODE = (
     "the whole program, written out as code and exported again, does not fail this way: the"
@@ -132,7 +132,8 @@ def _captured_nothing(job: Job, record: Record, kind: str, start: float) -> Summ
     if summary.script is not None:
         return summary
     facts = fallback(record)
-    return _with(facts, reason=f"{facts.reason}; {summary.reason}"[:1000])
+    tried = (summary.reason or "").removeprefix(f"{NOTHING_CAPTURED}; ")
+    return _with(facts, reason=f"{facts.reason}; {tried}"[:1000])
 
 
 def _by_module(
@@ -171,8 +172,9 @@ def _by_module(
     )
     try:
         module_script.write(folder, outcome.module, outcome.call, outcome.target, about)
-    except script.NotStandalone as exc:
-        return _with(base, module=kept.path, reason=f"no standalone script: {exc}")
+    except Exception as exc:  # a class no script can define, a module torch.save cannot pickle
+        why_not = f"no standalone script: {type(exc).__name__}: {exc}"[:500]
+        return _with(base, module=kept.path, reason=why_not)
     return _with(
         base,
         module=kept.path,
@@ -399,9 +401,7 @@ def fallback(record: Record, *, now: BaseException | None = None) -> Summary:
     if failing:
         facts.append(f"inputs {failing[0].inputs}")
     what = "; ".join(facts) or "no op or input shapes in the record"
-    why = "torch.export captured no program, so there is no graph to shrink"
+    why = NOTHING_CAPTURED
     if now is not None:
         why += f" (exported again here: {signature_of(now)})"
-    return Summary(
-        "capture", "the record's facts (nothing captured)", reason=f"{why}; from the record: {what}"
-    )
+    return Summary("capture", "none", reason=f"{why}; from the record: {what}")

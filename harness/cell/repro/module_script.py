@@ -70,6 +70,9 @@ def zoo_sources(module: torch.nn.Module) -> Sources | None:
     tree = ast.parse(inspect.getsource(found))
     defined = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     wanted = {type(m).__name__ for m in module.modules() if type(m).__module__ == local[0]}
+    if not wanted <= defined.keys():
+        missing = ", ".join(sorted(wanted - defined.keys()))
+        raise script.NotStandalone(f"{missing} not defined at the top of {local[0]}")
     while True:
         used = {name for n in wanted for name in _names(defined[n])} & defined.keys()
         if used <= wanted:

@@ -184,17 +184,22 @@ def minimize_module(
         return outcome
     outcome.target = target = replace(target, signature=whole[1])
 
+    seen: dict[str, str] = {}  # what each module tried did alone, for the reason
+
     def fails(path: str) -> bool:
         found = failure_of(model.get_submodule(path), calls[path], target, workdir)
+        seen[path] = "passes" if found is None else f"fails at {found[0]}: {found[1][:80]}"
         return found is not None and found[:2] == (target.stage, target.signature)
 
     sizes = {path: parameters(model.get_submodule(path)) for path in calls}
     out_of_time: Callable[[], bool] = lambda: time.monotonic() > deadline  # noqa: E731
     kept = descend(calls, sizes, fails, out_of_time)
     if kept.path == "":
+        alone = "; ".join(f"{p} {what}" for p, what in list(seen.items())[:3])
+        where = "the failure is in the model's own forward" if kept.complete else "out of time"
         outcome.reason = (
-            f"no submodule fails this way on its own ({kept.tests} tried): the failure is in"
-            f" the model's own forward ({type(model).__qualname__}.forward)"
+            f"no submodule fails this way on its own ({kept.tests} tried: {alone}):"
+            f" {where} ({type(model).__qualname__}.forward)"
         )
         return outcome
     outcome.kept = thin(model, kept, calls, fails, out_of_time)
