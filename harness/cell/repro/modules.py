@@ -179,8 +179,8 @@ def minimize_module(
     outcome = Outcome(target, parameters(model), height(model))
     whole = failure_of(model, calls[""], target, workdir)
     if whole is None or whole[0] is not target.stage or target.signature not in (None, *whole[1:]):
-        seen = "passes" if whole is None else f"fails at {whole[0]} with {whole[1]}"
-        outcome.reason = f"the whole model, exported again here, {seen}: not the cell's failure"
+        did = "passes" if whole is None else f"fails at {whole[0]} with {whole[1]}"
+        outcome.reason = f"the whole model, exported again here, {did}: not the cell's failure"
         return outcome
     outcome.target = target = replace(target, signature=whole[1])
 
