@@ -11,17 +11,19 @@ import, is written into the script and the saved module is pointed at it.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.machinery
 import inspect
 import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from harness.cell.repro import script
-from harness.cell.repro.modules import Call
+from harness.cell.repro.modules import Call, PassThrough
 from harness.cell.repro.oracle import Target
 
 MODULE = "repro_min_module.pt"
@@ -42,10 +44,27 @@ class Kept:
 def write(folder: Path, module: torch.nn.Module, call: Call, target: Target, about: Kept) -> None:
     """Write the script, the module and its inputs into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save(module, folder / MODULE)
+    saved, passing = _without_pass_through(module)
+    torch.save(saved, folder / MODULE)
     torch.save((call.inputs.args, call.inputs.kwargs), folder / script.INPUTS)
-    sources = zoo_sources(module)
-    (folder / script.SCRIPT).write_text(text(module, target, about, sources))
+    sources = zoo_sources(saved)
+    (folder / script.SCRIPT).write_text(text(saved, target, about, sources, passing))
+
+
+def _without_pass_through(
+    module: torch.nn.Module,
+) -> tuple[torch.nn.Module, list[tuple[str, bool]]]:
+    """The module to save, with an Identity where a PassThrough stands (no script can
+    import the harness's class: the script puts its own back), and where they stand."""
+    passing = [(n, m.tuple_out) for n, m in module.named_modules() if isinstance(m, PassThrough)]
+    if not passing:
+        return module, []
+    saved = copy.deepcopy(module)
+    for name, _ in passing:
+        parent, _, index = name.rpartition(".")
+        container: Any = saved.get_submodule(parent)  # a ModuleList or Sequential
+        container[int(index)] = torch.nn.Identity()
+    return saved, passing
 
 
 @dataclass(frozen=True)
@@ -120,7 +139,13 @@ _FEEDS = [
 # -- the text ----------------------------------------------------------------------------------
 
 
-def text(module: torch.nn.Module, target: Target, about: Kept, sources: Sources | None) -> str:
+def text(
+    module: torch.nn.Module,
+    target: Target,
+    about: Kept,
+    sources: Sources | None,
+    passing: list[tuple[str, bool]],
+) -> str:
     last = "ort_run" if target.numerics else script.step_of(target.stage)
     steps = script.steps_for(last)
     imports = ["import sys", "import traceback", "from pathlib import Path", "", "import torch"]
@@ -130,8 +155,9 @@ def text(module: torch.nn.Module, target: Target, about: Kept, sources: Sources 
         _docstring(module, target, about, sources),
         "\n".join(imports + [i for i in (sources.imports if sources else []) if i not in imports]),
         *(sources.definitions if sources else []),
-        _constants(target),
-        _main(target, steps, sources),
+        *([_PASS_THROUGH] if passing else []),
+        _constants(target) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
+        _main(target, steps, sources, passing=bool(passing)),
         'if __name__ == "__main__":\n    sys.exit(main())',
     ]
     return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
@@ -178,7 +204,26 @@ def _constants(target: Target) -> str:
     return "\n".join(lines)
 
 
-def _main(target: Target, steps: tuple[str, ...], sources: Sources | None) -> str:
+_PASS_THROUGH = """
+class PassThrough(torch.nn.Module):
+    \"\"\"Stands in for a repeated item the failure does not need: its first input.\"\"\"
+
+    def __init__(self, tuple_out):
+        super().__init__()
+        self.tuple_out = tuple_out
+
+    def forward(self, x, *args, **kwargs):
+        return (x,) if self.tuple_out else x
+"""
+
+_PUT_BACK = [
+    "    for where, tuple_out in PASS_THROUGH:",
+    '        parent, _, index = where.rpartition(".")',
+    "        module.get_submodule(parent)[int(index)] = PassThrough(tuple_out)",
+]
+
+
+def _main(target: Target, steps: tuple[str, ...], sources: Sources | None, *, passing: bool) -> str:
     alias = (
         [f"sys.modules[{sources.module!r}] = sys.modules[__name__]  # the classes above"]
         if sources
@@ -189,6 +234,7 @@ def _main(target: Target, steps: tuple[str, ...], sources: Sources | None) -> st
         "def main():",
         *[f"    {line}" for line in alias],
         f'    module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
+        *(_PUT_BACK if passing else []),
         f'    args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
         *(_FEEDS if feeds else []),
         '    path, step = str(HERE / "repro_min.onnx"), "export"',

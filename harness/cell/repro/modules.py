@@ -44,6 +44,7 @@ class Call:
 
     inputs: Inputs
     output: tuple[tuple[int, ...], torch.dtype] | None = None
+    tuple_out: bool = False  # the tensor was the first item of a tuple it returned
 
 
 def record_calls(model: torch.nn.Module, inputs: Inputs) -> dict[str, Call]:
@@ -59,8 +60,10 @@ def record_calls(model: torch.nn.Module, inputs: Inputs) -> dict[str, Call]:
 
     def after(module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         call = calls.get(names.get(id(module), ""))
-        if call is not None and call.output is None and isinstance(output, torch.Tensor):
-            call.output = (tuple(output.shape), output.dtype)
+        first = output[0] if isinstance(output, tuple) and output else output
+        if call is not None and call.output is None and isinstance(first, torch.Tensor):
+            call.output = (tuple(first.shape), first.dtype)
+            call.tuple_out = first is not output
 
     handles = []
     for module in model.modules():
@@ -257,13 +260,14 @@ def thin(
             continue  # inside an item already replaced: no longer part of the module
         for index in reversed(range(len(container))):
             path = f"{prefix}{name}.{index}" if name else f"{prefix}{index}"
-            if not _keeps_shape(calls.get(path)):
+            stand_in = _stand_in(calls.get(path))
+            if stand_in is None:
                 continue
             if out_of_time():
                 kept.complete = False
                 return kept
             item = container[index]
-            container[index] = torch.nn.Identity()
+            container[index] = stand_in
             kept.tests += 1
             if fails(kept.path):
                 kept.replaced.append(path)
@@ -272,9 +276,26 @@ def thin(
     return kept
 
 
-def _keeps_shape(call: Call | None) -> bool:
-    """One tensor in, one tensor of its shape and dtype out: identity can stand in."""
-    if call is None or call.output is None or call.inputs.kwargs or len(call.inputs.args) != 1:
-        return False
-    (given,) = call.inputs.args
-    return isinstance(given, torch.Tensor) and call.output == (tuple(given.shape), given.dtype)
+class PassThrough(torch.nn.Module):
+    """Stands in for a repeated item called with more than one tensor: gives back its first
+    input (as a 1-tuple where the item returned a tuple). The script defines it again."""
+
+    def __init__(self, tuple_out: bool) -> None:
+        super().__init__()
+        self.tuple_out = tuple_out
+
+    def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        return (x,) if self.tuple_out else x
+
+
+def _stand_in(call: Call | None) -> torch.nn.Module | None:
+    """What can replace an item whose output has its first input's shape and dtype:
+    `Identity` for one tensor in, else a `PassThrough`; None where the shape changes."""
+    if call is None or call.output is None or not call.inputs.args:
+        return None
+    given = call.inputs.args[0]
+    if not isinstance(given, torch.Tensor) or call.output != (tuple(given.shape), given.dtype):
+        return None
+    if len(call.inputs.args) == 1 and not call.inputs.kwargs and not call.tuple_out:
+        return torch.nn.Identity()
+    return PassThrough(call.tuple_out)

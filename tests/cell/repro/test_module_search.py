@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from harness.cell.repro.modules import Kept, descend, nearest_called, record_calls, thin
+from harness.cell.repro.modules import (
+    Kept,
+    PassThrough,
+    descend,
+    nearest_called,
+    record_calls,
+    thin,
+)
 from harness.cell.shapes import Inputs
 
 
@@ -83,3 +90,36 @@ def test_items_are_replaced_by_identity_while_the_failure_persists() -> None:
     assert kept.replaced == ["first.items.1"]
     assert isinstance(model.first.items[1], torch.nn.Identity) and model.first.items[0] is keep
     assert kept.tests == 2  # first.out changes the shape: never tried
+
+
+class Layer(torch.nn.Module):
+    """A transformers-like layer: keyword arguments in, a tuple out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor) -> tuple[torch.Tensor]:
+        return (self.fc(x) * mask,)
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([Layer(), Layer()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, mask=torch.ones_like(x))[0]
+        return x
+
+
+def test_an_item_called_with_keywords_that_returns_a_tuple_gets_a_pass_through() -> None:
+    model = Encoder()
+    x = torch.rand(3, 4)
+    calls = record_calls(model, Inputs((x,), {}))
+    assert calls["layers.0"].tuple_out and calls["layers.0"].output == ((3, 4), torch.float32)
+    kept = thin(model, Kept(""), calls, lambda path: True, lambda: False)
+    assert kept.replaced == ["layers.1", "layers.0"]
+    assert all(isinstance(m, PassThrough) and m.tuple_out for m in model.layers)
+    assert torch.equal(model(x), x)  # the encoder still runs, its layers gone
