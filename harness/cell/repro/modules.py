@@ -14,7 +14,6 @@ becomes the next; the search stops where none does. Inside the one kept, the ite
 from __future__ import annotations
 
 import copy
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,17 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import torch
 
-from harness.cell import exporters, failures
-from harness.cell.exporters.request import ExportRequest
+from harness.cell import failures
 from harness.cell.numerics import check_output
-from harness.cell.ort import OrtRunner
-from harness.cell.repro.oracle import Target
-from harness.cell.repro.select import AFTER_EXPORT
+from harness.cell.repro.oracle import Target, through_stages
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
-from harness.cell.stages import StageFailure, stage
+from harness.cell.stages import StageFailure
 from harness.store.error_text import signature_of
 from harness.store.status import Stage
 
@@ -113,20 +108,9 @@ def failure_of(
     the stage, raw error signature and classified one (`harness.cell.failures`) where it
     failed; (numerics, "differs", None) where its ONNX outputs differ from its own eager
     outputs beyond the cell's tolerance; else None."""
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
     inputs = judged_inputs(call)
-    request = ExportRequest(module, inputs, target.opset, workdir / "model.onnx")
     try:
-        exporters.get(target.exporter).export(request)
-        if target.stage in AFTER_EXPORT:
-            with stage("check"):
-                onnx.checker.check_model(str(request.path), full_check=True)
-        if target.stage in AFTER_EXPORT[1:]:
-            runner = OrtRunner(request.path, 1, "cpu")
-        if target.stage in AFTER_EXPORT[2:]:
-            with stage("ort_run"):
-                got = runner.run(inputs)
+        got = through_stages(module, inputs, target, workdir)
     except StageFailure as failure:
         return failure.stage, signature_of(failure.error), failures.signature(failure.error)
     except Exception:  # a module that cannot even be exported this way is no repro
