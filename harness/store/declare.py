@@ -112,7 +112,6 @@ Seconds = Annotated[float, amount("s")]
 Millis = Annotated[float, amount("ms")]
 MiB = Annotated[float, amount("MiB")]
 GiB = Annotated[float, amount("GB")]
-Ratio = Annotated[float, amount("x")]
 
 
 def finite(unit: str | None = None) -> Rule:
@@ -122,6 +121,9 @@ def finite(unit: str | None = None) -> Rule:
 
 # An error size or a tolerance: any finite number of at least 0.
 Error = Annotated[float, Rule(_size, "finite, >= 0")]
+# A ratio of two amounts (a speedup): any finite number of at least 0, since each amount
+# may be as small or as large as an amount is (a property test found 2e12).
+Ratio = Annotated[float, Rule(_size, "finite, >= 0", "x")]
 # A clock reading (seconds since the epoch) or a figure of where a cell ran.
 Clock = Annotated[float, finite("s since the epoch")]
 Positive = Annotated[int, Rule(integer(1), "integer >= 1")]

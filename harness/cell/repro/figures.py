@@ -38,6 +38,13 @@ class Figures:
     wall_s: Spread | None
     bound_s: float | None
     no_repro: tuple[tuple[str, int], ...]  # why not, most common first
+    # (method, verified, attempted): graph, module (issue 37), none
+    by_method: tuple[tuple[str, int, int], ...] = ()
+    # module repros with a script: the kept module's parameters before (the model) and
+    # after, and its path's depth in the model (model.layers.13.mlp: 4)
+    params_before: Spread | None = None
+    params_after: Spread | None = None
+    module_depth: Spread | None = None
 
     def lines(self) -> list[str]:
         lines = [
@@ -50,6 +57,13 @@ class Figures:
         if self.wall_s:
             bound = f" (search bound {self.bound_s:g} s)" if self.bound_s is not None else ""
             lines.append(f"minimizer time per cell: {self.wall_s.text(' s')}{bound}")
+        if self.by_method:
+            each = ", ".join(f"{m} {v} of {n}" for m, v, n in self.by_method)
+            lines.append(f"reproduce in a fresh process, by method: {each}")
+        if self.params_before and self.params_after and self.module_depth:
+            lines.append(f"module repros, parameters before: {self.params_before.text()}")
+            lines.append(f"module repros, parameters after: {self.params_after.text()}")
+            lines.append(f"module repros, module path depth: {self.module_depth.text()}")
         lines += [f"no repro ({n}): {why}" for why, n in self.no_repro]
         return lines
 
@@ -57,16 +71,23 @@ class Figures:
 def figures(records: Sequence[Record]) -> Figures:
     made = [r.minimal_repro for r in records if r.minimal_repro]
     scripted = [m for m in made if m.nodes_after is not None and m.verify]
+    modules = [m for m in made if m.extra.get("params_after") is not None and m.verify]
+    methods = Counter(m.method or "none" for m in made)
+    verified = Counter(m.method or "none" for m in made if m.reproduces)
     reasons = Counter(_short(m) for m in made if not m.reproduces)
     return Figures(
         attempted=len(made),
-        scripts=len(scripted),
+        scripts=len(scripted) + len(modules),
         verified=sum(1 for m in made if m.reproduces),
         nodes_before=Spread.of([m.nodes_before for m in scripted if m.nodes_before is not None]),
         nodes_after=Spread.of([m.nodes_after for m in scripted if m.nodes_after is not None]),
         wall_s=Spread.of([m.wall_s for m in made if m.wall_s is not None]),
         bound_s=next((m.bound_s for m in made if m.bound_s is not None), None),
         no_repro=tuple(reasons.most_common()),
+        by_method=tuple((k, verified[k], n) for k, n in sorted(methods.items())),
+        params_before=Spread.of([m.extra["params_before"] for m in modules]),
+        params_after=Spread.of([m.extra["params_after"] for m in modules]),
+        module_depth=Spread.of([len(str(m.extra.get("module", "")).split(".")) for m in modules]),
     )
 
 

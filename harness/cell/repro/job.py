@@ -35,7 +35,7 @@ class Summary:
     fresh process (`reproduces`: None where no script was made or run)."""
 
     kind: str  # export | check | ort_session | ort_run | numerics | capture
-    method: str  # what made it: delta debugging over a program, or the record's facts
+    method: str  # what made it: graph (delta debugging over a program), module, or none
     reproduces: bool | None = None
     nodes_before: int | None = None
     nodes_after: int | None = None
@@ -48,6 +48,16 @@ class Summary:
     imports: list[str] = field(default_factory=list)  # modules loaded to define custom ops
     reason: str | None = None  # why no repro, or what to know about this one
     verify: dict[str, Any] | None = None  # the fresh-process run: exit code, seconds, last line
+    # The module-level minimizer's (method "module"): the submodule kept, by its path in
+    # the model ("model.layers.13.mlp"), its class, parameters and tree depth before (the
+    # model) and after, and the repeated items inside it replaced by identity.
+    module: str | None = None
+    module_class: str | None = None
+    params_before: int | None = None
+    params_after: int | None = None
+    depth_before: int | None = None
+    depth_after: int | None = None
+    replaced: list[str] | None = None
     script: str | None = None  # relative to the run directory
     inputs: str | None = None
 

@@ -29,7 +29,7 @@ from harness.cell import exporters, failures
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.numerics import DEFAULT_TOLERANCE
 from harness.cell.reference import build
-from harness.cell.repro import script
+from harness.cell.repro import module_script, modules, script
 from harness.cell.repro.ddmin import ddmin
 from harness.cell.repro.job import Job, Summary, relative
 from harness.cell.repro.oracle import Target, reproduces
@@ -46,7 +46,9 @@ from harness.store.status import Stage
 SEED = 0
 PROGRAM = "the program torch.export captured (after the dynamo exporter's decompositions)"
 CAPTURED = "the program torch.export captured"
-METHOD = "delta debugging over the program torch.export captured"
+METHOD = "graph"  # delta debugging over the program torch.export captured
+NOTHING_CAPTURED = "the exporter captured no program, so there is no graph to shrink"
+NO_MAPPING = "TorchScript writes no node mapping: no first divergent node to end a subgraph at"
 NOT_FROM_CODE = (
     "the whole program, written out as code and exported again, does not fail this way: the"
     " failure depends on how torch.export traced the model (the strides or metadata it"
@@ -60,8 +62,7 @@ NOT_FROM_TRACE = (
 CAPTURED_WRONG = (
     "capture changed the numbers: the exported program itself differs from eager and every"
     " ONNX node follows it, so no subgraph of it shows the mismatch (the model computes"
-    " something else under torch.export or torch.onnx.is_in_onnx_export()); repro.py"
-    " rebuilds the whole model"
+    " something else under torch.export or torch.onnx.is_in_onnx_export())"
 )
 
 
@@ -97,12 +98,11 @@ def _timed(summary: Summary, start: float, bound_s: float) -> Summary:
 
 def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
     if record.stage is Stage.CAPTURE:
-        return fallback(record)
+        return _captured_nothing(job, record, kind, start)
     if kind == "numerics" and _stage_of(record) == "capture":
-        return Summary(kind, "none", reason=CAPTURED_WRONG)
+        return _by_module(job, record, kind, _subject(job, record), start, CAPTURED_WRONG)
     if kind == "numerics" and not record.exporter.startswith("dynamo"):
-        reason = "TorchScript writes no node mapping: no first divergent node to end a subgraph at"
-        return Summary(kind, METHOD, reason=reason)
+        return _by_module(job, record, kind, _subject(job, record), start, NO_MAPPING)
     subject = _subject(job, record)
     target = _target(record, subject)
     workdir = Path(tempfile.mkdtemp(prefix="harness-repro-"))
@@ -118,7 +118,76 @@ def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
         found = _search(program, target, focus, workdir / "candidate", deadline)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if found.kept is None and found.reason in (NOT_FROM_CODE, NOT_FROM_TRACE):
+        return _by_module(job, record, kind, subject, start, found.reason)
     return _write(job, record, kind, program, target, found)
+
+
+def _captured_nothing(job: Job, record: Record, kind: str, start: float) -> Summary:
+    """A capture failure: the module-level minimizer, else the record's facts."""
+    try:
+        summary = _by_module(job, record, kind, _subject(job, record), start, NOTHING_CAPTURED)
+    except Exception as exc:  # an OpInfo sample's model, say: the record's facts stand
+        summary = Summary(kind, "none", reason=f"module level: {type(exc).__name__}: {exc}")
+    if summary.script is not None:
+        return summary
+    facts = fallback(record)
+    tried = (summary.reason or "").removeprefix(f"{NOTHING_CAPTURED}; ")
+    return _with(facts, reason=f"{facts.reason}; {tried}"[:1000])
+
+
+def _by_module(
+    job: Job, record: Record, kind: str, subject: Subject, start: float, why: str
+) -> Summary:
+    """The module-level minimizer (`modules`), for a failure the graph one cannot take."""
+    numerics = record.stage is Stage.NUMERICS
+    assert record.stage is not None
+    signature = None if numerics else record.error_signature
+    target = Target(record.exporter, record.opset, record.stage, signature, None, subject.tolerance)
+    workdir = Path(tempfile.mkdtemp(prefix="harness-repro-module-"))
+    try:
+        outcome = modules.minimize_module(
+            subject.model, subject.inputs, target, workdir, start + job.bound_s
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    base = Summary(
+        kind,
+        "module",
+        params_before=outcome.params_before,
+        depth_before=outcome.depth_before,
+        target=outcome.target.signature,
+    )
+    kept = outcome.kept
+    if kept is None or outcome.module is None or outcome.call is None:
+        return _with(base, reason=f"{why}; module level: {outcome.reason}")
+    folder = Path(job.run_dir) / "artifacts" / record.cell.cell_id
+    about = module_script.Kept(
+        record.cell.label(),
+        record.run_id,
+        kept.path,
+        outcome.params_before,
+        modules.parameters(outcome.module),
+        len(kept.replaced),
+    )
+    try:
+        module_script.write(folder, outcome.module, outcome.call, outcome.target, about)
+    except Exception as exc:  # a class no script can define, a module torch.save cannot pickle
+        why_not = f"no standalone script: {type(exc).__name__}: {exc}"[:500]
+        return _with(base, module=kept.path, reason=why_not)
+    return _with(
+        base,
+        module=kept.path,
+        module_class=type(outcome.module).__qualname__,
+        params_after=about.params_after,
+        depth_after=modules.height(outcome.module),
+        replaced=kept.replaced,
+        tests=kept.tests,
+        search_complete=kept.complete,
+        reason=why,
+        script=relative(folder / script.SCRIPT, job.run_dir),
+        inputs=relative(folder / script.INPUTS, job.run_dir),
+    )
 
 
 def _subject(job: Job, record: Record) -> Subject:
@@ -332,9 +401,7 @@ def fallback(record: Record, *, now: BaseException | None = None) -> Summary:
     if failing:
         facts.append(f"inputs {failing[0].inputs}")
     what = "; ".join(facts) or "no op or input shapes in the record"
-    why = "torch.export captured no program, so there is no graph to shrink"
+    why = NOTHING_CAPTURED
     if now is not None:
         why += f" (exported again here: {signature_of(now)})"
-    return Summary(
-        "capture", "the record's facts (nothing captured)", reason=f"{why}; from the record: {what}"
-    )
+    return Summary("capture", "none", reason=f"{why}; from the record: {what}")

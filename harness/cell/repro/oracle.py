@@ -14,6 +14,7 @@ import copy
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -68,24 +69,31 @@ def reproduces(candidate: Candidate, target: Target, workdir: Path) -> bool:
     return judge(candidate, target, workdir).matches(target)
 
 
-def judge(candidate: Candidate, target: Target, workdir: Path) -> Verdict:
-    """Export the candidate and take it through the cell's stages up to the target's."""
+def through_stages(model: Any, inputs: Inputs, target: Target, workdir: Path) -> list[Any]:
+    """Export `model` with the cell's exporter (into a fresh `workdir`) and take it through
+    the cell's stages up to the target's: ONNX Runtime's outputs where it ran, else [].
+    Raises the stage's StageFailure."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
+    request = ExportRequest(model, inputs, target.opset, workdir / "model.onnx")
+    exporters.get(target.exporter).export(request)
+    if target.stage in AFTER_EXPORT:
+        with stage("check"):
+            onnx.checker.check_model(str(request.path), full_check=True)
+    if target.stage not in AFTER_EXPORT[1:]:
+        return []
+    runner = OrtRunner(request.path, 1, "cpu")
+    if target.stage not in AFTER_EXPORT[2:]:
+        return []
+    with stage("ort_run"):
+        return list(runner.run(inputs))
+
+
+def judge(candidate: Candidate, target: Target, workdir: Path) -> Verdict:
+    """Export the candidate and take it through the cell's stages up to the target's."""
     inputs = Inputs(candidate.inputs, {}, candidate.input_names)
-    request = ExportRequest(
-        model=candidate.module, inputs=inputs, opset=target.opset, path=workdir / "model.onnx"
-    )
     try:
-        exporters.get(target.exporter).export(request)
-        if target.stage in AFTER_EXPORT:
-            with stage("check"):
-                onnx.checker.check_model(str(request.path), full_check=True)
-        if target.stage in AFTER_EXPORT[1:]:
-            runner = OrtRunner(request.path, 1, "cpu")
-        if target.stage in AFTER_EXPORT[2:]:
-            with stage("ort_run"):
-                got = runner.run(inputs)
+        got = through_stages(candidate.module, inputs, target, workdir)
     except StageFailure as failure:
         return Verdict(failure.stage, signature_of(failure.error))
     if not target.numerics:

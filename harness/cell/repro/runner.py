@@ -29,7 +29,13 @@ from harness.store.records import Record
 # once, and writing the script happen outside the search's own clock.
 GRACE_S = 120.0
 VERIFY_TIMEOUT_S = 300.0
-SCRIPT_FILES = ("repro_min.py", "repro_min_inputs.pt", "repro_min.onnx", "repro_min.onnx.data")
+SCRIPT_FILES = (
+    "repro_min.py",
+    "repro_min_inputs.pt",
+    "repro_min_module.pt",
+    "repro_min.onnx",
+    "repro_min.onnx.data",
+)
 # The script runs with the harness made unimportable: a repro that needs it is no repro.
 _WITHOUT_HARNESS = (
     "import runpy, sys; sys.modules['harness'] = None; path = sys.argv[1]; "

@@ -26,7 +26,6 @@ import torch
 
 from harness.cell.repro.oracle import Target
 from harness.cell.repro.program import Candidate
-from harness.store.error_text import normalization_rules
 from harness.store.status import Stage
 
 SCRIPT = "repro_min.py"
@@ -144,21 +143,93 @@ def versions() -> str:
 
 # -- the text ----------------------------------------------------------------------------------
 
+EXITS = "Exits 1 when the failure reproduces, 0 when it does not, 2 when it fails some other way."
+_PLACEHOLDER = re.compile(r"0x\?|<path>|\bN\b")
+
+
+def step_of(stage: Stage) -> str:
+    return "export" if stage.is_export else str(stage)
+
+
+def steps_for(last: str) -> tuple[str, ...]:
+    """The steps a failure at `last` needs: the export, then only what leads to `last`
+    (the checker only for a checker failure; ONNX Runtime's session for its run)."""
+    return {
+        "export": ("export",),
+        "check": ("export", "check"),
+        "ort_session": ("export", "ort_session"),
+        "ort_run": ("export", "ort_session", "ort_run"),
+    }[last]
+
+
+def expected_text(signature: str) -> tuple[str, str]:
+    """The error's type and the longest literal piece of its normalized first line: what
+    a script finds in the raw message without the harness's normalization."""
+    kind, _, message = signature.partition(": ")
+    pieces = [p.strip() for p in _PLACEHOLDER.split(message)]
+    return kind, max(pieces, key=len, default="")
+
+
+def step_lines(steps: tuple[str, ...]) -> list[str]:
+    """The steps after the export, inside the script's try (`path`, `names`, `leaves`)."""
+    lines = {
+        "check": ["onnx.checker.check_model(path, full_check=True)"],
+        "ort_session": ['session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])'],
+        "ort_run": [
+            "wanted = {i.name for i in session.get_inputs()}",
+            "got = session.run(None, {n: t.numpy() for n, t in zip(names, leaves) if n in wanted})",
+        ],
+    }
+    found = []
+    for step in steps[1:]:
+        found += [f'        step = "{step}"', *(f"        {ln}" for ln in lines[step])]
+    return found
+
+
+def except_lines() -> list[str]:
+    """An error reproduces where its root cause is at EXPECTED's step, of its type, and
+    says its text."""
+    return [
+        "    except Exception as error:",
+        "        traceback.print_exc()",
+        "        while error.__cause__ is not None:",
+        "            error = error.__cause__",
+        '        found = (step, type(error).__name__, " ".join(str(error).split()))',
+        "        if found[:2] == EXPECTED[:2] and EXPECTED[2] in found[2]:",
+        '            print(f"REPRODUCED at {step}: {found[1]}: {EXPECTED[2]}", file=sys.stderr)',
+        "            return 1",
+        '        print(f"FAILED DIFFERENTLY at {step}: {found[1]}; expected {EXPECTED}", file=sys.stderr)',
+        "        return 2",
+    ]
+
+
+def other_failure_lines() -> list[str]:
+    return [
+        "    except Exception as error:",
+        "        traceback.print_exc()",
+        '        print(f"FAILED DIFFERENTLY at {step}: {type(error).__name__}", file=sys.stderr)',
+        "        return 2",
+    ]
+
 
 def script_text(
     candidate: Candidate, target: Target, about: About, forward: str, imports: list[str]
 ) -> str:
+    last = "ort_run" if target.numerics else step_of(target.stage)
+    steps = steps_for(last)
+    head = [*["import copy"] * target.numerics, "import sys", "import traceback"]
+    head += ["from pathlib import Path", "", *["import onnx"] * ("check" in steps)]
+    head += [*["import onnxruntime as ort"] * ("ort_session" in steps), "import torch"]
     loads = any(line.startswith("_load_module(") for line in imports)
     parts = [
         _docstring(target, about),
-        _PRELUDE.format(copy="import copy\n" if target.numerics else ""),
+        "\n".join(head),
         *([_LOAD_MODULE] if loads else []),
         "\n".join(imports),
         _constants(candidate, target),
-        _MODULE + textwrap.indent(forward.strip(), "    "),
-        _EXPORT,
-        _NUMERICS_MAIN if target.numerics else _ERRORS_MAIN,
-        _TAIL,
+        _module(candidate, forward),
+        _main(target, steps),
+        'if __name__ == "__main__":\n    sys.exit(main())',
     ]
     text = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -169,7 +240,7 @@ def _docstring(target: Target, about: About) -> str:
         f"the value of node {target.node} differs between ONNX Runtime and torch beyond"
         f" rtol {target.tolerance[0]:g} / atol {target.tolerance[1]:g} (the cell's rule)"
         if target.numerics
-        else f"{_step(target.stage)} fails with {target.signature}"
+        else f"{step_of(target.stage)} fails with {target.signature}"
     )
     what = (
         f"{about.nodes_kept} of the {about.nodes_before} nodes of {about.program}, exported"
@@ -182,8 +253,7 @@ def _docstring(target: Target, about: About) -> str:
             f'"""Minimal repro: {about.cell}, {target.stage} failure (run {about.run_id}).',
             textwrap.fill(what, 88),
             textwrap.fill(f"Expected: {expected}.", 88),
-            f"Run: python {SCRIPT}\n"
-            "Exits 1 when the failure reproduces, 0 when it does not, 2 when it fails some other way.",
+            f"Run: python {SCRIPT}\n{EXITS}",
             textwrap.fill(f"Made with {versions()}.", 88) + '\n"""',
         ]
     )
@@ -193,40 +263,88 @@ def _exporter_call(target: Target) -> str:
     return "dynamo=True" if target.exporter.startswith("dynamo") else "dynamo=False"
 
 
-def _step(stage: Stage) -> str:
-    return "export" if stage.is_export else str(stage)
-
-
 def _constants(candidate: Candidate, target: Target) -> str:
-    steps = ["export", "check", "ort_session", "ort_run"]
-    last = "ort_run" if target.numerics else _step(target.stage)
-    return "\n".join(
-        [
-            f"OPSET = {target.opset}",
-            f"DYNAMO = {target.exporter.startswith('dynamo')}",
-            f"INPUT_NAMES = {list(candidate.input_names)!r}",
-            f"STEPS = {steps[: steps.index(last) + 1]!r}",
-            f"EXPECTED_STEP = {last!r}",
-            f"EXPECTED = {target.signature!r}",
+    lines = [
+        "HERE = Path(__file__).resolve().parent",
+        f'SAVED = torch.load(HERE / "{INPUTS}", weights_only=True)',
+    ]
+    if target.stage in (Stage.ORT_RUN, Stage.NUMERICS):  # ONNX Runtime is fed by name
+        lines.append(f"INPUT_NAMES = {list(candidate.input_names)!r}")
+    if target.numerics:
+        lines += [
             f"NODE = {target.node!r}",
             f"RTOL, ATOL = {target.tolerance[0]!r}, {target.tolerance[1]!r}",
-            f"NORMALIZE = {normalization_rules()!r}",
         ]
-    )
+    else:
+        lines.append(
+            f"EXPECTED = {(step_of(target.stage), *expected_text(target.signature or ''))!r}"
+        )
+    return "\n".join(lines)
 
 
-_PRELUDE = """
-{copy}import re
-import sys
-import traceback
-from pathlib import Path
+def _module(candidate: Candidate, forward: str) -> str:
+    init = []
+    if candidate.parameters:
+        init += [
+            '        for name, value in SAVED["parameters"].items():',
+            "            self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))",
+        ]
+    if candidate.buffers:
+        init += [
+            '        for name, value in SAVED["buffers"].items():',
+            "            self.register_buffer(name, value)",
+        ]
+    if init:
+        init = ["    def __init__(self):", "        super().__init__()", *init, ""]
+    body = "\n".join(["class Repro(torch.nn.Module):", *init])
+    return body + "\n" + textwrap.indent(forward.strip(), "    ")
 
-import numpy as np
-import onnx
-import onnxruntime as ort
-import torch
 
-HERE = Path(__file__).resolve().parent
+def _main(target: Target, steps: tuple[str, ...]) -> str:
+    lines = [
+        "def main():",
+        '    model, leaves = Repro().eval(), tuple(SAVED["inputs"])',
+        *(["    names = INPUT_NAMES"] if "ort_run" in steps else []),
+        '    path, step = str(HERE / "repro_min.onnx"), "export"',
+        "    try:",
+        "        torch.onnx.export(",
+        f"            model, leaves, path,{' input_names=names,' * ('ort_run' in steps)}",
+        f"            opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')},",
+        "        )",
+        *step_lines(steps),
+        *(other_failure_lines() if target.numerics else except_lines()),
+    ]
+    if target.numerics:
+        lines += _NUMERICS.strip("\n").splitlines()
+    done = 'f"not reproduced: node {NODE} matches torch within rtol {RTOL} / atol {ATOL}"'
+    done = done if target.numerics else repr(f"not reproduced: {', '.join(steps)} passed")
+    lines += [f"    print({done})", "    return 0"]
+    return "\n".join(lines)
+
+
+# The cell's rule: within atol + rtol * |torch|, NaN and inf where torch's are, or within
+# 10x torch float32's own error against float64 plus atol (harness.cell.numerics).
+_NUMERICS = """
+    with torch.no_grad():
+        want = model(*leaves)[-1].double()
+    got = torch.from_numpy(got[-1]).double()
+    if got.shape != want.shape:
+        print(f"REPRODUCED: node {NODE} has another shape", file=sys.stderr)
+        raise AssertionError(f"node {NODE}: ONNX Runtime gives shape {tuple(got.shape)}, torch {tuple(want.shape)}")
+    close = torch.isclose(got, want, RTOL, ATOL, equal_nan=True)
+    try:  # torch float32's own error against float64 (where the ops run in float64)
+        with torch.no_grad():
+            want64 = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in leaves])[-1]
+        close |= (got - want64).abs() <= 10 * (want - want64).abs() + ATOL
+    except RuntimeError:
+        pass
+    if not close.all():
+        print(f"REPRODUCED: node {NODE} differs", file=sys.stderr)
+        worst = float((got - want).abs()[~close].max())
+        raise AssertionError(
+            f"node {NODE}: {int((~close).sum())} of {close.numel()} values differ between ONNX Runtime"
+            f" and torch beyond rtol {RTOL} / atol {ATOL} (max_abs {worst:.4g})"
+        )
 """
 
 _LOAD_MODULE = '''
@@ -239,135 +357,3 @@ def _load_module(name, path):
     sys.modules[name] = module
     spec.loader.exec_module(module)
 '''
-
-_MODULE = """
-SAVED = torch.load(HERE / "repro_min_inputs.pt", weights_only=True)
-
-
-class Repro(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        for name, value in SAVED["parameters"].items():
-            self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))
-        for name, value in SAVED["buffers"].items():
-            self.register_buffer(name, value)
-
-"""
-
-_EXPORT = '''
-def run_steps(model, inputs):
-    """Export, then check, load and run the model as the harness's cell did, up to STEPS[-1].
-    Returns the outputs (numpy) or raises; the step that raised is in STEP[0]."""
-    path = HERE / "repro_min.onnx"
-    STEP[0] = "export"
-    torch.onnx.export(
-        model, inputs, str(path), input_names=INPUT_NAMES, opset_version=OPSET, dynamo=DYNAMO
-    )
-    if "check" in STEPS:
-        STEP[0] = "check"
-        onnx.checker.check_model(str(path), full_check=True)
-    if "ort_session" in STEPS:
-        STEP[0] = "ort_session"
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    if "ort_run" in STEPS:
-        STEP[0] = "ort_run"
-        wanted = {i.name for i in session.get_inputs()}
-        feeds = {n: t.numpy() for n, t in zip(INPUT_NAMES, inputs) if n in wanted}
-        return session.run(None, feeds)
-    return None
-
-
-STEP = ["export"]
-
-
-def signature(error):
-    """The error's root cause, normalized as the harness groups failures."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    text = re.sub(r"\\x1b\\[[0-9;]*m", "", str(error)).strip() or repr(error)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    first = next((ln for ln in lines if not ln.startswith(("Traceback", "File ", "#"))), "")
-    for pattern, replacement in NORMALIZE:
-        first = re.sub(pattern, replacement, first)
-    return f"{type(error).__name__}: {first.strip()[:160]}"
-'''
-
-_ERRORS_MAIN = """
-def main():
-    model, inputs = Repro().eval(), tuple(SAVED["inputs"])
-    try:
-        run_steps(model, inputs)
-    except Exception as error:
-        traceback.print_exc()
-        found = signature(error)
-        if (STEP[0], found) == (EXPECTED_STEP, EXPECTED):
-            print(f"REPRODUCED at {STEP[0]}: {found}", file=sys.stderr)
-            return 1
-        print(f"FAILED DIFFERENTLY at {STEP[0]}: {found}", file=sys.stderr)
-        print(f"  expected at {EXPECTED_STEP}: {EXPECTED}", file=sys.stderr)
-        return 2
-    print(f"not reproduced: {', '.join(STEPS)} passed")
-    return 0
-"""
-
-_NUMERICS_MAIN = '''
-def torch_outputs(model, inputs):
-    """The node's value in torch (float32) and, where the ops run in it, float64."""
-    with torch.no_grad():
-        want = model(*inputs)[-1].numpy()
-        try:
-            model64 = copy.deepcopy(model).double()
-            inputs64 = [t.double() if t.is_floating_point() else t for t in inputs]
-            want64 = model64(*inputs64)[-1].numpy()
-        except Exception:
-            want64 = None
-    return want, want64
-
-
-def mismatched(got, want, want64):
-    """Elements outside the harness's rule: |onnx - torch| <= atol + rtol * |torch|, or
-    within 10x torch float32's own error against float64 plus atol; NaN and inf must sit
-    where torch's are. Integers and booleans must be equal."""
-    if not np.issubdtype(want.dtype, np.floating):
-        return got != want
-    got, want = got.astype(np.float64), want.astype(np.float64)
-    finite = np.isfinite(got) & np.isfinite(want)
-    misplaced = (np.isnan(got) != np.isnan(want)) | (np.isposinf(got) != np.isposinf(want))
-    misplaced |= np.isneginf(got) != np.isneginf(want)
-    with np.errstate(invalid="ignore"):
-        diff = np.where(finite, np.abs(got - want), 0.0)
-        close = diff <= ATOL + RTOL * np.abs(want)
-        if want64 is not None and want64.shape == want.shape:
-            truth = want64.astype(np.float64)
-            close |= np.abs(got - truth) <= 10.0 * np.abs(want - truth) + ATOL
-    return (finite & ~close) | misplaced
-
-
-def main():
-    model, inputs = Repro().eval(), tuple(SAVED["inputs"])
-    want, want64 = torch_outputs(model, inputs)
-    try:
-        got = np.asarray(run_steps(model, inputs)[-1])
-    except Exception as error:
-        traceback.print_exc()
-        print(f"FAILED DIFFERENTLY at {STEP[0]}: {signature(error)}", file=sys.stderr)
-        return 2
-    if got.shape != want.shape:
-        print(f"REPRODUCED: node {NODE} has another shape", file=sys.stderr)
-        raise AssertionError(f"node {NODE}: ONNX Runtime gives shape {got.shape}, torch {want.shape}")
-    bad = mismatched(got, want, want64)
-    if not bad.any():
-        print(f"not reproduced: node {NODE} matches torch within rtol {RTOL} / atol {ATOL}")
-        return 0
-    print(f"REPRODUCED: node {NODE} differs", file=sys.stderr)
-    worst = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0, where=bad))
-    raise AssertionError(
-        f"node {NODE}: {int(bad.sum())} of {want.size} values differ between ONNX Runtime and"
-        f" torch beyond rtol {RTOL} / atol {ATOL} (max_abs {worst:.4g})"
-    )
-'''
-
-_TAIL = """
-if __name__ == "__main__":
-    sys.exit(main())
-"""

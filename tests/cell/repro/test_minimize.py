@@ -120,6 +120,9 @@ def test_a_capture_failure_falls_back_to_the_records_facts_and_says_so(run: Run)
     repro = run.repro("repro_capture_fails")
     assert repro.kind == "capture"
     assert repro.reason and "captured no program" in repro.reason
+    # the branch is in the model's own forward: no block fails alone
+    assert "the failure is in the model's own forward (Deep.forward)" in repro.reason
+    assert "blocks.0 passes" in repro.reason
     assert repro.reproduces is None
     assert "minimal_repro" not in run.records[("repro_capture_fails", "dynamo")].artifacts
 
@@ -127,6 +130,9 @@ def test_a_capture_failure_falls_back_to_the_records_facts_and_says_so(run: Run)
 def test_a_mismatch_made_at_capture_gets_no_onnx_subgraph_and_says_why(run: Run) -> None:
     repro = run.repro("repro_export_only")
     assert repro.reason and repro.reason.startswith("capture changed the numbers")
+    assert "the failure is in the model's own forward (Deep.forward)" in repro.reason
+    assert "blocks.0 passes" in repro.reason
+    assert repro.method == "module" and repro.extra["params_before"] > 0
     assert repro.reproduces is None
 
 

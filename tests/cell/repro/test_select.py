@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.cell.repro.figures import figures
 from harness.cell.repro.select import choose, clusters, kind_of
 from harness.store.details import MinimalRepro
+from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, Record
 
 SIG_A = "DispatchError: No ONNX function found for aten.polygamma"
@@ -115,3 +116,52 @@ def test_figures_over_hand_made_repros() -> None:
         "torch.export captured no program": 1,
     }
     assert f.lines()[0].startswith("2 of 4 cells with a repro that reproduces")
+
+
+def _module_repro(path: str, before: int, after: int, reproduces: bool) -> MinimalRepro:
+    return MinimalRepro(
+        kind="capture",
+        method="module",
+        reproduces=reproduces,
+        verify={"exit_code": 1 if reproduces else 0},
+        extra={"module": path, "params_before": before, "params_after": after},
+    )
+
+
+def test_figures_count_module_repros_by_method_with_their_sizes() -> None:
+    records = [
+        _record(
+            "a",
+            "export_failed",
+            "capture",
+            SIG_A,
+            minimal_repro=_module_repro("model.layers.13", 1000, 40, True),
+        ),
+        _record(
+            "b",
+            "export_failed",
+            "capture",
+            SIG_B,
+            minimal_repro=_module_repro("blocks.2.mlp", 3000, 10, False),
+        ),
+        _record("c", "export_failed", "translate", "x", minimal_repro=_repro(True, 50, 5, 30.0)),
+    ]
+    f = figures(records)
+    assert (f.attempted, f.scripts, f.verified) == (3, 3, 2)
+    assert f.by_method == (("module", 1, 2), ("none", 1, 1))
+    assert f.params_before is not None and f.params_after is not None
+    assert (f.params_before.median, f.params_after.median) == (2000, 25)
+    assert f.module_depth is not None and (f.module_depth.median, f.module_depth.max) == (3, 3)
+    assert "by method: module 1 of 2, none 1 of 1" in "\n".join(f.lines())
+
+
+def test_the_reports_line_for_a_module_repro_names_the_module_and_its_parameters() -> None:
+    record = _record(
+        "a",
+        "export_failed",
+        "capture",
+        SIG_A,
+        minimal_repro=_module_repro("model.layers.13", 1000, 40, True),
+    ).with_changes(artifacts={"minimal_repro": "artifacts/a/repro_min.py"})
+    assert repro_text(record) == "reproduces, module model.layers.13 (1000 -> 40 parameters)"
+    assert repro_text(record.with_changes(artifacts={})) == "no repro: no reason given"

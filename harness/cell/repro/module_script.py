@@ -1,0 +1,260 @@
+"""`repro_min.py` for a module-level repro: the kept submodule as the model built it (its
+class from the model's own package, or its source where a zoo file defines it, written
+into the script), its weights and the inputs it got in the model's forward saved beside
+the script, exported alone with the cell's exporter; only the steps the failure needs.
+
+The module is saved whole (`repro_min_module.pt`: its class, its attributes such as a
+transformers config, its weights); a class defined in a zoo file, which no script can
+import, is written into the script and the saved module is pointed at it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import importlib.machinery
+import inspect
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.cell.repro import script
+from harness.cell.repro.modules import Call, PassThrough
+from harness.cell.repro.oracle import Target
+
+MODULE = "repro_min_module.pt"
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the docstring says about the module kept."""
+
+    cell: str
+    run_id: str
+    path: str
+    params_before: int
+    params_after: int
+    replaced: int
+
+
+def write(folder: Path, module: torch.nn.Module, call: Call, target: Target, about: Kept) -> None:
+    """Write the script, the module and its inputs into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved, passing = _without_pass_through(module)
+    torch.save(saved, folder / MODULE)
+    torch.save((call.inputs.args, call.inputs.kwargs), folder / script.INPUTS)
+    sources = zoo_sources(saved)
+    (folder / script.SCRIPT).write_text(text(saved, target, about, sources, passing))
+
+
+def _without_pass_through(
+    module: torch.nn.Module,
+) -> tuple[torch.nn.Module, list[tuple[str, bool]]]:
+    """The module to save, with an Identity where a PassThrough stands (no script can
+    import the harness's class: the script puts its own back), and where they stand."""
+    passing = [(n, m.tuple_out) for n, m in module.named_modules() if isinstance(m, PassThrough)]
+    if not passing:
+        return module, []
+    saved = copy.deepcopy(module)
+    for name, _ in passing:
+        parent, _, index = name.rpartition(".")
+        container: Any = saved.get_submodule(parent)  # a ModuleList or Sequential
+        container[int(index)] = torch.nn.Identity()
+    return saved, passing
+
+
+@dataclass(frozen=True)
+class Sources:
+    """A zoo file's classes the module needs, as code: its name, imports and definitions."""
+
+    module: str
+    imports: list[str]
+    definitions: list[str]
+
+
+def zoo_sources(module: torch.nn.Module) -> Sources | None:
+    """The definitions (and the imports they use) from the one file no script can import
+    that defines classes of `module`'s tree; None where every class imports by name."""
+    files = {type(m).__module__ for m in module.modules()} - {"builtins"}
+    local = [name for name in sorted(files) if not _importable(name)]
+    if not local:
+        return None
+    if len(local) > 1:
+        raise script.NotStandalone(f"classes from several files no script imports: {local}")
+    found = sys.modules[local[0]]
+    tree = ast.parse(inspect.getsource(found))
+    defined = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    wanted = {type(m).__name__ for m in module.modules() if type(m).__module__ == local[0]}
+    if not wanted <= defined.keys():
+        missing = ", ".join(sorted(wanted - defined.keys()))
+        raise script.NotStandalone(f"{missing} not defined at the top of {local[0]}")
+    while True:
+        used = {name for n in wanted for name in _names(defined[n])} & defined.keys()
+        if used <= wanted:
+            break
+        wanted |= used
+    source = inspect.getsource(found).splitlines()
+    definitions = [
+        "\n".join(
+            source[defined[n].lineno - 1 - len(defined[n].decorator_list) : defined[n].end_lineno]
+        )
+        for n in sorted(wanted, key=lambda n: defined[n].lineno)
+    ]
+    names = {name for n in wanted for name in _names(defined[n])}
+    imports = [
+        ast.get_source_segment(inspect.getsource(found), n) or ""
+        for n in tree.body
+        if isinstance(n, ast.Import | ast.ImportFrom) and _imported(n) & names
+    ]
+    return Sources(local[0], [i for i in imports if "harness" not in i], definitions)
+
+
+def _importable(name: str) -> bool:
+    """Whether `import name` in a fresh process finds this very module."""
+    loaded = sys.modules.get(name)
+    path = getattr(loaded, "__file__", None)
+    top = importlib.machinery.PathFinder.find_spec(name.split(".")[0])
+    if top is None or path is None or top.origin is None:
+        return name in sys.builtin_module_names or (top is not None and path is None)
+    return Path(path).resolve().is_relative_to(Path(top.origin).resolve().parent)
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> set[str]:
+    return {(a.asname or a.name).split(".")[0] for a in node.names}
+
+
+_FEEDS = [
+    "    leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if torch.is_tensor(t)]",
+    "    names = [f'input_{i}' for i in range(len(leaves))]",
+]
+
+# -- the text ----------------------------------------------------------------------------------
+
+
+def text(
+    module: torch.nn.Module,
+    target: Target,
+    about: Kept,
+    sources: Sources | None,
+    passing: list[tuple[str, bool]],
+) -> str:
+    last = "ort_run" if target.numerics else script.step_of(target.stage)
+    steps = script.steps_for(last)
+    imports = ["import sys", "import traceback", "from pathlib import Path", "", "import torch"]
+    imports += ["import numpy as np"] * target.numerics + ["import onnx"] * ("check" in steps)
+    imports += ["import onnxruntime as ort"] * ("ort_session" in steps)
+    parts = [
+        _docstring(module, target, about, sources),
+        "\n".join(imports + [i for i in (sources.imports if sources else []) if i not in imports]),
+        *(sources.definitions if sources else []),
+        *([_PASS_THROUGH] if passing else []),
+        _constants(target) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
+        _main(target, steps, sources, passing=bool(passing)),
+        'if __name__ == "__main__":\n    sys.exit(main())',
+    ]
+    return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
+
+
+def _docstring(
+    module: torch.nn.Module, target: Target, about: Kept, sources: Sources | None
+) -> str:
+    cls = type(module)
+    where = "written below from the model's file" if sources else f"from {cls.__module__}"
+    thinned = f"; {about.replaced} repeated items replaced by identity" if about.replaced else ""
+    what = (
+        f"Module {about.path or '(the model)'} ({cls.__name__}, {where}; {about.params_after:,} of"
+        f" the model's {about.params_before:,} parameters{thinned}), exported by itself with"
+        f" torch.onnx.export(..., dynamo={target.exporter.startswith('dynamo')},"
+        f" opset_version={target.opset}) with the inputs it got in the model's forward. The"
+        f" module as the model built it (class, attributes, weights) is in {MODULE}, its"
+        f" inputs in {script.INPUTS}, beside this file."
+    )
+    expected = (
+        f"ONNX Runtime's outputs differ from the module's eager outputs beyond rtol"
+        f" {target.tolerance[0]:g} / atol {target.tolerance[1]:g}"
+        if target.numerics
+        else f"{script.step_of(target.stage)} fails with {target.signature}"
+    )
+    return "\n\n".join(
+        [
+            f'"""Minimal repro: {about.cell}, {target.stage} failure (run {about.run_id}).',
+            textwrap.fill(what, 88),
+            textwrap.fill(f"Expected: {expected}.", 88),
+            f"Run: python {script.SCRIPT}\n{script.EXITS}",
+            textwrap.fill(f"Made with {script.versions()}.", 88) + '\n"""',
+        ]
+    )
+
+
+def _constants(target: Target) -> str:
+    lines = ["HERE = Path(__file__).resolve().parent"]
+    if target.numerics:
+        lines.append(f"RTOL, ATOL = {target.tolerance[0]!r}, {target.tolerance[1]!r}")
+    else:
+        step = script.step_of(target.stage)
+        lines.append(f"EXPECTED = {(step, *script.expected_text(target.signature or ''))!r}")
+    return "\n".join(lines)
+
+
+_PASS_THROUGH = """
+class PassThrough(torch.nn.Module):
+    \"\"\"Stands in for a repeated item the failure does not need: its first input.\"\"\"
+
+    def __init__(self, tuple_out):
+        super().__init__()
+        self.tuple_out = tuple_out
+
+    def forward(self, x, *args, **kwargs):
+        return (x,) if self.tuple_out else x
+"""
+
+_PUT_BACK = [
+    "    for where, tuple_out in PASS_THROUGH:",
+    '        parent, _, index = where.rpartition(".")',
+    "        module.get_submodule(parent)[int(index)] = PassThrough(tuple_out)",
+]
+
+
+def _main(target: Target, steps: tuple[str, ...], sources: Sources | None, *, passing: bool) -> str:
+    alias = (
+        [f"sys.modules[{sources.module!r}] = sys.modules[__name__]  # the classes above"]
+        if sources
+        else []
+    )
+    feeds = "ort_run" in steps  # graph inputs named, to feed ONNX Runtime by name
+    body = [
+        "def main():",
+        *[f"    {line}" for line in alias],
+        f'    module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
+        *(_PUT_BACK if passing else []),
+        f'    args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
+        *(_FEEDS if feeds else []),
+        '    path, step = str(HERE / "repro_min.onnx"), "export"',
+        "    try:",
+        "        torch.onnx.export(",
+        f"            module, args, path, kwargs=kwargs,{' input_names=names,' * feeds}",
+        f"            opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')},",
+        "        )",
+        *script.step_lines(steps),
+    ]
+    body += script.except_lines() if not target.numerics else script.other_failure_lines()
+    if target.numerics:
+        body += [
+            "    with torch.no_grad():",
+            "        want = torch.utils._pytree.tree_leaves(module(*args, **kwargs))",
+            "    for i, (g, w) in enumerate(zip(got, [t.numpy() for t in want if torch.is_tensor(t)])):",
+            "        if not np.allclose(g, w, rtol=RTOL, atol=ATOL):",
+            '            print("REPRODUCED: ONNX Runtime and eager differ", file=sys.stderr)',
+            "            worst = float(np.abs(g.astype(np.float64) - w).max())",
+            '            raise AssertionError(f"output {i}: max_abs {worst:.4g}, beyond rtol {RTOL} / atol {ATOL}")',
+        ]
+    body += ['    print(f"not reproduced: {step} passed")', "    return 0"]
+    return "\n".join(body)

@@ -1,0 +1,95 @@
+"""Models whose failure sits in one block's own code (issue 37): the graph minimizer has no
+captured node to cut, and the repro is that block, exported alone with the inputs it got.
+
+- `repro_block_capture`: block 13 of 24 branches on a tensor's value (torch.export cannot
+  capture it: a data-dependent guard, the capture failure language models hit most);
+- `repro_block_export_only`: inside block 17 of 24, an export-only branch
+  (`torch.compiler.is_exporting()`) changes a scale, so the captured program itself
+  differs from eager (a numerics mismatch made at capture);
+- `repro_block_tracer`: block 9 of 24 calls an autograd.Function whose ONNX symbolic passes
+  a string where TorchScript's graph wants a tensor (the TorchScript exporter fails in the
+  tracer's own graph; torch.export inlines the function's forward, so the program it
+  captured exports fine).
+
+Each block holds a `ModuleList` of three residual mixers that the failure does not need.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.zoo import ModelSpec
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def, override]
+        return x * 2
+
+    @staticmethod
+    def symbolic(g, x):  # type: ignore[no-untyped-def]
+        return g.op("Mul", x, "two")  # the bug: an attribute-like string as the second input
+
+
+class Mixer(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.nn.functional.gelu(self.fc(x))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width: int, quirk: str = "") -> None:
+        super().__init__()
+        self.mixers = torch.nn.ModuleList(Mixer(width) for _ in range(3))
+        self.norm = torch.nn.LayerNorm(width)
+        self.quirk = quirk
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for mixer in self.mixers:
+            x = mixer(x)
+        x = self.norm(x)
+        if self.quirk == "data_dependent":
+            return x + 1.0 if x.sum() > 0 else x - 1.0
+        if self.quirk == "export_only":
+            return x * (0.5 if torch.compiler.is_exporting() else 0.25)
+        if self.quirk == "symbolic":
+            return Double.apply(x)
+        return x
+
+
+class Stack(torch.nn.Module):
+    """`depth` blocks between an input and an output projection; block `at` has `quirk`."""
+
+    def __init__(self, quirk: str, at: int, depth: int = 24, width: int = 16) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(8, width)
+        self.blocks = torch.nn.ModuleList(
+            Block(width, quirk if i == at else "") for i in range(depth)
+        )
+        self.head = torch.nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _spec(name: str, quirk: str, at: int) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        family="seed",
+        build=lambda: Stack(quirk, at),
+        example_inputs=lambda: (torch.rand(2, 8),),
+        tags=("repro",),
+    )
+
+
+SPECS = [
+    _spec("repro_block_capture", "data_dependent", 13),
+    _spec("repro_block_export_only", "export_only", 17),
+    _spec("repro_block_tracer", "symbolic", 9),
+]
