@@ -111,13 +111,20 @@ class CellTimeline:
     last: CellResult
 
 
-def timelines(nights: Sequence[Night], model: str, t: Thresholds) -> list[CellTimeline]:
-    """Every cell of `model` over the nights: status, export time, memory and latency."""
-    per_cell: dict[str, list[tuple[str, CellResult]]] = defaultdict(list)
+Seen = dict[str, list[tuple[str, CellResult]]]  # cell -> (night, result), oldest first
+
+
+def by_model(nights: Sequence[Night]) -> dict[str, Seen]:
+    """model -> its cells' results over the nights (one pass: a model page reads only its own)."""
+    out: dict[str, Seen] = defaultdict(lambda: defaultdict(list))
     for night in nights:
         for label, r in night.cells.items():
-            if r.cell.model == model:
-                per_cell[label].append((night.date, r))
+            out[r.cell.model][label].append((night.date, r))
+    return out
+
+
+def timelines(per_cell: Seen, t: Thresholds) -> list[CellTimeline]:
+    """Every cell of a model over the nights: status, export time, memory and latency."""
     out = []
     for label in sorted(per_cell):
         seen = per_cell[label]
@@ -186,10 +193,7 @@ class Coverage:
 
 
 def _opinfo(r: CellResult) -> tuple[str, str] | None:
-    op, dtype = r.metadata.get("opinfo"), r.metadata.get("dtype")
-    if isinstance(op, str) and isinstance(dtype, str):
-        return op, dtype
-    return None
+    return (r.opinfo, r.dtype) if r.opinfo and r.dtype else None
 
 
 def coverage(nights: Sequence[Night]) -> Coverage:
@@ -216,6 +220,7 @@ def coverage(nights: Sequence[Night]) -> Coverage:
 @dataclass(frozen=True)
 class Difference:
     cell: str
+    model: str
     statuses: dict[str, str | None]  # channel -> status on its newest night (None: no cell)
 
 
@@ -231,5 +236,6 @@ def channel_differences(newest: dict[str, Night]) -> list[Difference]:
             for name, cells in by_channel.items()
         }
         if len(set(statuses.values())) > 1:
-            out.append(Difference(label, statuses))
+            model = next(cells[label].cell.model for cells in by_channel.values() if label in cells)
+            out.append(Difference(label, model, statuses))
     return out

@@ -39,7 +39,9 @@ def regressions_json(site: Site) -> str:
             }
             for c in site.channels
         },
-        "differences": [{"cell": d.cell, "statuses": d.statuses} for d in site.differences],
+        "differences": [
+            {"cell": d.cell, "model": d.model, "statuses": d.statuses} for d in site.differences
+        ],
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 

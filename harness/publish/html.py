@@ -47,6 +47,7 @@ def page(title: str, body: str, *, up: str = "", script: bool = False) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)}</title>"
         f'<link rel="stylesheet" href="{up}assets/site.css">'
+        '<link rel="icon" href="data:,">'
         f'<link rel="alternate" type="application/atom+xml" href="{up}atom.xml" title="Regressions">'
         f"{js}</head><body><nav>{nav} "
         f'<a href="{up}atom.xml">Atom</a> <a href="{up}regressions.json">regressions.json</a></nav>'

@@ -19,7 +19,6 @@ from harness.publish.nights import (
     pass_rates,
     rate_series,
     resample,
-    suite_of,
 )
 from harness.publish.read import CellResult, NightRun
 
@@ -40,13 +39,14 @@ class Channel:
     coverage: cells.Coverage
     suites: dict[str, list[CellResult]] = field(default_factory=dict)  # newest night, per suite
     history: list[tuple[str, list[cells.Change]]] = field(default_factory=list)  # feed
+    per_model: dict[str, cells.Seen] = field(default_factory=dict)
 
     @property
     def newest(self) -> Night | None:
         return self.nights[-1] if self.nights else None
 
     def models(self) -> list[str]:
-        return sorted({r.cell.model for n in self.nights for r in n.records})
+        return sorted(self.per_model)
 
 
 FEED_NIGHTS = 30  # the Atom feed and regressions history keep this many nights
@@ -54,9 +54,8 @@ FEED_NIGHTS = 30  # the Atom feed and regressions history keep this many nights
 
 def _suites(night: Night) -> dict[str, list[CellResult]]:
     by_suite: dict[str, list[CellResult]] = {}
-    owner = {id(r): suite_of(run) for run in night.runs for r in run.results}
     for r in night.records:
-        by_suite.setdefault(owner.get(id(r), "(no suite)"), []).append(r)
+        by_suite.setdefault(r.suite, []).append(r)
     return dict(sorted(by_suite.items()))
 
 
@@ -82,6 +81,7 @@ def build_channel(name: str, runs: Sequence[NightRun]) -> Channel:
         coverage=cells.coverage(nights),
         suites=_suites(newest) if newest else {},
         history=[h for h in history if h[1]],
+        per_model=cells.by_model(nights),
     )
 
 

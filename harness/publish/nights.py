@@ -79,27 +79,17 @@ class Point:
     value: float  # percent passing
 
 
-def _meta(r: CellResult, key: str) -> str:
-    value = r.metadata.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def suite_of(run: NightRun) -> str:
-    return run.manifest.suite or "(no suite)"
-
-
-def series_key(suite: str, r: CellResult) -> SeriesKey:
-    return SeriesKey(suite, r.cell.exporter, _meta(r, "dtype"), _meta(r, "task"))
+def series_key(r: CellResult) -> SeriesKey:
+    return SeriesKey(r.suite, r.cell.exporter, r.dtype, r.task)
 
 
 def pass_rates(night: Night) -> dict[SeriesKey, PassRate]:
     """Per series, how many attempted cells exported and passed every check that night."""
-    suites = {id(rec): suite_of(run) for run in night.runs for rec in run.results}
     counts: dict[SeriesKey, list[int]] = defaultdict(lambda: [0, 0])
     for r in night.records:
         if not r.status.applies:
             continue
-        count = counts[series_key(suites.get(id(r), "(no suite)"), r)]
+        count = counts[series_key(r)]
         count[0] += int(r.status.exported)
         count[1] += 1
     return {k: PassRate(p, t) for k, (p, t) in sorted(counts.items(), key=lambda kv: kv[0].label())}

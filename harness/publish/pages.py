@@ -61,8 +61,7 @@ def channels_page(site: Site) -> str:
         return page("Channels", "<p>one channel only: nothing to set side by side</p>")
     rows = []
     for d in site.differences:
-        model = d.cell.split(" ", 1)[0]
-        link = f'<td><a href="model/{slug(model)}.html">{e(d.cell)}</a></td>'
+        link = f'<td><a href="model/{slug(d.model)}.html">{e(d.cell)}</a></td>'
         rows.append(f"<tr>{link}{''.join(status_cell(d.statuses[n]) for n in names)}</tr>")
     intro = f"<p>{len(rows)} cells differ between the channels' newest nights.</p>"
     return page("Channels", intro + table(["cell", *names], rows, attrs=' id="differences"'))
@@ -85,10 +84,9 @@ def _filter_controls(records: list[CellResult]) -> str:
 
 
 def _row_values(r: CellResult) -> dict[str, str]:
-    task = r.metadata.get("task")
     return {
         "family": r.cell.family,
-        "task": task if isinstance(task, str) else "",
+        "task": r.task,
         "exporter": r.cell.exporter,
         "opset": str(r.cell.opset),
         "status": str(r.status),
@@ -131,7 +129,7 @@ def _timeline_section(
     channel: Channel, model: str, site: Site, repros: Mapping[str, Mapping[str, str]]
 ) -> str:
     out = f"<h2>{e(channel.name)}</h2>"
-    for t in timelines(channel.nights, model, site.thresholds):
+    for t in timelines(channel.per_model.get(model, {}), site.thresholds):
         strip = "".join(
             f'<span class="tick st-{e(s)}" title="{e(d)}: {e(s)}"></span>' for d, s in t.statuses
         )

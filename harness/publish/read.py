@@ -22,7 +22,8 @@ from harness.store.manifest import Manifest
 from harness.store.records import Cell
 from harness.store.status import Stage, Status
 
-_FIELDS = (
+_PASSING = ", ".join(f"'{s.value}'" for s in Status if s.passing)
+_SCALARS = (
     "family",
     "patch",
     "stage",
@@ -30,15 +31,25 @@ _FIELDS = (
     "export_s",
     "export_peak_rss_mb",
     "ort_latency_ms.p50",
-    "metadata",
-    "artifacts",
-    "first_divergence",
+    "metadata.dtype",
+    "metadata.task",
+    "metadata.opinfo",
 )
+# A failure's artifacts and first divergence only: most cells pass, and parsing JSON
+# objects in Python is what costs (benchmarks/test_publish.py).
+_ON_FAILURE = ("artifacts", "first_divergence")
 _RECORDS = (
     "SELECT run_id, model, exporter, opset, device, dynamic, variant, status, "
-    + ", ".join(f"json_extract(record, '$.{f}')" for f in _FIELDS)
-    + " FROM records ORDER BY run_id, model, exporter, opset, device, dynamic, variant"
+    + ", ".join(f"json_extract(record, '$.{f}')" for f in _SCALARS)
+    + ", "
+    + ", ".join(
+        f"CASE WHEN status IN ({_PASSING}) THEN NULL ELSE json_extract(record, '$.{f}') END"
+        for f in _ON_FAILURE
+    )
+    + " FROM records"
 )
+_STATUSES = {s.value: s for s in Status}
+_STAGES = {s.value: s for s in Stage}
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,10 @@ class CellResult:
     export_s: float | None = None
     export_peak_rss_mb: float | None = None
     ort_p50_ms: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    dtype: str = ""  # the record's metadata (an OpInfo cell's dtype, a task)
+    task: str = ""
+    opinfo: str = ""
+    suite: str = "(no suite)"  # the run's
     artifacts: dict[str, str] = field(default_factory=dict)
     divergence: str | None = None
 
@@ -70,15 +84,18 @@ class NightRun:
 
 
 def _number(value: object) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(float(value)) else None  # type: ignore[arg-type]
+    if type(value) is float:  # the common case first: 400 000 rows a site (benchmarks/)
+        return value if math.isfinite(value) else None
+    return float(value) if type(value) is int else None
 
 
 def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+    return value if type(value) is str else None
 
 
 def _object(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
     try:
         found = json.loads(value) if isinstance(value, str) else None
     except ValueError:
@@ -93,26 +110,33 @@ def _divergence(found: dict[str, Any]) -> str | None:
         return None
 
 
-def _result(row: tuple[Any, ...]) -> CellResult:
+def _result(row: tuple[Any, ...], suite: str) -> CellResult:
     run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
-    family, patch, stage, signature, export_s, rss, p50, meta, artifacts, divergence = rest
+    family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *failed = rest
+    artifacts, divergence = failed
+    if status not in _STATUSES or (stage is not None and stage not in _STAGES):
+        raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     cell = Cell(
         str(model), str(exporter), int(opset), str(device), bool(dynamic), str(variant),
         family=_text(family) or "", patch=_text(patch) or "none",
     )  # fmt: skip
-    found = _object(divergence)
     return CellResult(
         cell=cell,
         run_id=str(run_id),
-        status=Status(status),
-        stage=Stage(stage) if isinstance(stage, str) else None,
+        status=_STATUSES[status],
+        stage=_STAGES.get(stage) if stage is not None else None,
         error_signature=_text(signature),
         export_s=_number(export_s),
         export_peak_rss_mb=_number(rss),
         ort_p50_ms=_number(p50),
-        metadata=_object(meta),
-        artifacts={k: v for k, v in _object(artifacts).items() if isinstance(v, str)},
-        divergence=_divergence(found),
+        dtype=_text(dtype) or "",
+        task=_text(task) or "",
+        opinfo=_text(opinfo) or "",
+        suite=suite,
+        artifacts={k: v for k, v in _object(artifacts).items() if isinstance(v, str)}
+        if artifacts is not None
+        else {},
+        divergence=_divergence(_object(divergence)) if divergence is not None else None,
     )
 
 
@@ -130,22 +154,34 @@ def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
         raise HistoryError(f"{db_path} is not a readable history database: {exc}") from None
 
 
-def load_nights(db_path: Path) -> list[NightRun]:
-    """Every run of the database with its results, oldest first; HistoryError names what
-    is wrong with a database or one of its values."""
-    with _read_only(db_path) as conn:
-        runs = conn.execute("SELECT run_id, started, manifest, run_dir FROM runs").fetchall()
-        results: dict[str, list[CellResult]] = {}
-        for row in conn.execute(_RECORDS):
-            try:
-                results.setdefault(str(row[0]), []).append(_result(row))
-            except (TypeError, ValueError) as exc:
-                raise HistoryError(f"{db_path}: a record of run {row[0]!r}: {exc}") from None
+def _manifests(conn: sqlite3.Connection, db_path: Path) -> list[tuple[str, str, Manifest, str]]:
     out = []
-    for run_id, started, manifest, run_dir in runs:
+    for run_id, started, manifest, run_dir in conn.execute(
+        "SELECT run_id, started, manifest, run_dir FROM runs"
+    ):
         try:
             loaded = Manifest.from_dict(json.loads(manifest))
         except ValueError as exc:
             raise HistoryError(f"{db_path}: run {run_id!r}: {exc}") from None
-        out.append(NightRun(run_id, started, loaded, run_dir, tuple(results.get(run_id, ()))))
+        out.append((str(run_id), str(started), loaded, run_dir))
+    return out
+
+
+def load_nights(db_path: Path) -> list[NightRun]:
+    """Every run of the database with its results, oldest first; HistoryError names what
+    is wrong with a database or one of its values."""
+    with _read_only(db_path) as conn:
+        runs = _manifests(conn, db_path)
+        suites = {run_id: m.suite or "(no suite)" for run_id, _, m, _ in runs}
+        results: dict[str, list[CellResult]] = {}
+        for row in conn.execute(_RECORDS):
+            try:
+                found = _result(row, suites.get(row[0], "(no suite)"))
+            except (TypeError, ValueError) as exc:
+                raise HistoryError(f"{db_path}: a record of run {row[0]!r}: {exc}") from None
+            results.setdefault(found.run_id, []).append(found)
+    out = [
+        NightRun(run_id, started, m, run_dir, tuple(results.get(run_id, ())))
+        for run_id, started, m, run_dir in runs
+    ]
     return sorted(out, key=lambda r: (r.started, r.run_id))

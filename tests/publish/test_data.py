@@ -39,7 +39,9 @@ HOSTILE = '<img src=x onerror="alert(1)">\'"</td>../../x\n'
 
 def result(model: str, exporter: str = "dynamo", status: str = "ok", **kw: Any) -> CellResult:
     family = kw.pop("family", "f")
-    return CellResult(Cell(model, exporter, 18, family=family), "r", Status(status), **kw)
+    return CellResult(
+        Cell(model, exporter, 18, family=family), "r", Status(status), suite="s", **kw
+    )
 
 
 def run(day: int, results: list[CellResult], *, suite: str = "s", **versions: str) -> NightRun:
@@ -62,7 +64,7 @@ def test_pass_rate_per_suite_exporter_and_dtype_leaves_skipped_cells_out() -> No
                     result("c", status="skipped"),
                     result("a", "torchscript"),
                     result("b", "torchscript", status="ort_run_failed"),
-                    result("add", metadata={"opinfo": "add", "dtype": "float16"}),
+                    result("add", opinfo="add", dtype="float16"),
                 ],
             )
         ]
@@ -163,9 +165,9 @@ def test_the_channels_differ_on_a_status_and_on_a_cell_only_one_has() -> None:
     stable = [run(1, [result("a"), result("b")])]
     pre = [run(1, [result("a", status="export_failed"), result("b"), result("c")])]
     site = build_site_model({"stable": stable, "pre-release": pre})
-    assert [(d.cell, d.statuses) for d in site.differences] == [
-        ("a dynamo@18 cpu", {"stable": "ok", "pre-release": "export_failed"}),
-        ("c dynamo@18 cpu", {"stable": None, "pre-release": "ok"}),
+    assert [(d.cell, d.model, d.statuses) for d in site.differences] == [
+        ("a dynamo@18 cpu", "a", {"stable": "ok", "pre-release": "export_failed"}),
+        ("c dynamo@18 cpu", "c", {"stable": None, "pre-release": "ok"}),
     ]
 
 
