@@ -271,3 +271,27 @@ def test_a_database_with_a_status_no_harness_knows_is_refused(
     assert "no history database" in one_line_error(
         capsys, "publish", str(tmp_path / "none.sqlite"), "--out", str(tmp_path / "site")
     )
+
+
+def test_op_coverage_is_the_newest_nights_op_by_dtype_matrix_and_a_rate_per_dtype() -> None:
+    def op(name: str, dtype: str, status: str = "ok") -> CellResult:
+        return result(f"opinfo.{name}.{dtype}", status=status, opinfo=name, dtype=dtype)
+
+    nights = nights_of(
+        [
+            run(1, [op("add", "float32"), op("mul", "float32", "export_failed")]),
+            run(2, [op("add", "float32"), op("mul", "float32"), op("add", "float16", "xfail")]),
+            run(3, [op("add", "float32"), op("mul", "float32"), op("add", "float16")]),
+        ]
+    )
+    cov = cells.coverage(nights)
+    assert (cov.ops, cov.dtypes) == (["add", "mul"], ["float16", "float32"])
+    assert cov.status == {
+        ("add", "float32"): "ok",
+        ("mul", "float32"): "ok",
+        ("add", "float16"): "ok",
+    }
+    assert {d: [p.value for p in pts] for d, pts in cov.trend.items()} == {
+        "float16": [0.0, 100.0],
+        "float32": [50.0, 100.0, 100.0],
+    }
