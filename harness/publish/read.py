@@ -35,15 +35,17 @@ _SCALARS = (
     "metadata.task",
     "metadata.opinfo",
 )
-# A failure's artifacts and first divergence only: most cells pass, and parsing JSON
-# objects in Python is what costs (benchmarks/test_publish.py).
+# The artifacts and first divergence of the newest night's failures only (what the site
+# links to): most cells pass, and parsing JSON objects in Python is what costs
+# (benchmarks/test_publish.py). The parameter is the newest night's date.
 _ON_FAILURE = ("artifacts", "first_divergence")
+_NEWEST = "run_id IN (SELECT run_id FROM runs WHERE substr(started, 1, 10) = ?)"
 _RECORDS = (
     "SELECT run_id, model, exporter, opset, device, dynamic, variant, status, "
     + ", ".join(f"json_extract(record, '$.{f}')" for f in _SCALARS)
     + ", "
     + ", ".join(
-        f"CASE WHEN status IN ({_PASSING}) THEN NULL ELSE json_extract(record, '$.{f}') END"
+        f"CASE WHEN status NOT IN ({_PASSING}) AND {_NEWEST} THEN json_extract(record, '$.{f}') END"
         for f in _ON_FAILURE
     )
     + " FROM records"
@@ -110,16 +112,19 @@ def _divergence(found: dict[str, Any]) -> str | None:
         return None
 
 
-def _result(row: tuple[Any, ...], suite: str) -> CellResult:
+def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[Any, ...], Cell]) -> CellResult:
     run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
     family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *failed = rest
     artifacts, divergence = failed
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
-    cell = Cell(
-        str(model), str(exporter), int(opset), str(device), bool(dynamic), str(variant),
-        family=_text(family) or "", patch=_text(patch) or "none",
-    )  # fmt: skip
+    key = (model, exporter, opset, device, dynamic, variant, family, patch)
+    cell = cells.get(key)
+    if cell is None:  # one Cell per cell, not per night: 200 000 rows, 2 262 cells
+        cell = cells[key] = Cell(
+            str(model), str(exporter), int(opset), str(device), bool(dynamic), str(variant),
+            family=_text(family) or "", patch=_text(patch) or "none",
+        )  # fmt: skip
     return CellResult(
         cell=cell,
         run_id=str(run_id),
@@ -175,10 +180,12 @@ def load_nights(db_path: Path) -> list[NightRun]:
     with _read_only(db_path) as conn:
         runs = _manifests(conn, db_path)
         suites = {run_id: m.suite or "(no suite)" for run_id, _, m, _ in runs}
+        newest = max((started[:10] for _, started, _, _ in runs), default="")
         results: dict[str, list[CellResult]] = {}
-        for row in conn.execute(_RECORDS):
+        cells: dict[tuple[Any, ...], Cell] = {}
+        for row in conn.execute(_RECORDS, (newest,) * len(_ON_FAILURE)):
             try:
-                found = _result(row, suites.get(row[0], "(no suite)"))
+                found = _result(row, suites.get(row[0], "(no suite)"), cells)
             except (TypeError, ValueError) as exc:
                 raise HistoryError(f"{db_path}: a record of run {row[0]!r}: {exc}") from None
             results.setdefault(found.run_id, []).append(found)
