@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from harness.publish.cells import Band, Change, Cluster, timelines
 from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
 from harness.publish.model import Channel, Site
+from harness.publish.nights import Point
 from harness.publish.read import CellResult
 
 FILTERS = ("family", "task", "exporter", "opset", "status")
@@ -134,7 +135,7 @@ def _timeline_section(
             f'<span class="tick st-{e(s)}" title="{e(d)}: {e(s)}"></span>' for d, s in t.statuses
         )
         charts = "".join(
-            f"<td>{band_chart(points, *_band(t.bands[name]))}</td>"
+            f"<td>{band_chart(points, *_band(t.bands[name]))}<br>{_latest(points, t.bands[name])}</td>"
             for name, points in t.metrics.items()
         )
         last = t.last
@@ -152,6 +153,16 @@ def _timeline_section(
             + detail
         )
     return out
+
+
+def _latest(points: list[Point], band: Band | None) -> str:
+    """The newest value, and the band it is judged against ('' when never measured)."""
+    if not points:
+        return ""
+    text = f"newest {points[-1].value:.3g}"
+    if band is not None:
+        text += f" (band {band.low:.3g}–{band.high:.3g})"
+    return e(text)
 
 
 def _band(band: Band | None) -> tuple[float | None, float | None]:

@@ -295,3 +295,11 @@ def test_op_coverage_is_the_newest_nights_op_by_dtype_matrix_and_a_rate_per_dtyp
         "float16": [0.0, 100.0],
         "float32": [50.0, 100.0, 100.0],
     }
+
+
+def test_a_model_page_states_the_newest_value_and_its_noise_band() -> None:
+    nights = [run(day, [result("a", export_s=1.0 + (day == 6))]) for day in range(1, 7)]
+    page = pages.model_page(build_site_model({"stable": nights}), "a", {})
+    # export time floor 20%, five steady nights before the newest: 1/1.2 .. 1.2; newest 2
+    assert "newest 2 (band 0.833–1.2)" in page
+    assert "never" not in page and "not measured" in page  # no memory, no latency
