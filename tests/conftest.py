@@ -18,7 +18,7 @@ E2E = Path(__file__).resolve().parent / "e2e"
 # The e2e tests run in two groups, each one test at a time on one xdist worker: those that
 # install packages into Ray runtime environments or kill nodes of a multi-node cluster (and
 # check what Ray leaves in its shared temp folder), and the others.
-RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py"}
+RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py", "test_publish_channels.py"}
 
 
 def e2e_group(path: Path) -> str:

@@ -26,6 +26,7 @@ STAGES = (
     "coverage",
     "compare",
     "report",
+    "publish",
     "pipeline",
     "bisect",
     "commands",
@@ -88,9 +89,9 @@ def _package_modules(folder: str, *, skip: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("folder", ["plan", "store", "compare", "report", "bisect"])
+@pytest.mark.parametrize("folder", ["plan", "store", "compare", "report", "publish", "bisect"])
 def test_records_stages_import_no_torch_onnx_ort_or_ray(folder: str) -> None:
-    """plan, store, compare and report work on records and files: they load in a process
+    """plan, store, compare, report and publish work on records and files: they load in a process
     without torch, onnx, onnxruntime or ray (matplotlib only when a plot is drawn); so does
     bisect, which reaches Ray through dispatch only once a bisection runs."""
     assert _imported_after(_package_modules(folder)) == set()
@@ -155,6 +156,7 @@ LAYERS = (
     "harness.coverage",
     "harness.compare",
     "harness.report",
+    "harness.publish",
     "harness.zoo.generated",
     "harness.progress",
     "harness.pipeline",

@@ -86,6 +86,14 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 # -- least privilege ---------------------------------------------------------------------------------
 
 
+# The only jobs whose token writes, and what: the tracking issue; GitHub Pages' deployment
+# (`pages` and the OIDC token deploy-pages asks for).
+WRITERS = {
+    ("nightly.yml", "tracking-issue"): {"issues"},
+    ("nightly.yml", "pages"): {"pages", "id-token"},
+}
+
+
 def job_permissions(workflow: dict[Any, Any]) -> dict[str, dict[str, str]]:
     """Each job's token permissions: its own, else the workflow's."""
     top = workflow.get("permissions")
@@ -101,9 +109,22 @@ def test_every_job_has_least_privilege_permissions(name):
             f"{job}: permissions must be a mapping, not {permissions!r}"
         )
         writes = {k for k, v in permissions.items() if v == "write"}
-        allowed = {"issues"} if (name, job) == ("nightly.yml", "tracking-issue") else set()
+        allowed = WRITERS.get((name, job), set())
         assert writes <= allowed, f"{name} {job} writes {writes}"
-        assert set(permissions) <= {"contents", "actions", "issues"}, f"{name} {job}: {permissions}"
+        kinds = {"contents", "actions", "issues"} | allowed
+        assert set(permissions) <= kinds, f"{name} {job}: {permissions}"
+
+
+def test_the_site_is_built_after_both_channels_and_deployed_with_only_pages_permissions():
+    nightly = load("nightly.yml")
+    permissions = job_permissions(nightly)
+    assert permissions["pages"] == {"pages": "write", "id-token": "write"}
+    assert permissions["site"] == {"contents": "read"}
+    assert nightly["jobs"]["pages"]["needs"] == "site"
+    assert nightly["jobs"]["site"]["needs"] == ["cpu", "cpu-pre-release"]
+    steps = runs({"jobs": {"site": nightly["jobs"]["site"]}})
+    assert "harness publish stable/history.sqlite" in steps
+    assert nightly["jobs"]["cpu-pre-release"]["with"]["channel"] == "pre-release"
 
 
 def test_only_the_tracking_issue_job_writes_issues_and_the_nightly_reads_actions():
@@ -155,7 +176,7 @@ def test_the_readme_commands_and_ci_run_install_one_onnxruntime_build():
     ci_run = (REPO / ".ci" / "run").read_text()
     test_command = next(ln for ln in ci_run.splitlines() if "python -m pytest -q" in ln)
     assert test_command in readme  # .ci/run runs the README's test command, verbatim
-    setups = [ln for ln in readme.splitlines() if ln.startswith("python3 -m venv .venv")]
+    setups = [ln for ln in readme.splitlines() if "python3 -m venv .venv &&" in ln]
     assert len(setups) == 2
     for command in setups:
         (target,) = INSTALL_HARNESS.findall(command)
@@ -254,7 +275,12 @@ def test_the_nightly_steps_compare_keep_history_and_publish():
         for s in suites["jobs"]["suites"]["steps"]
         if "upload-artifact" in s.get("uses", "")
     ]
-    assert uploads == ["nightly-${{ inputs.device }}", "findings-${{ inputs.device }}"]
+    assert uploads == ["${{ env.ARTIFACT }}", "findings-${{ inputs.device }}"]
+    # nightly-cpu for the stable channel (what fetch_baseline.py and the site download),
+    # nightly-cpu-pre-release for the other
+    artifact = suites["jobs"]["suites"]["env"]["ARTIFACT"]
+    assert artifact.startswith("nightly-${{ inputs.device }}${{ inputs.channel != 'stable'")
+    assert '--artifact "$ARTIFACT"' in script
 
 
 def test_the_nightly_bisects_only_when_asked_and_passes_the_option_to_its_script():

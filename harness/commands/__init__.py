@@ -9,7 +9,18 @@ import math
 from typing import Any
 
 # The verbs, in the order `harness --help` lists them.
-VERBS = ("run", "list", "compare", "bisect", "history", "report", "coverage", "zoo", "repro")
+VERBS = (
+    "run",
+    "list",
+    "compare",
+    "bisect",
+    "history",
+    "publish",
+    "report",
+    "coverage",
+    "zoo",
+    "repro",
+)
 
 
 def number(*, low: float = 0.0, high: float = float("inf"), open_low: bool = False) -> Any:

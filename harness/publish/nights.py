@@ -1,0 +1,154 @@
+"""The site's pure core, part one: runs grouped into nights per channel, the series of pass
+rates (suite x exporter x dtype x task, only combinations that exist), their resampling,
+and the environment's diff between two nights. No I/O: runs in, plain values out."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from harness.publish.read import CellResult, NightRun
+
+MAX_POINTS = 300  # a series keeps at most this many points (asv#438: sites that grew past 1 GB)
+STABLE, PRE_RELEASE = "stable", "pre-release"
+
+
+@dataclass(frozen=True)
+class Night:
+    """One night of one channel: its date and the records of every run that started that
+    day (a later run of a suite replaces an earlier one's cells)."""
+
+    date: str
+    runs: tuple[NightRun, ...]
+    records: tuple[CellResult, ...]
+
+    @cached_property
+    def cells(self) -> dict[str, CellResult]:
+        return {r.cell.label(): r for r in self.records}
+
+
+def nights_of(runs: Iterable[NightRun]) -> tuple[Night, ...]:
+    """The runs grouped by the day they started, oldest first; within a day, the later
+    record of a cell wins (a rerun of the nightly)."""
+    days: dict[str, list[NightRun]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: (r.started, r.run_id)):
+        days[run.started[:10] or run.run_id].append(run)
+    nights = []
+    for date in sorted(days):
+        cells: dict[str, CellResult] = {}
+        for run in days[date]:
+            cells.update((r.cell.label(), r) for r in run.results)
+        nights.append(Night(date, tuple(days[date]), tuple(cells[k] for k in sorted(cells))))
+    return tuple(nights)
+
+
+# -- the series of pass rates ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """One line of the overview: a suite x exporter (x dtype, x task where records say)."""
+
+    suite: str
+    exporter: str
+    dtype: str = ""
+    task: str = ""
+
+    def label(self) -> str:
+        return " · ".join(p for p in (self.suite, self.exporter, self.dtype, self.task) if p)
+
+
+@dataclass(frozen=True)
+class PassRate:
+    passing: int
+    total: int  # attempted cells (skipped ones left out, as the report's pass rate)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.passing / self.total if self.total else 0.0
+
+    def text(self) -> str:
+        return f"{self.percent:.0f}%, {self.passing}/{self.total}"
+
+
+@dataclass(frozen=True)
+class Point:
+    date: str
+    value: float  # percent passing
+
+
+def series_key(r: CellResult) -> SeriesKey:
+    return SeriesKey(r.suite, r.cell.exporter, r.dtype, r.task)
+
+
+def pass_rates(night: Night) -> dict[SeriesKey, PassRate]:
+    """Per series, how many attempted cells exported and passed every check that night."""
+    counts: dict[SeriesKey, list[int]] = defaultdict(lambda: [0, 0])
+    for r in night.records:
+        if not r.status.applies:
+            continue
+        count = counts[series_key(r)]
+        count[0] += int(r.status.exported)
+        count[1] += 1
+    return {k: PassRate(p, t) for k, (p, t) in sorted(counts.items(), key=lambda kv: kv[0].label())}
+
+
+def rate_series(nights: Sequence[Night]) -> dict[SeriesKey, list[Point]]:
+    """Every series that exists on some night -> its pass rate on the nights it ran."""
+    out: dict[SeriesKey, list[Point]] = defaultdict(list)
+    for night in nights:
+        for key, rate in pass_rates(night).items():
+            out[key].append(Point(night.date, rate.percent))
+    return dict(sorted(out.items(), key=lambda kv: kv[0].label()))
+
+
+def resample(points: Sequence[Point], max_points: int = MAX_POINTS) -> list[Point]:
+    """At most `max_points` points: consecutive buckets of nearly equal size, each the mean
+    of its values dated by its last night (the newest night always stays the last point)."""
+    if len(points) <= max_points:
+        return list(points)
+    n = len(points)
+    out = []
+    for b in range(max_points):
+        bucket = points[b * n // max_points : (b + 1) * n // max_points]
+        out.append(Point(bucket[-1].date, sum(p.value for p in bucket) / len(bucket)))
+    return out
+
+
+# -- the environment ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionMove:
+    where: str  # the variant (a package set: the node's environment)
+    package: str
+    before: str | None
+    after: str | None
+
+    def text(self) -> str:
+        return f"{self.where}: {self.package} {self.before or '(none)'} → {self.after or '(none)'}"
+
+
+def environment(night: Night) -> dict[str, dict[str, str | None]]:
+    """variant -> package -> version over the night's runs (a later run wins)."""
+    found: dict[str, dict[str, str | None]] = {}
+    for run in night.runs:
+        for variant, versions in run.manifest.versions.items():
+            found.setdefault(variant, {}).update(versions)
+    return found
+
+
+def environment_diff(before: Night | None, after: Night) -> list[VersionMove]:
+    """What moved between two nights: a package whose version changed, came or went."""
+    old = environment(before) if before else {}
+    new = environment(after)
+    moves = []
+    for where in sorted(set(old) | set(new)):
+        o: Mapping[str, str | None] = old.get(where, {})
+        n: Mapping[str, str | None] = new.get(where, {})
+        for package in sorted(set(o) | set(n)):
+            if o.get(package) != n.get(package):
+                moves.append(VersionMove(where, package, o.get(package), n.get(package)))
+    return moves if before else []

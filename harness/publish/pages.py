@@ -1,0 +1,223 @@
+"""The site's pages as HTML text, from the `Site` model: overview, channels, per-suite
+matrix (filters in site.js), per-model timelines, failure clusters, op coverage. Every
+record or manifest value goes through `e`; links to untrusted names go through `slug`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.publish.cells import Band, Change, Cluster, timelines
+from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
+from harness.publish.model import Channel, Site
+from harness.publish.nights import Point
+from harness.publish.read import CellResult
+
+FILTERS = ("family", "task", "exporter", "opset", "status")
+
+
+def _changes(title: str, found: list[Change], up: str = "") -> str:
+    if not found:
+        return f"<h3>{e(title)}</h3><p>none</p>"
+    rows = (
+        f'<tr><td><a href="{up}model/{slug(c.model)}.html">{e(c.cell)}</a></td>'
+        f"<td>{e(c.before)}</td><td>{e(c.after)}</td><td>{e(c.signature or '')}</td></tr>"
+        for c in found
+    )
+    return f"<h3>{e(title)} ({len(found)})</h3>" + table(
+        ("cell", "before", "now", "signature"), rows
+    )
+
+
+def overview(site: Site) -> str:
+    keys = sorted({k for c in site.channels for k in c.series}, key=lambda k: k.label())
+    head = ["suite · exporter · dtype · task"] + [c.name for c in site.channels]
+    rows = []
+    for key in keys:
+        tds = []
+        for c in site.channels:
+            rate = c.newest_rates.get(key)
+            text = rate.text() if rate else "—"
+            tds.append(f"<td>{e(text)} {sparkline(c.series.get(key, []), top=100.0)}</td>")
+        rows.append(f"<tr><th>{e(key.label())}</th>{''.join(tds)}</tr>")
+    body = "<h2>Pass rate over nights</h2>" + table(head, rows, attrs=' class="rates"')
+    for c in site.channels:
+        newest = c.newest
+        date = newest.date if newest else "no night yet"
+        body += f'<section class="channel"><h2>{e(c.name)}: {e(date)}</h2>'
+        body += _changes("Regressions", c.regressions) + _changes("Fixes", c.fixes)
+        moves = "".join(f"<li>{e(m.text())}</li>" for m in c.environment)
+        body += (
+            f"<h3>Environment since the previous night</h3><ul>{moves or '<li>no change</li>'}</ul>"
+        )
+        suites = "".join(
+            f'<li><a href="suite/{slug(c.name + "/" + s)}.html">{e(s)}</a></li>' for s in c.suites
+        )
+        body += f"<h3>Suites</h3><ul>{suites}</ul></section>"
+    return page("ONNX exporters nightly", body)
+
+
+def channels_page(site: Site) -> str:
+    names = [c.name for c in site.channels]
+    if len(names) < 2:
+        return page("Channels", "<p>one channel only: nothing to set side by side</p>")
+    rows = []
+    for d in site.differences:
+        link = f'<td><a href="model/{slug(d.model)}.html">{e(d.cell)}</a></td>'
+        rows.append(f"<tr>{link}{''.join(status_cell(d.statuses[n]) for n in names)}</tr>")
+    intro = f"<p>{len(rows)} cells differ between the channels' newest nights.</p>"
+    return page("Channels", intro + table(["cell", *names], rows, attrs=' id="differences"'))
+
+
+def _filter_controls(records: list[CellResult]) -> str:
+    values: dict[str, set[str]] = {f: set() for f in FILTERS}
+    for r in records:
+        for f, v in _row_values(r).items():
+            values[f].add(v)
+    selects = []
+    for f in FILTERS:
+        options = "".join(f'<option value="{e(v)}">{e(v)}</option>' for v in sorted(values[f]) if v)
+        selects.append(
+            f'<label>{f} <select data-filter="{f}" name="{f}"><option value="">all</option>'
+            f"{options}</select></label>"
+        )
+    search = '<label>search <input type="search" data-filter="q" name="q"></label>'
+    return f'<form class="filters" id="filters">{"".join(selects)}{search}</form>'
+
+
+def _row_values(r: CellResult) -> dict[str, str]:
+    return {
+        "family": r.cell.family,
+        "task": r.task,
+        "exporter": r.cell.exporter,
+        "opset": str(r.cell.opset),
+        "status": str(r.status),
+    }
+
+
+def suite_page(channel: Channel, suite: str, other: Mapping[str, CellResult]) -> str:
+    """The newest night's cells of one suite, one row each, with the filters' data."""
+    records = channel.suites.get(suite, [])
+    rows = []
+    for r in records:
+        label = r.cell.label()
+        attrs = "".join(f' data-{f}="{e(v)}"' for f, v in _row_values(r).items())
+        attrs += f' data-q="{e(label.lower())}"'
+        since = channel.since.get(label, "")
+        twin = other.get(label)
+        differs = f" (other channel: {e(twin.status)})" if twin and twin.status != r.status else ""
+        rows.append(
+            f'<tr{attrs}><td><a href="../model/{slug(r.cell.model)}.html">{e(r.cell.model)}</a></td>'
+            f"<td>{e(r.cell.exporter)}</td><td>{e(r.cell.opset)}</td>"
+            f"<td>{'dynamic' if r.cell.dynamic else 'static'}</td>{status_cell(r.status, differs)}"
+            f"<td>{e(since)}</td></tr>"
+        )
+    head = ("model", "exporter", "opset", "shapes", "status", "since")
+    body = _filter_controls(records) + f'<p id="shown">{len(rows)} of {len(rows)} cells</p>'
+    body += table(head, rows, attrs=' id="matrix"')
+    return page(f"{suite} ({channel.name})", body, up="../", script=True)
+
+
+def _artifact_links(r: CellResult, repros: Mapping[str, str], up: str = "../") -> str:
+    links = [
+        f'<a href="{up}{e(repros[name])}">{e(name)}</a>'
+        for name in sorted(r.artifacts)
+        if name in repros
+    ]
+    return " ".join(links) if links else "none kept"
+
+
+def _timeline_section(
+    channel: Channel, model: str, site: Site, repros: Mapping[str, Mapping[str, str]]
+) -> str:
+    out = f"<h2>{e(channel.name)}</h2>"
+    for t in timelines(channel.per_model.get(model, {}), site.thresholds):
+        strip = "".join(
+            f'<span class="tick st-{e(s)}" title="{e(d)}: {e(s)}"></span>' for d, s in t.statuses
+        )
+        charts = "".join(
+            f"<td>{band_chart(points, *_band(t.bands[name]))}<br>{_latest(points, t.bands[name])}</td>"
+            for name, points in t.metrics.items()
+        )
+        last = t.last
+        detail = ""
+        if not last.status.passing:
+            stage = last.divergence or last.stage
+            detail = (
+                f"<p>last failure: <code>{e(last.error_signature or last.status)}</code>; "
+                f"stage or first divergent node: {e(stage)}; "
+                f"files: {_artifact_links(last, repros.get(t.cell, {}))}</p>"
+            )
+        out += (
+            f'<h3>{e(t.cell)}</h3><p class="timeline">{strip}</p>'
+            + table(("export s", "export peak RSS MB", "ORT p50 ms"), [f"<tr>{charts}</tr>"])
+            + detail
+        )
+    return out
+
+
+def _latest(points: list[Point], band: Band | None) -> str:
+    """The newest value, and the band it is judged against ('' when never measured)."""
+    if not points:
+        return ""
+    text = f"newest {points[-1].value:.3g}"
+    if band is not None:
+        text += f" (band {band.low:.3g}–{band.high:.3g})"
+    return e(text)
+
+
+def _band(band: Band | None) -> tuple[float | None, float | None]:
+    return (band.low, band.high) if band is not None else (None, None)
+
+
+def model_page(
+    site: Site, model: str, repros: Mapping[str, Mapping[str, Mapping[str, str]]]
+) -> str:
+    body = "".join(_timeline_section(c, model, site, repros.get(c.name, {})) for c in site.channels)
+    note = "<p>The shaded band: the compare's noise band from the previous nights.</p>"
+    return page(f"Model {model}", note + body, up="../")
+
+
+def _cluster_rows(clusters: list[Cluster], repros: Mapping[str, Mapping[str, str]]) -> list[str]:
+    rows = []
+    for c in clusters:
+        cells = "<br>".join(e(x) for x in c.cells[:20]) or "gone"
+        more = f"<br>… {len(c.cells) - 20} more" if len(c.cells) > 20 else ""
+        files = ""
+        if c.example is not None:
+            kept = repros.get(c.example.cell.label(), {})
+            files = _artifact_links(c.example, kept, up="")
+        rows.append(
+            f"<tr><td><code>{e(c.signature)}</code></td><td>{len(c.cells)} "
+            f"{sparkline(c.counts)}</td><td>{e(c.first_seen)}</td><td>{cells}{more}</td>"
+            f"<td>{files}</td></tr>"
+        )
+    return rows
+
+
+def clusters_page(site: Site, repros: Mapping[str, Mapping[str, Mapping[str, str]]]) -> str:
+    body = ""
+    for c in site.channels:
+        rows = _cluster_rows(c.clusters, repros.get(c.name, {}))
+        head = ("signature", "cells now", "first seen", "cells", "repro")
+        body += f"<h2>{e(c.name)}</h2>" + (table(head, rows) if rows else "<p>no failures</p>")
+    return page("Failure clusters", body)
+
+
+def coverage_page(site: Site) -> str:
+    body = ""
+    for c in site.channels:
+        cov = c.coverage
+        body += f"<h2>{e(c.name)}</h2>"
+        if not cov.ops:
+            body += "<p>no OpInfo cells in this channel's newest night</p>"
+            continue
+        trend = "".join(
+            f"<li>{e(d)}: {e(f'{p[-1].value:.0f}%')} {sparkline(p, top=100.0)}</li>"
+            for d, p in cov.trend.items()
+        )
+        rows = (
+            f"<tr><th>{e(op)}</th>{''.join(status_cell(cov.status.get((op, d))) for d in cov.dtypes)}</tr>"
+            for op in cov.ops
+        )
+        body += f"<ul>{trend}</ul>" + table(["op", *cov.dtypes], rows)
+    return page("Op coverage", body)

@@ -1,0 +1,246 @@
+"""`harness publish` in a real browser: headless Chromium (Debian's package, driven by
+Playwright's Python package) on a site built from a history of real runs (one real tiny run
+made into six nights per channel by tests/publish/simulate.py), served over HTTP as GitHub
+Pages would. Every kind of page loads with no console error, the filters change the rows
+and the URL, every internal link resolves, a record with hostile names renders as text.
+HARNESS_SITE_SCREENSHOTS=DIR also saves the screenshots the docs show."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import playwright.sync_api as playwright
+import pytest
+
+from tests.conftest import FIXTURES, run_cli
+from tests.publish.simulate import failed_like, real_records, write_night
+
+CHROMIUM = os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+HOSTILE = "<img src=x onerror=alert(1)>\"'&</td><script>alert(2)</script>"
+NIGHTS = 6
+
+
+def _edit(channel: str, failure: dict[str, Any]) -> Any:
+    """stable: tiny_mlp dynamo fails on night 4 only (a regression, then a fix); the newest
+    night holds a failing record with hostile names and artifact paths. pre-release: tiny_mlp
+    torchscript fails on the newest night (a cell the channels disagree on)."""
+
+    def edit(night: int, r: dict[str, Any]) -> dict[str, Any]:
+        if (
+            channel == "stable"
+            and night == 4
+            and (r["model"], r["exporter"]) == ("tiny_mlp", "dynamo")
+        ):
+            return failed_like(r, failure)
+        if channel == "pre-release" and night == NIGHTS - 1 and r["model"] == "tiny_mlp":
+            return failed_like(r, failure) if r["exporter"] == "torchscript" else r
+        if channel == "stable" and r["model"].startswith("tiny_conv_"):
+            hostile = failed_like(r, {**failure, "error_signature": HOSTILE})
+            repro = {"repro": "../../../../etc/passwd", "report:x": "artifacts/../../x.md"}
+            return {**hostile, "model": HOSTILE, "family": HOSTILE, "artifacts": repro}
+        return r
+
+    return edit
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("publish")
+    real = root / "real"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "tiny"), "--exporters", "dynamo,torchscript",
+        "--opsets", "18", "--static-only", "--repro-bound", "0", "--timeout", "300",
+        "--out", str(real), "--no-report",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    source = real_records([real])
+    failure = next(
+        r for _, r in source if r["exporter"] == "dynamo" and r["status"] == "export_failed"
+    )
+    for channel in ("stable", "pre-release"):
+        dirs = []
+        for night in range(NIGHTS):
+            torch = "2.13.0+cpu" if night < NIGHTS - 1 else "2.13.1+cpu"
+            if channel == "pre-release":
+                torch = f"2.14.0.dev2026080{night + 1}+cpu"
+            dirs.append(
+                write_night(
+                    source,
+                    root / channel,
+                    night=night,
+                    suite="smoke",
+                    cells=len(source) + (1 if night == NIGHTS - 1 else 0),
+                    edit=_edit(channel, failure),
+                    versions={"torch": torch},
+                )  # fmt: skip
+            )
+        added = run_cli("history", "--db", str(root / f"{channel}.sqlite"), "add", *map(str, dirs))
+        assert added.returncode == 0, added.stderr
+    out = root / "site"
+    done = run_cli(
+        "publish", str(root / "stable.sqlite"), "--pre-release", str(root / "pre-release.sqlite"),
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"stable {NIGHTS} nights, pre-release {NIGHTS} nights" in done.stdout
+    return out
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():  # a failure, not a skip: the site is never left unchecked
+        pytest.fail(
+            f"no browser at {CHROMIUM}: install Debian's chromium (the README's test command"
+            " does) or set HARNESS_CHROMIUM to a Chromium or Chrome binary"
+        )
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A page that collects console errors, uncaught exceptions, failed requests and
+    dialogs (an alert() from a hostile name) in `page.problems`."""
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    p = context.new_page()
+    problems: list[str] = []
+    p.on("console", lambda m: problems.append(f"console {m.text}") if m.type == "error" else None)
+    p.on("pageerror", lambda exc: problems.append(f"pageerror {exc}"))
+    p.on("requestfailed", lambda r: problems.append(f"failed {r.url}"))
+    p.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    p.on("dialog", lambda d: (problems.append(f"dialog {d.message}"), d.dismiss()))
+    p.problems = problems
+    yield p
+    context.close()
+
+
+def _links(page: Any) -> list[str]:
+    hrefs = page.eval_on_selector_all(
+        "a[href], link[href], script[src]", "els => els.map(e => e.href || e.src)"
+    )
+    return [h for h in hrefs if not h.startswith("data:")]
+
+
+def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base_url: str) -> None:
+    todo, seen, files = [base_url + "index.html"], set[str](), set[str]()
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        page.goto(url)
+        assert page.problems == [], f"{url}: {page.problems}"
+        for link in _links(page):
+            link = urljoin(url, link).split("#")[0]
+            assert link.startswith(base_url), f"{url} links out of the site: {link}"
+            if urlsplit(link).path.endswith(".html"):
+                todo.append(link)
+            else:
+                files.add(link)
+    for link in sorted(files):
+        with urllib.request.urlopen(link) as response:  # noqa: S310 (the local server)
+            assert response.status == 200, link
+    paths = {urlsplit(u).path for u in seen}
+    for kind in ("/index.html", "/channels.html", "/clusters.html", "/coverage.html"):
+        assert kind in paths
+    assert any(p.startswith("/suite/") for p in paths) and any(
+        p.startswith("/model/") for p in paths
+    )
+    assert {urlsplit(u).path for u in files} >= {
+        "/atom.xml",
+        "/regressions.json",
+        "/assets/site.js",
+    }
+
+
+def _visible(page: Any, attr: str) -> list[str]:
+    return page.eval_on_selector_all(
+        "#matrix tbody tr:not(.hidden)", f"rows => rows.map(r => r.dataset.{attr})"
+    )
+
+
+def _suite_url(page: Any, base_url: str) -> str:
+    page.goto(base_url + "index.html")
+    return urljoin(
+        base_url, page.locator("section.channel a[href^='suite/']").first.get_attribute("href")
+    )
+
+
+def test_the_filters_change_the_rows_and_the_url(page: Any, base_url: str) -> None:
+    url = _suite_url(page, base_url)
+    page.goto(url)
+    total = len(_visible(page, "status"))
+    page.select_option("select[name=status]", "export_failed")
+    failed = _visible(page, "status")
+    assert set(failed) == {"export_failed"} and 0 < len(failed) < total
+    assert page.url.endswith("?status=export_failed")
+    assert page.locator("#shown").text_content() == f"{len(failed)} of {total} cells"
+    page.fill("input[name=q]", "cummax")
+    assert set(_visible(page, "q")) == {
+        "tiny_cummax dynamo@18 cpu",
+        "tiny_cummax torchscript@18 cpu",
+    }
+    assert "q=cummax" in page.url
+    page.goto(url + "?exporter=torchscript")  # a linked view
+    assert page.locator("select[name=exporter]").input_value() == "torchscript"
+    assert set(_visible(page, "exporter")) == {"torchscript"}
+    assert page.problems == []
+
+
+def test_a_record_with_hostile_names_renders_as_text(page: Any, base_url: str, site: Path) -> None:
+    page.goto(_suite_url(page, base_url))
+    assert HOSTILE in page.inner_text("#matrix")
+    model = page.locator("#matrix a", has_text="<img").first.get_attribute("href")
+    for url in (urljoin(page.url, model), base_url + "clusters.html", base_url + "channels.html"):
+        page.goto(url)
+        assert page.locator("main img, main script, main iframe").count() == 0
+        assert HOSTILE in page.inner_text("main"), url
+    assert page.problems == []  # no alert() dialog, no error
+    copied = [p for p in (site / "repro").rglob("*") if p.is_file()]
+    assert copied and not any("root:" in p.read_text() for p in copied)
+
+
+def test_the_two_channels_side_by_side_with_the_cells_that_differ(page: Any, base_url: str) -> None:
+    page.goto(base_url + "channels.html")
+    rows = page.eval_on_selector_all(
+        "#differences tbody tr", "rows => rows.map(r => Array.from(r.cells, c => c.innerText))"
+    )
+    assert ["tiny_mlp torchscript@18 cpu", "ok", "export_failed"] in rows
+    page.goto(base_url + "index.html")
+    assert page.locator("table.rates thead th").all_inner_texts()[1:] == ["stable", "pre-release"]
+    env = page.locator("section.channel").first.inner_text()
+    assert "torch 2.13.0+cpu → 2.13.1+cpu" in env
+    if folder := os.environ.get("HARNESS_SITE_SCREENSHOTS"):
+        page.screenshot(path=str(Path(folder) / "site-overview.png"), full_page=True)
+        page.goto(_suite_url(page, base_url) + "?status=export_failed")
+        page.screenshot(path=str(Path(folder) / "site-suite.png"), full_page=True)
+    assert page.problems == []

@@ -1,0 +1,78 @@
+"""The site's two channels with real package sets, offline: the probe packages of the
+bisect tests (tests/bisect/probe_packages.py, real wheels served from a folder) installed
+into a Ray runtime environment by `harness run --variant`, one version per channel, as the
+nightly installs the newest pre-releases on top of the pinned packages. harness-probe-core
+1.5 makes `probe_widen` unexportable with the TorchScript exporter; 1.4 does not. The site
+must show exactly that cell as the one the channels disagree on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.bisect.probe_packages import CORE, STATUS_BAD, build_probe_wheels, write_probe_zoo
+from tests.conftest import run_cli
+from tests.publish.simulate import real_records, write_night
+
+CHANNELS = {"stable": "1.4", "pre-release": STATUS_BAD}
+NIGHTS = 2
+
+
+def _run(zoo: Path, wheels: Path, out: Path, variant: str, version: str) -> Path:
+    (wheel,) = wheels.glob(f"{CORE.replace('-', '_')}-{version}-*.whl")
+    spec = f"{variant}={wheel}"
+    result = run_cli(
+        "run", "--zoo", str(zoo), "--exporters", "torchscript", "--opsets", "18",
+        "--static-only", "--repro-bound", "0", "--timeout", "300", "--no-report",
+        "--variant", spec, "--out", str(out),
+        timeout=1200,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def _as_base(night: int, record: dict[str, Any]) -> dict[str, Any]:
+    """The channel's package set is the night's environment (the nightly installs it on top),
+    so its cells are the base variant's."""
+    return {**record, "variant": "base"}
+
+
+def test_the_site_shows_the_cell_a_newer_package_breaks_as_the_channels_difference(
+    tmp_path: Path,
+) -> None:
+    wheels, zoo = build_probe_wheels(tmp_path), write_probe_zoo(tmp_path)
+    dbs = {}
+    for channel, version in CHANNELS.items():
+        variant = channel.replace("-", "")
+        run = _run(zoo, wheels, tmp_path / f"run-{channel}", variant, version)
+        source = [(d, r) for d, r in real_records([run]) if r["variant"] == variant]
+        assert {r["model"] for _, r in source} == {"probe_widen", "probe_chain"}
+        nights = [
+            write_night(source, tmp_path / channel, night=n, suite="probe", edit=_as_base)
+            for n in range(NIGHTS)
+        ]
+        dbs[channel] = tmp_path / f"{channel}.sqlite"
+        added = run_cli("history", "--db", str(dbs[channel]), "add", *map(str, nights))
+        assert added.returncode == 0, added.stderr
+    site = tmp_path / "site"
+    done = run_cli(
+        "publish", str(dbs["stable"]), "--pre-release", str(dbs["pre-release"]), "--out", str(site)
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads((site / "regressions.json").read_text())
+    assert data["differences"] == [
+        {
+            "cell": "probe_widen torchscript@18 cpu",
+            "model": "probe_widen",
+            "statuses": {"stable": "ok", "pre-release": "export_failed"},
+        }
+    ]
+    channels = (site / "channels.html").read_text()
+    assert "probe_widen torchscript@18 cpu" in channels and "probe_chain" not in channels
+    index = json.loads((site / "data" / "index.json").read_text())
+    rates = {
+        name: [(s["passing"], s["total"]) for s in c["series"]]
+        for name, c in index["channels"].items()
+    }
+    assert rates == {"stable": [(2, 2)], "pre-release": [(1, 2)]}
