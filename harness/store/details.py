@@ -283,3 +283,13 @@ class MinimalRepro(Open):
     imports: tuple[str, ...] | None = None
     reason: str | None = None
     verify: JsonObject | None = None
+    # The module-level minimizer's (method "module"): the submodule kept, by its path in the
+    # model ("model.layers.13.mlp"), its class, parameters and module tree depth before (the
+    # model) and after, and the repeated items inside it replaced by identity.
+    module: str | None = None
+    module_class: str | None = None
+    params_before: Count | None = None
+    params_after: Count | None = None
+    depth_before: Count | None = None
+    depth_after: Count | None = None
+    replaced: tuple[str, ...] | None = None
