@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import ray
@@ -53,16 +54,17 @@ def _run_cell_here(
     task: CellTask, board: ActorHandle[StartBoard] | None = None, flight_id: int = 0
 ) -> Record:
     started = time.time()
+    here = _whoami()
     if board is not None:
-        _report_start(board, (flight_id, *_whoami().values(), started))
+        _report_start(board, (flight_id, here.node or "", here.host or "", here.pid or 0, started))
     from harness.cell.isolation import run_cell_isolated
 
     # A CPU cell is given no GPU: none of its exports or runs opens a CUDA context beside
     # the CUDA cell timing on it.
     record = run_cell_isolated(task, _assigned_gpus() if kind(task) == GPU else "")
     reported = record.worker or WorkerInfo()  # what the zygote and the cell's process reported
-    where = {**_whoami(), "started_at": started, "finished_at": time.time()}
-    return record.with_changes(worker=reported.merged(where))
+    where = replace(here, started_at=started, finished_at=time.time())
+    return record.with_changes(worker=reported.with_facts(where))
 
 
 def _assigned_gpus() -> str:
@@ -80,12 +82,9 @@ def _report_start(board: ActorHandle[StartBoard], start: Start) -> None:
         pass
 
 
-def _whoami() -> dict[str, Any]:
-    return {
-        "node": ray.get_runtime_context().get_node_id(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-    }
+def _whoami() -> WorkerInfo:
+    node = ray.get_runtime_context().get_node_id()
+    return WorkerInfo(node=node, host=socket.gethostname(), pid=os.getpid())
 
 
 # One task definition per kind of worker, at module level. Workers and their zygotes are

@@ -24,7 +24,6 @@ from harness.store import rundir
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import (
     Cluster,
-    ColdStart,
     DispatchSummary,
     Manifest,
     Settings,
@@ -84,7 +83,7 @@ def execute_on(
         )
     finished = manifest.finished_with(
         DispatchSummary.from_dict(_dispatch_figures(stats)),
-        tuple(ColdStart.from_dict(c) for c in stats.cold_starts),
+        tuple(stats.cold_starts),
     )
     rundir.write_manifest(plan.run_dir, finished)
     return plan.run_dir
