@@ -17,6 +17,7 @@ import pytest
 from harness.compare.thresholds import Thresholds
 from harness.publish import cells, feeds, pages
 from harness.publish.html import slug
+from harness.publish.matrix import suite_matrix
 from harness.publish.model import build_site_model
 from harness.publish.nights import (
     Point,
@@ -171,6 +172,42 @@ def test_the_channels_differ_on_a_status_and_on_a_cell_only_one_has() -> None:
     ]
 
 
+def test_the_suite_matrix_is_a_row_per_model_a_column_per_exporter_named_by_varying_axes() -> None:
+    def dyn(model: str, exporter: str, status: str = "ok") -> CellResult:
+        return CellResult(
+            Cell(model, exporter, 18, dynamic=True, family="f"), "r", Status(status), suite="s"
+        )
+
+    runs = [
+        run(1, [result("a"), dyn("a", "dynamo"), result("a", "torchscript"), result("b")]),
+        run(2, [result("a"), dyn("a", "dynamo", "export_failed"), result("a", "torchscript"),
+                result("b")]),
+    ]  # fmt: skip
+    nights = nights_of(runs)
+    other = {r.cell.label(): r for r in [result("a", status="export_failed"), result("b")]}
+    m = suite_matrix(nights[-1].records, cells.last_changed(nights), other)
+    assert m.exporters == ["dynamo", "torchscript"]
+    assert m.common == {"opset": "@18", "device": "cpu"}
+    assert [row.model for row in m.rows] == ["a", "b"] and m.cells == 4
+    a = m.rows[0].by_exporter
+    assert [(s.name, str(s.result.status), s.since, s.other) for s in a["dynamo"]] == [
+        ("static", "ok", "2026-08-01", "export_failed"),
+        ("dynamic", "export_failed", "2026-08-02", None),
+    ]
+    assert [s.name for s in a["torchscript"]] == ["static"]
+    assert set(m.rows[1].by_exporter) == {"dynamo"}
+    html = pages.suite_page(build_site_model({"stable": runs}).channels[0], "s", {})
+    subs = [a for t, a in _parsed(html).tags if t == "a" and "data-status" in a]
+    assert [(x["data-exporter"], x["data-status"]) for x in subs] == [
+        ("dynamo", "ok"),
+        ("dynamo", "export_failed"),
+        ("torchscript", "ok"),
+        ("dynamo", "ok"),
+    ]
+    assert subs[1]["href"] == f"../model/{slug('a')}.html#{slug('a dynamo@18 cpu dynamic')}"
+    assert "every cell here: opset @18, device cpu" in html
+
+
 # -- escaping ----------------------------------------------------------------------------------
 
 
@@ -210,8 +247,9 @@ def test_a_hostile_model_name_is_text_on_every_page_and_a_safe_file_name() -> No
         scripts = [a.get("src") for t, a in parsed.tags if t == "script"]
         assert scripts in ([], ["../assets/site.js"]), name
     assert HOSTILE.strip() in "".join(_parsed(html["model"]).text)
-    rows = [a for t, a in _parsed(html["suite"]).tags if t == "tr" and "data-family" in a]
-    assert rows[0]["data-family"] == HOSTILE
+    subs = [a for t, a in _parsed(html["suite"]).tags if t == "a" and "data-family" in a]
+    assert subs[0]["data-family"] == HOSTILE
+    assert HOSTILE.strip() in "".join(_parsed(html["suite"]).text)
     name = slug(HOSTILE)
     assert "/" not in name and "\n" not in name and "<" not in name and name != slug(HOSTILE[:-1])
 
