@@ -22,6 +22,7 @@ from harness.publish.model import build_site_model
 from harness.publish.nights import (
     Point,
     SeriesKey,
+    environment,
     environment_diff,
     nights_of,
     pass_rates,
@@ -107,11 +108,43 @@ def test_the_environment_diff_names_each_moved_package_and_none_on_the_first_nig
     )
     moves = environment_diff(one, two)
     assert [m.text() for m in moves if m.package in ("torch", "onnx-ir")] == [
-        "base: onnx-ir (none) → 1.1.0",
-        "base: torch 2.13.0 → 2.14.0.dev20260802",
+        "variant base: onnx-ir (none) → 1.1.0",
+        "variant base: torch 2.13.0 → 2.14.0.dev20260802",
     ]
     assert len(moves) == 2
     assert environment_diff(None, one) == []
+
+
+def on_nodes(night: NightRun, **nodes: dict[str, str]) -> NightRun:
+    """`night` with a cluster of these nodes (host -> the versions its probe saw)."""
+    found = [{"node_id": f"id-{h}", "host": h, "versions": v} for h, v in nodes.items()]
+    man = night.manifest.from_dict({**night.manifest.to_dict(), "cluster": {"nodes": found}})
+    return NightRun(night.run_id, night.started, man, None, night.results)
+
+
+def test_the_environment_diff_is_per_node_where_the_manifests_recorded_each_nodes() -> None:
+    first = run(1, [result("a")], torch="2.13.0")  # no per-node versions: a base variant
+    base = {k: v for k, v in first.manifest.versions["base"].items() if v is not None}
+    one, two, three = nights_of(
+        [
+            first,
+            on_nodes(run(2, [result("a")], torch="2.13.0"), box=base, gpu1=base),
+            on_nodes(
+                run(3, [result("a")], torch="2.13.0"),
+                box={**base, "torch": "2.13.1"},
+                gpu1=base,
+                gpu2={**base, "numpy": "9.0"},  # joined: against the night before's base
+            ),
+        ]
+    )
+    assert [m.text() for m in environment_diff(two, three)] == [
+        "node box: torch 2.13.0 → 2.13.1",
+        f"node gpu2: numpy {base.get('numpy') or '(none)'} → 9.0",
+    ]
+    # The first night with per-node versions: each node against the night before's base
+    # variant, which held the same versions (None: not installed, not a move).
+    assert environment_diff(one, two) == []
+    assert set(environment(two).nodes) == {"box", "gpu1"}
 
 
 def test_regressions_fixes_and_the_night_each_cell_last_changed() -> None:
