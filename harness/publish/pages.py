@@ -96,7 +96,12 @@ def _row_values(r: CellResult) -> dict[str, str]:
     }
 
 
-def _sub_cell(s: SubCell) -> str:
+def cell_anchor(channel: str, label: str) -> str:
+    """The id of a cell's timeline on its model's page (one per channel)."""
+    return slug(f"{channel}/{label}")
+
+
+def _sub_cell(s: SubCell, channel: str) -> str:
     """One sub-cell of the matrix: a link to its model's timeline, coloured by status,
     with the night its status began, and the filters' data."""
     r = s.result
@@ -108,7 +113,7 @@ def _sub_cell(s: SubCell) -> str:
     name = f"{e(s.name)} " if s.name else ""
     return (
         f'<a class="sub st-{css}"{attrs} title="{e(label)}" '
-        f'href="../model/{slug(r.cell.model)}.html#{slug(label)}">{name}<b>{e(r.status)}</b> '
+        f'href="../model/{slug(r.cell.model)}.html#{cell_anchor(channel, label)}">{name}<b>{e(r.status)}</b> '
         f"<small>since {e(s.since)}</small>{other}</a>"
     )
 
@@ -121,7 +126,7 @@ def suite_page(channel: Channel, suite: str, other: Mapping[str, CellResult]) ->
     rows = []
     for row in m.rows:
         tds = "".join(
-            f"<td>{''.join(_sub_cell(s) for s in row.by_exporter[x])}</td>"
+            f"<td>{''.join(_sub_cell(s, channel.name) for s in row.by_exporter[x])}</td>"
             if x in row.by_exporter
             else '<td class="none">—</td>'
             for x in m.exporters
@@ -174,7 +179,7 @@ def _timeline_section(
                 f"files: {_artifact_links(last, repros.get(t.cell, {}))}</p>"
             )
         out += (
-            f'<h3 id="{slug(t.cell)}">{e(t.cell)}</h3><p class="timeline">{strip}</p>'
+            f'<h3 id="{cell_anchor(channel.name, t.cell)}">{e(t.cell)}</h3><p class="timeline">{strip}</p>'
             + table(("export s", "export peak RSS MB", "ORT p50 ms"), [f"<tr>{charts}</tr>"])
             + detail
         )

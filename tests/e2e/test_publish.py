@@ -152,6 +152,8 @@ def _links(page: Any) -> list[str]:
 
 def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base_url: str) -> None:
     todo, seen, files = [base_url + "index.html"], set[str](), set[str]()
+    ids: dict[str, set[str]] = {}  # page -> the ids on it
+    anchors: set[tuple[str, str]] = set()  # (page, #fragment) that links point at
     while todo:
         url = todo.pop()
         if url in seen:
@@ -159,13 +161,19 @@ def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base
         seen.add(url)
         page.goto(url)
         assert page.problems == [], f"{url}: {page.problems}"
+        ids[url] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
         for link in _links(page):
-            link = urljoin(url, link).split("#")[0]
+            link, _, fragment = urljoin(url, link).partition("#")
+            if fragment:
+                anchors.add((link, fragment))
             assert link.startswith(base_url), f"{url} links out of the site: {link}"
             if urlsplit(link).path.endswith(".html"):
                 todo.append(link)
             else:
                 files.add(link)
+    assert anchors, "the suite matrix links each cell to its timeline"
+    for link, fragment in sorted(anchors):
+        assert fragment in ids[link], f"{link}#{fragment}: no such id"
     for link in sorted(files):
         with urllib.request.urlopen(link) as response:  # noqa: S310 (the local server)
             assert response.status == 200, link

@@ -237,7 +237,10 @@ def test_the_suite_matrix_is_a_row_per_model_a_column_per_exporter_named_by_vary
         ("torchscript", "ok"),
         ("dynamo", "ok"),
     ]
-    assert subs[1]["href"] == f"../model/{slug('a')}.html#{slug('a dynamo@18 cpu dynamic')}"
+    anchor = pages.cell_anchor("stable", "a dynamo@18 cpu dynamic")
+    assert subs[1]["href"] == f"../model/{slug('a')}.html#{anchor}"
+    model = pages.model_page(build_site_model({"stable": runs}), "a", {})
+    assert f'<h3 id="{anchor}">' in model
     assert "every cell here: opset @18, device cpu" in html
 
 
