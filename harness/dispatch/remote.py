@@ -1,6 +1,7 @@
 """What runs on Ray's workers, and how it is asked for: the cell's task (one definition
-per kind of worker), the start board actor, the version probe of a variant's environment,
-the paired timing of `harness compare`; and what a task's Ray error says about its cell.
+per kind of worker), the start board actor, the version probe of a variant's environment
+(and of each node's), the paired timing of `harness compare`; and what a task's Ray error
+says about its cell.
 
 Each cell's task runs the cell in a process of its own, forked from the worker's zygote
 (`harness.cell.isolation`), which also enforces the cell's timeout and turns its crashes
@@ -140,6 +141,33 @@ def variant_versions(
             found[name] = ray.get(ref)
         except ray_errors.RayError as exc:
             found[name] = {"error": message_line(exc)}
+    return found
+
+
+NODE_PROBE_S = 120.0  # a node whose probe has not answered by then is recorded without versions
+
+
+def node_versions(node_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The base environment's package versions as a worker on each node sees them (one
+    small task per node, pinned there, all waited for together): a node that does not
+    answer in NODE_PROBE_S is left out."""
+    refs = {
+        _versions_remote.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote(): node
+        for node in node_ids
+    }
+    if not refs:
+        return {}
+    done, late = ray.wait(list(refs), num_returns=len(refs), timeout=NODE_PROBE_S)
+    for ref in late:
+        ray.cancel(ref, force=True)
+    found: dict[str, dict[str, Any]] = {}
+    for ref in done:
+        try:
+            found[refs[ref]] = ray.get(ref)
+        except ray_errors.RayError:
+            pass
     return found
 
 
