@@ -47,9 +47,9 @@ import struct
 import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from harness.cell import limits
 from harness.store.details import WorkerInfo
@@ -140,17 +140,16 @@ def _fork_and_run(task: CellTask, gpus: str | None = None) -> Record:
         _prepare(task.cell.exporter, task.cell.opset, task.requires)
         cold_start = take_cold_start(task.cell.exporter)  # the child has none pending
     freeze_survivors()
-    facts: dict[str, Any] = {
-        "zygote_pid": os.getpid(),
-        "zygote_rss_mb": _rounded(rss_mb()),
-        "prepare_s": round(time.perf_counter() - start, 4),
-    }
+    facts = WorkerInfo(
+        zygote_pid=os.getpid(),
+        zygote_rss_mb=_rounded(rss_mb()),
+        prepare_s=round(time.perf_counter() - start, 4),
+        cold_start=cold_start,
+    )
     child = _fork(task, gpus)
     record, child_facts = child.record(task)
-    if cold_start:
-        facts["cold_start"] = cold_start
     worker = record.worker or WorkerInfo()
-    return record.with_changes(worker=worker.merged({**facts, **child_facts}))
+    return record.with_changes(worker=worker.with_facts(facts).with_facts(child_facts))
 
 
 @functools.cache
@@ -205,15 +204,15 @@ class ChildExit:
     reaped_at: float
     at_ceiling: bool = False  # its data size came to its memory ceiling (limits.CeilingWatch)
 
-    def record(self, task: CellTask) -> tuple[Record, dict[str, Any]]:
+    def record(self, task: CellTask) -> tuple[Record, WorkerInfo]:
         """The child's record and what it cost; or, where it sent none, the record of how
         it ended (timeout, crashed, oom), with its last words where faulthandler left any."""
-        facts: dict[str, Any] = {"cell_pid": self.pid}
+        facts = WorkerInfo(cell_pid=self.pid)
         message = _decode(self.sent)
         if message is not None:
             record, child_facts, sent_at = message
             exit_s = round(self.reaped_at - sent_at, 4)
-            return record, {**facts, **child_facts, "exit_s": exit_s}
+            return record, replace(child_facts, cell_pid=self.pid, exit_s=exit_s)
         log = limits.crash_log_path(task.run_dir, task.cell.cell_id)
         status, reason = judge_exit(
             self.wait_status,
@@ -338,13 +337,13 @@ def _kill_group(pid: int) -> None:
             pass
 
 
-def _decode(sent: bytes) -> tuple[Record, dict[str, Any], float] | None:
+def _decode(sent: bytes) -> tuple[Record, WorkerInfo, float] | None:
     if len(sent) < _LENGTH.size:
         return None
     (size,) = _LENGTH.unpack_from(sent)
     if len(sent) != _LENGTH.size + size:
         return None
-    message: tuple[Record, dict[str, Any], float] = pickle.loads(sent[_LENGTH.size :])
+    message: tuple[Record, WorkerInfo, float] = pickle.loads(sent[_LENGTH.size :])
     return message
 
 
@@ -365,8 +364,12 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | N
             raise SystemExit(70)
         _give_gpus(gpus)
         record = _run(task)
-        memory = {f"cell_{k}": v for k, v in private_memory_mb().items()}
-        facts = {"fork_s": round(started - forked_at, 4), **memory}
+        memory = private_memory_mb()
+        facts = WorkerInfo(
+            fork_s=round(started - forked_at, 4),
+            cell_pss_mb=memory.get("pss_mb"),
+            cell_uss_mb=memory.get("uss_mb"),
+        )
         _send(fd, _encode(task, record, facts))
     except BaseException:  # noqa: B036 - nothing may unwind into the zygote's code
         code = 70
@@ -415,7 +418,7 @@ def seed_everything(seed: int = SEED) -> None:
     np.random.seed(seed)
 
 
-def _encode(task: CellTask, record: Record, facts: dict[str, Any]) -> bytes:
+def _encode(task: CellTask, record: Record, facts: WorkerInfo) -> bytes:
     try:
         body = pickle.dumps((record, facts, time.perf_counter()))
     except Exception as exc:  # e.g. an unpicklable value in the entry's metadata

@@ -8,8 +8,8 @@ import functools
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -18,6 +18,7 @@ from harness.cell.exporters.request import ExportRequest
 from harness.cell.ort import OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.timing import PeakRss
+from harness.store.details import ColdStart
 
 
 class WarmUpModel(torch.nn.Module):
@@ -109,7 +110,7 @@ class _ColdStarts:
     not yet handed to a record (the first record of that exporter carries it)."""
 
     measured: set[str] = set()
-    pending: dict[str, dict[str, Any]] = {}
+    pending: dict[str, ColdStart] = {}
 
 
 def measure_cold_start(exporter: str) -> None:
@@ -130,21 +131,22 @@ def measure_cold_start(exporter: str) -> None:
         path=workdir / "cold.onnx",
         output_names=("output_0",),
     )
-    figure: dict[str, Any] = {"exporter": exporter, "opset": COLD_START_OPSET}
+    figure = ColdStart(exporter=exporter, opset=COLD_START_OPSET)
     try:
         with PeakRss() as peak:
             start, cpu_start = time.perf_counter(), time.process_time()
             exporters.get(exporter).export(request)
-            figure["seconds"] = round(time.perf_counter() - start, 4)
-            figure["cpu_seconds"] = round(time.process_time() - cpu_start, 4)
-        figure["peak_rss_mb"] = None if peak.peak_mb is None else round(peak.peak_mb, 1)
+            seconds = round(time.perf_counter() - start, 4)
+            cpu_seconds = round(time.process_time() - cpu_start, 4)
+        peak_mb = None if peak.peak_mb is None else round(peak.peak_mb, 1)
+        figure = replace(figure, seconds=seconds, cpu_seconds=cpu_seconds, peak_rss_mb=peak_mb)
     except Exception as exc:  # the measured cells will meet and record the same problem
-        figure["error"] = f"{type(exc).__name__}: {exc}"[:200]
+        figure = replace(figure, error=f"{type(exc).__name__}: {exc}"[:200])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     _ColdStarts.pending[exporter] = figure
 
 
-def take_cold_start(exporter: str) -> dict[str, Any] | None:
+def take_cold_start(exporter: str) -> ColdStart | None:
     """The cold start this process measured for `exporter`, once (None after)."""
     return _ColdStarts.pending.pop(exporter, None)

@@ -65,7 +65,7 @@ def run_cell(task: CellTask) -> Record:
     return record.with_changes(
         duration_s=time.perf_counter() - start,
         attempt=task.attempt,
-        worker=WorkerInfo.from_dict({"cold_start": cold}) if cold else None,
+        worker=WorkerInfo(cold_start=cold) if cold else None,
     )
 
 

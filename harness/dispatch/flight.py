@@ -46,19 +46,19 @@ class InFlight:
         finish, so the scheduling overhead of every cell can be read off its record."""
         if record.worker is None:
             return record
-        stamps = {"submitted_at": self.submitted_at, "collected_at": time.time()}
-        return record.with_changes(worker=record.worker.merged(stamps))
+        stamps = WorkerInfo(submitted_at=self.submitted_at, collected_at=time.time())
+        return record.with_changes(worker=record.worker.with_facts(stamps))
 
-    def whereabouts(self) -> dict[str, object]:
+    def whereabouts(self) -> WorkerInfo:
         """What the driver knows of where and when the cell ran, for a record it writes."""
-        return {
-            "node": self.node,
-            "host": self.host,
-            "pid": self.pid,
-            "submitted_at": self.submitted_at,
-            "started_at": self.started_at,
-            "collected_at": time.time(),
-        }
+        return WorkerInfo(
+            node=self.node,
+            host=self.host,
+            pid=self.pid,
+            submitted_at=self.submitted_at,
+            started_at=self.started_at,
+            collected_at=time.time(),
+        )
 
 
 # (flight id, node id, host, pid, the worker's wall clock)
@@ -107,6 +107,4 @@ def no_run(
     if flight is None:
         return record
     duration = flight.ran_for(time.perf_counter() if now is None else now)
-    return record.with_changes(
-        duration_s=duration, worker=WorkerInfo.from_dict(flight.whereabouts())
-    )
+    return record.with_changes(duration_s=duration, worker=flight.whereabouts())

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from harness.dispatch.flight import InFlight, Start, no_run, started
+from harness.store.details import ColdStart
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 
@@ -440,7 +441,7 @@ class DispatchStats:
     settle_waits_s: list[float] = field(default_factory=list)
     # Each zygote's first export per exporter (harness.cell.warmup), from every record
     # collected.
-    cold_starts: list[dict[str, Any]] = field(default_factory=list)
+    cold_starts: list[ColdStart] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
     def count_final(self, record: Record) -> None:
@@ -466,13 +467,14 @@ class DispatchStats:
     def note_cold_start(self, record: Record) -> None:
         worker = record.worker
         if worker is not None and worker.cold_start is not None:
-            where = {
-                "node": worker.node,
-                "pid": worker.pid,  # the Ray worker's
-                "zygote_pid": worker.zygote_pid,
-                "variant": record.variant,
-            }
-            self.cold_starts.append({**worker.cold_start.to_dict(), **where})
+            where = replace(
+                worker.cold_start,
+                node=worker.node,
+                pid=worker.pid,  # the Ray worker's
+                zygote_pid=worker.zygote_pid,
+                variant=record.variant,
+            )
+            self.cold_starts.append(where)
 
     def figures(self) -> dict[str, object]:
         """The additive per-resource and node-loss figures of the manifest's `dispatch`."""

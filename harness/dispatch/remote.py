@@ -1,6 +1,7 @@
 """What runs on Ray's workers, and how it is asked for: the cell's task (one definition
-per kind of worker), the start board actor, the version probe of a variant's environment,
-the paired timing of `harness compare`; and what a task's Ray error says about its cell.
+per kind of worker), the start board actor, the version probe of a variant's environment
+(and of each node's), the paired timing of `harness compare`; and what a task's Ray error
+says about its cell.
 
 Each cell's task runs the cell in a process of its own, forked from the worker's zygote
 (`harness.cell.isolation`), which also enforces the cell's timeout and turns its crashes
@@ -12,6 +13,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 import ray
@@ -53,16 +55,17 @@ def _run_cell_here(
     task: CellTask, board: ActorHandle[StartBoard] | None = None, flight_id: int = 0
 ) -> Record:
     started = time.time()
+    here = _whoami()
     if board is not None:
-        _report_start(board, (flight_id, *_whoami().values(), started))
+        _report_start(board, (flight_id, here.node or "", here.host or "", here.pid or 0, started))
     from harness.cell.isolation import run_cell_isolated
 
     # A CPU cell is given no GPU: none of its exports or runs opens a CUDA context beside
     # the CUDA cell timing on it.
     record = run_cell_isolated(task, _assigned_gpus() if kind(task) == GPU else "")
     reported = record.worker or WorkerInfo()  # what the zygote and the cell's process reported
-    where = {**_whoami(), "started_at": started, "finished_at": time.time()}
-    return record.with_changes(worker=reported.merged(where))
+    where = replace(here, started_at=started, finished_at=time.time())
+    return record.with_changes(worker=reported.with_facts(where))
 
 
 def _assigned_gpus() -> str:
@@ -80,12 +83,9 @@ def _report_start(board: ActorHandle[StartBoard], start: Start) -> None:
         pass
 
 
-def _whoami() -> dict[str, Any]:
-    return {
-        "node": ray.get_runtime_context().get_node_id(),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-    }
+def _whoami() -> WorkerInfo:
+    node = ray.get_runtime_context().get_node_id()
+    return WorkerInfo(node=node, host=socket.gethostname(), pid=os.getpid())
 
 
 # One task definition per kind of worker, at module level. Workers and their zygotes are
@@ -141,6 +141,33 @@ def variant_versions(
             found[name] = ray.get(ref)
         except ray_errors.RayError as exc:
             found[name] = {"error": message_line(exc)}
+    return found
+
+
+NODE_PROBE_S = 120.0  # a node whose probe has not answered by then is recorded without versions
+
+
+def node_versions(node_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The base environment's package versions as a worker on each node sees them (one
+    small task per node, pinned there, all waited for together): a node that does not
+    answer in NODE_PROBE_S is left out."""
+    refs = {
+        _versions_remote.options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+        ).remote(): node
+        for node in node_ids
+    }
+    if not refs:
+        return {}
+    done, late = ray.wait(list(refs), num_returns=len(refs), timeout=NODE_PROBE_S)
+    for ref in late:
+        ray.cancel(ref, force=True)
+    found: dict[str, dict[str, Any]] = {}
+    for ref in done:
+        try:
+            found[refs[ref]] = ray.get(ref)
+        except ray_errors.RayError:
+            pass
     return found
 
 

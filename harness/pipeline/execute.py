@@ -24,7 +24,6 @@ from harness.store import rundir
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import (
     Cluster,
-    ColdStart,
     DispatchSummary,
     Manifest,
     Settings,
@@ -84,7 +83,7 @@ def execute_on(
         )
     finished = manifest.finished_with(
         DispatchSummary.from_dict(_dispatch_figures(stats)),
-        tuple(ColdStart.from_dict(c) for c in stats.cold_starts),
+        tuple(stats.cold_starts),
     )
     rundir.write_manifest(plan.run_dir, finished)
     return plan.run_dir
@@ -116,12 +115,16 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
 
 def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
     """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
-    variant's versions include those of the packages the variants ask for."""
+    variant's versions include those of the packages the variants ask for; each alive
+    node's, the base environment's as its workers see them."""
     from harness.dispatch import remote
     from harness.store.environment import requested_distributions, with_requested
 
+    alive = [n["node_id"] for n in cluster.nodes if n["alive"]]
+    per_node = remote.node_versions(alive)
+    nodes = [{**n, "versions": per_node.get(n["node_id"], {})} for n in cluster.nodes]
     where = Cluster.from_dict(
-        {"address": cluster.address, "nodes": cluster.nodes, "resources": cluster.resources}
+        {"address": cluster.address, "nodes": nodes, "resources": cluster.resources}
     )
     asked = requested_distributions(plan.variants)
     found = remote.variant_versions({"base": (), **plan.variants}, distributions=asked)

@@ -1,6 +1,7 @@
 """The site's only stylesheet and script, written to SITE/assets/. The script filters the
-suite matrix from the URL's query (so a view can be linked) and writes the filters back
-to it; it reads values through `dataset` and `textContent`, never `innerHTML`."""
+suite matrix's sub-cells from the URL's query (so a view can be linked), hides the models
+left with none, and writes the filters back to it; it reads values through `dataset` and
+`textContent`, never `innerHTML`."""
 
 from __future__ import annotations
 
@@ -18,39 +19,49 @@ th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 thead th{background:#f3f3f3}.none{color:#888}code{white-space:pre-wrap;word-break:break-all}
 .spark,.chart{vertical-align:middle;color:#0366d6}.band{fill:#0366d6;opacity:.15}
 .filters label{margin-right:1em}.timeline .tick{display:inline-block;width:6px;height:14px;margin-right:1px}
-tr.hidden{display:none}section.channel{display:inline-block;vertical-align:top;margin-right:2em}
+tr.hidden,.sub.hidden{display:none}
+#matrix td{min-width:8em}.sub{display:block;margin:1px 0;padding:1px 4px;text-decoration:none;white-space:nowrap}
+.sub small{opacity:.85}section.channel{display:inline-block;vertical-align:top;margin-right:2em}
 """
     + _STATUS_CSS
     + "\n"
 )
 
 JS = """'use strict';
-// The suite matrix's filters: the URL's query sets them, each change writes them back.
+// The suite matrix's filters: the URL's query sets them, each change writes them back. A
+// filter hides the sub-cells (one per cell) it does not match, and a model row with none.
 (function () {
   const form = document.getElementById('filters');
   const table = document.getElementById('matrix');
   if (!form || !table) { return; }
   const controls = Array.from(form.querySelectorAll('[data-filter]'));
   const rows = Array.from(table.tBodies[0].rows);
+  const subs = Array.from(table.querySelectorAll('.sub'));
   const shown = document.getElementById('shown');
+  function matches(sub, wanted) {
+    return Object.keys(wanted).every(function (key) {
+      const have = sub.dataset[key] || '';
+      return key === 'q' ? have.indexOf(wanted[key].toLowerCase()) >= 0 : have === wanted[key];
+    });
+  }
   function apply() {
     const wanted = {};
     controls.forEach(function (c) { if (c.value) { wanted[c.dataset.filter] = c.value; } });
     let count = 0;
-    rows.forEach(function (row) {
-      let keep = true;
-      Object.keys(wanted).forEach(function (key) {
-        const have = row.dataset[key] || '';
-        if (key === 'q' ? have.indexOf(wanted[key].toLowerCase()) < 0 : have !== wanted[key]) {
-          keep = false;
-        }
-      });
-      row.classList.toggle('hidden', !keep);
+    subs.forEach(function (sub) {
+      const keep = matches(sub, wanted);
+      sub.classList.toggle('hidden', !keep);
       if (keep) { count += 1; }
     });
-    shown.textContent = count + ' of ' + rows.length + ' cells';
-    const params = new URLSearchParams(wanted);
-    const query = params.toString();
+    let models = 0;
+    rows.forEach(function (row) {
+      const keep = row.querySelector('.sub:not(.hidden)') !== null;
+      row.classList.toggle('hidden', !keep);
+      if (keep) { models += 1; }
+    });
+    shown.textContent = count + ' of ' + subs.length + ' cells, ' + models + ' of ' +
+      rows.length + ' models';
+    const query = new URLSearchParams(wanted).toString();
     history.replaceState(null, '', query ? '?' + query : location.pathname);
   }
   const start = new URLSearchParams(location.search);

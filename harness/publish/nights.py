@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from harness.publish.read import CellResult, NightRun
+from harness.store.manifest import Node
 
 MAX_POINTS = 300  # a series keeps at most this many points (asv#438: sites that grew past 1 GB)
 STABLE, PRE_RELEASE = "stable", "pre-release"
+BASE = "base"  # the variant every run has: the environment the cluster was started in
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def resample(points: Sequence[Point], max_points: int = MAX_POINTS) -> list[Poin
 
 @dataclass(frozen=True)
 class VersionMove:
-    where: str  # the variant (a package set: the node's environment)
+    where: str  # "node HOST" (the base environment on that node), or "variant NAME"
     package: str
     before: str | None
     after: str | None
@@ -131,24 +133,60 @@ class VersionMove:
         return f"{self.where}: {self.package} {self.before or '(none)'} → {self.after or '(none)'}"
 
 
-def environment(night: Night) -> dict[str, dict[str, str | None]]:
-    """variant -> package -> version over the night's runs (a later run wins)."""
-    found: dict[str, dict[str, str | None]] = {}
+Versions = dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A night's package versions: per node (the base environment as a worker there saw
+    it, where the manifests recorded it) and per variant (a package set), a later run
+    winning."""
+
+    nodes: dict[str, Versions]
+    variants: dict[str, Versions]
+
+
+def _node_name(node: Node) -> str:
+    return node.host or node.address or node.node_id or "?"
+
+
+def environment(night: Night) -> Environment:
+    nodes: dict[str, Versions] = {}
+    variants: dict[str, Versions] = {}
     for run in night.runs:
+        for node in run.manifest.cluster.nodes if run.manifest.cluster else ():
+            if node.versions:
+                nodes.setdefault(_node_name(node), {}).update(node.versions)
         for variant, versions in run.manifest.versions.items():
-            found.setdefault(variant, {}).update(versions)
-    return found
+            variants.setdefault(variant, {}).update(versions)
+    return Environment(nodes, variants)
+
+
+def _moves(
+    where: str, old: Mapping[str, str | None], new: Mapping[str, str | None]
+) -> list[VersionMove]:
+    return [
+        VersionMove(where, package, old.get(package), new.get(package))
+        for package in sorted(set(old) | set(new))
+        if old.get(package) != new.get(package)
+    ]
 
 
 def environment_diff(before: Night | None, after: Night) -> list[VersionMove]:
-    """What moved between two nights: a package whose version changed, came or went."""
-    old = environment(before) if before else {}
-    new = environment(after)
+    """What moved between two nights, per node where the newest night's manifests
+    recorded each node's versions (a node new that night, or the night before's manifests
+    without them: against the night before's base variant), else per base variant; and
+    per other variant. A package whose version changed, came or went."""
+    if before is None:
+        return []
+    old, new = environment(before), environment(after)
+    old_base = old.variants.get(BASE, {})
     moves = []
-    for where in sorted(set(old) | set(new)):
-        o: Mapping[str, str | None] = old.get(where, {})
-        n: Mapping[str, str | None] = new.get(where, {})
-        for package in sorted(set(o) | set(n)):
-            if o.get(package) != n.get(package):
-                moves.append(VersionMove(where, package, o.get(package), n.get(package)))
-    return moves if before else []
+    for host in sorted(new.nodes):
+        moves += _moves(f"node {host}", old.nodes.get(host, old_base), new.nodes[host])
+    for variant in sorted(set(old.variants) | set(new.variants)):
+        if variant == BASE and new.nodes:
+            continue  # the nodes said it
+        o, n = old.variants.get(variant, {}), new.variants.get(variant, {})
+        moves += _moves(f"variant {variant}", o, n)
+    return moves

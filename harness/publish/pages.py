@@ -4,10 +4,12 @@ record or manifest value goes through `e`; links to untrusted names go through `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from harness.publish.cells import Band, Change, Cluster, timelines
 from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
+from harness.publish.matrix import SubCell, suite_matrix
 from harness.publish.model import Channel, Site
 from harness.publish.nights import Point
 from harness.publish.read import CellResult
@@ -94,26 +96,55 @@ def _row_values(r: CellResult) -> dict[str, str]:
     }
 
 
+def cell_anchor(channel: str, label: str) -> str:
+    """The id of a cell's timeline on its model's page (one per channel)."""
+    return slug(f"{channel}/{label}")
+
+
+def _sub_cell(s: SubCell, channel: str) -> str:
+    """One sub-cell of the matrix: a link to its model's timeline, coloured by status,
+    with the night its status began, and the filters' data."""
+    r = s.result
+    label = r.cell.label()
+    attrs = "".join(f' data-{f}="{e(v)}"' for f, v in _row_values(r).items())
+    attrs += f' data-q="{e(label.lower())}"'
+    css = re.sub(r"[^a-z_]", "", str(r.status))
+    other = f" <small>(other channel: {e(s.other)})</small>" if s.other else ""
+    name = f"{e(s.name)} " if s.name else ""
+    return (
+        f'<a class="sub st-{css}"{attrs} title="{e(label)}" '
+        f'href="../model/{slug(r.cell.model)}.html#{cell_anchor(channel, label)}">{name}<b>{e(r.status)}</b> '
+        f"<small>since {e(s.since)}</small>{other}</a>"
+    )
+
+
 def suite_page(channel: Channel, suite: str, other: Mapping[str, CellResult]) -> str:
-    """The newest night's cells of one suite, one row each, with the filters' data."""
+    """The newest night's model x exporter matrix of one suite, each matrix cell holding
+    its sub-cells (the axes that vary: opset, shapes, ...), with the filters' data."""
     records = channel.suites.get(suite, [])
+    m = suite_matrix(records, channel.since, other)
     rows = []
-    for r in records:
-        label = r.cell.label()
-        attrs = "".join(f' data-{f}="{e(v)}"' for f, v in _row_values(r).items())
-        attrs += f' data-q="{e(label.lower())}"'
-        since = channel.since.get(label, "")
-        twin = other.get(label)
-        differs = f" (other channel: {e(twin.status)})" if twin and twin.status != r.status else ""
-        rows.append(
-            f'<tr{attrs}><td><a href="../model/{slug(r.cell.model)}.html">{e(r.cell.model)}</a></td>'
-            f"<td>{e(r.cell.exporter)}</td><td>{e(r.cell.opset)}</td>"
-            f"<td>{'dynamic' if r.cell.dynamic else 'static'}</td>{status_cell(r.status, differs)}"
-            f"<td>{e(since)}</td></tr>"
+    for row in m.rows:
+        tds = "".join(
+            f"<td>{''.join(_sub_cell(s, channel.name) for s in row.by_exporter[x])}</td>"
+            if x in row.by_exporter
+            else '<td class="none">—</td>'
+            for x in m.exporters
         )
-    head = ("model", "exporter", "opset", "shapes", "status", "since")
-    body = _filter_controls(records) + f'<p id="shown">{len(rows)} of {len(rows)} cells</p>'
-    body += table(head, rows, attrs=' id="matrix"')
+        rows.append(
+            f'<tr data-model="{e(row.model)}"><th><a href="../model/{slug(row.model)}.html">'
+            f"{e(row.model)}</a></th><td>{e(row.family)}</td>{tds}</tr>"
+        )
+    shared = ", ".join(f"{a} {v}" for a, v in m.common.items())
+    note = (
+        "<p>One row per model, one column per exporter; each sub-cell is coloured by its "
+        "status and names the night that status began"
+        + (f"; every cell here: {e(shared)}" if shared else "")
+        + ".</p>"
+    )
+    shown = f"{m.cells} of {m.cells} cells, {len(m.rows)} of {len(m.rows)} models"
+    body = _filter_controls(records) + note + f'<p id="shown">{shown}</p>'
+    body += table(["model", "family", *m.exporters], rows, attrs=' id="matrix"')
     return page(f"{suite} ({channel.name})", body, up="../", script=True)
 
 
@@ -148,7 +179,7 @@ def _timeline_section(
                 f"files: {_artifact_links(last, repros.get(t.cell, {}))}</p>"
             )
         out += (
-            f'<h3>{e(t.cell)}</h3><p class="timeline">{strip}</p>'
+            f'<h3 id="{cell_anchor(channel.name, t.cell)}">{e(t.cell)}</h3><p class="timeline">{strip}</p>'
             + table(("export s", "export peak RSS MB", "ORT p50 ms"), [f"<tr>{charts}</tr>"])
             + detail
         )

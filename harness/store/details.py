@@ -90,10 +90,6 @@ class Open:
         }
         return {**values, **self.extra}
 
-    def merged(self, facts: Mapping[str, object]) -> Self:
-        """This object with `facts` (flat JSON keys) added or replaced."""
-        return self.from_dict({**self.to_dict(), **facts})
-
 
 # -- numerics ---------------------------------------------------------------------------------
 
@@ -209,6 +205,17 @@ class WorkerInfo(Open):
     cell_uss_mb: WorkerMiB | None = None
     cold_start: ColdStart | None = None
 
+    def with_facts(self, facts: WorkerInfo) -> WorkerInfo:
+        """This object with what `facts` knows (its fields that are set) added or replaced:
+        each layer that learns where and at what cost a cell ran (the cell's process, its
+        zygote, the Ray worker, the driver) says it as a WorkerInfo of its own."""
+        known = {
+            f.name: getattr(facts, f.name)
+            for f in dataclasses.fields(facts)
+            if f.name != "extra" and getattr(facts, f.name) is not None
+        }
+        return dataclasses.replace(self, **known, extra={**self.extra, **facts.extra})
+
 
 # -- sampled cells ------------------------------------------------------------------------------
 
@@ -281,3 +288,13 @@ class MinimalRepro(Open):
     imports: tuple[str, ...] | None = None
     reason: str | None = None
     verify: JsonObject | None = None
+    # The module-level minimizer's (method "module"): the submodule kept, by its path in the
+    # model ("model.layers.13.mlp"), its class, parameters and module tree depth before (the
+    # model) and after, and the repeated items inside it replaced by identity.
+    module: str | None = None
+    module_class: str | None = None
+    params_before: Count | None = None
+    params_after: Count | None = None
+    depth_before: Count | None = None
+    depth_after: Count | None = None
+    replaced: tuple[str, ...] | None = None

@@ -28,13 +28,14 @@ def repro_text(record: Record) -> str | None:
     found = record.minimal_repro
     if found is None:
         return None
-    module = found.extra.get("module")  # a module-level repro (harness.cell.repro.modules)
+    module = found.module  # a module-level repro (harness.cell.repro.modules)
     if (found.nodes_after is None and not module) or not record.artifacts.get("minimal_repro"):
         return f"no repro: {found.reason or 'no reason given'}"
     verdict = "reproduces" if found.reproduces else "does not reproduce"
     if found.reproduces is None:
         verdict = "not run"
     if module:
-        before, after = found.extra.get("params_before"), found.extra.get("params_after")
-        return f"{verdict}, module {module} ({before} -> {after} parameters)"
+        return (
+            f"{verdict}, module {module} ({found.params_before} -> {found.params_after} parameters)"
+        )
     return f"{verdict}, {found.nodes_before} -> {found.nodes_after} nodes"

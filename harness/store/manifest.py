@@ -111,6 +111,9 @@ class Node(Part):
     address: str | None = None
     alive: bool | None = None
     resources: Numbers = field(default_factory=dict)
+    # The base environment's package versions as a worker on this node saw them (one
+    # probe per node at the run's start); empty in manifests written before they were.
+    versions: Annotated[PackageVersions, NullIsEmpty()] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
     manifest = store.read_manifest(out)
     assert manifest.cluster and manifest.dispatch
     assert len(manifest.cluster.nodes) == 2
+    # each node's base environment, probed there (the head node has no CPU to give)
+    torch = manifest.variant_versions()["torch"]
+    assert torch and [n.versions.get("torch") for n in manifest.cluster.nodes] == [torch] * 2
     assert manifest.cluster.resources["GPU"] == 1
     # Slots per resource: two CPU cells at once, one of them may be a CUDA cell; the
     # second CUDA cell waited in the driver (not in Ray's queue) for the one GPU.

@@ -152,6 +152,8 @@ def _links(page: Any) -> list[str]:
 
 def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base_url: str) -> None:
     todo, seen, files = [base_url + "index.html"], set[str](), set[str]()
+    ids: dict[str, set[str]] = {}  # page -> the ids on it
+    anchors: set[tuple[str, str]] = set()  # (page, #fragment) that links point at
     while todo:
         url = todo.pop()
         if url in seen:
@@ -159,13 +161,19 @@ def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base
         seen.add(url)
         page.goto(url)
         assert page.problems == [], f"{url}: {page.problems}"
+        ids[url] = set(page.eval_on_selector_all("[id]", "els => els.map(e => e.id)"))
         for link in _links(page):
-            link = urljoin(url, link).split("#")[0]
+            link, _, fragment = urljoin(url, link).partition("#")
+            if fragment:
+                anchors.add((link, fragment))
             assert link.startswith(base_url), f"{url} links out of the site: {link}"
             if urlsplit(link).path.endswith(".html"):
                 todo.append(link)
             else:
                 files.add(link)
+    assert anchors, "the suite matrix links each cell to its timeline"
+    for link, fragment in sorted(anchors):
+        assert fragment in ids[link], f"{link}#{fragment}: no such id"
     for link in sorted(files):
         with urllib.request.urlopen(link) as response:  # noqa: S310 (the local server)
             assert response.status == 200, link
@@ -183,8 +191,15 @@ def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base
 
 
 def _visible(page: Any, attr: str) -> list[str]:
+    """The shown sub-cells' `data-ATTR` (one sub-cell per cell of the matrix)."""
     return page.eval_on_selector_all(
-        "#matrix tbody tr:not(.hidden)", f"rows => rows.map(r => r.dataset.{attr})"
+        "#matrix .sub:not(.hidden)", f"subs => subs.map(s => s.dataset.{attr})"
+    )
+
+
+def _models(page: Any) -> list[str]:
+    return page.eval_on_selector_all(
+        "#matrix tbody tr:not(.hidden)", "rows => rows.map(r => r.dataset.model)"
     )
 
 
@@ -195,20 +210,39 @@ def _suite_url(page: Any, base_url: str) -> str:
     )
 
 
+def test_the_matrix_is_a_row_per_model_and_a_column_per_exporter(page: Any, base_url: str) -> None:
+    page.goto(_suite_url(page, base_url))
+    head = page.locator("#matrix thead th").all_inner_texts()
+    assert head == ["model", "family", "dynamo", "torchscript"]
+    models = _models(page)
+    assert len(models) == len(set(models)) and "tiny_mlp" in models
+    row = page.locator("#matrix tbody tr[data-model='tiny_mlp']")
+    dynamo = row.locator("td").nth(1)
+    # stable: tiny_mlp dynamo failed on night 4 (2026-08-05) and passes again since night 5
+    assert dynamo.locator(".sub").get_attribute("data-status") == "ok"
+    assert "since 2026-08-06" in dynamo.inner_text()
+    assert "ok" in row.locator("td").nth(2).inner_text()
+    assert page.problems == []
+
+
 def test_the_filters_change_the_rows_and_the_url(page: Any, base_url: str) -> None:
     url = _suite_url(page, base_url)
     page.goto(url)
-    total = len(_visible(page, "status"))
+    total, models = len(_visible(page, "status")), len(_models(page))
     page.select_option("select[name=status]", "export_failed")
     failed = _visible(page, "status")
     assert set(failed) == {"export_failed"} and 0 < len(failed) < total
+    assert 0 < len(_models(page)) < models
     assert page.url.endswith("?status=export_failed")
-    assert page.locator("#shown").text_content() == f"{len(failed)} of {total} cells"
+    shown = f"{len(failed)} of {total} cells, {len(_models(page))} of {models} models"
+    assert page.locator("#shown").text_content() == shown
+    page.select_option("select[name=status]", "")
     page.fill("input[name=q]", "cummax")
     assert set(_visible(page, "q")) == {
         "tiny_cummax dynamo@18 cpu",
         "tiny_cummax torchscript@18 cpu",
     }
+    assert _models(page) == ["tiny_cummax"]
     assert "q=cummax" in page.url
     page.goto(url + "?exporter=torchscript")  # a linked view
     assert page.locator("select[name=exporter]").input_value() == "torchscript"
@@ -238,7 +272,10 @@ def test_the_two_channels_side_by_side_with_the_cells_that_differ(page: Any, bas
     page.goto(base_url + "index.html")
     assert page.locator("table.rates thead th").all_inner_texts()[1:] == ["stable", "pre-release"]
     env = page.locator("section.channel").first.inner_text()
-    assert "torch 2.13.0+cpu → 2.13.1+cpu" in env
+    # the real run's manifest records each node's versions: the move is per node
+    moves = [line for line in env.splitlines() if "torch" in line]
+    assert len(moves) == 1 and moves[0].startswith("node "), env
+    assert moves[0].endswith(": torch 2.13.0+cpu → 2.13.1+cpu"), moves
     if folder := os.environ.get("HARNESS_SITE_SCREENSHOTS"):
         page.screenshot(path=str(Path(folder) / "site-overview.png"), full_page=True)
         page.goto(_suite_url(page, base_url) + "?status=export_failed")

@@ -65,6 +65,9 @@ def write_night(
     started = f"{day.isoformat()}T{hour:02d}:17:00+00:00"
     manifest.update(run_id=run_id, started=started, finished=started, suite=suite)
     manifest["versions"]["base"].update(versions or {})
+    for node in (manifest.get("cluster") or {}).get("nodes") or ():
+        if node.get("versions"):  # recorded per node (the base environment there)
+            node["versions"].update(versions or {})
     lines = []
     for j in range(cells or len(source)):
         record = dict(source[j % len(source)][1])

@@ -17,10 +17,12 @@ import pytest
 from harness.compare.thresholds import Thresholds
 from harness.publish import cells, feeds, pages
 from harness.publish.html import slug
+from harness.publish.matrix import suite_matrix
 from harness.publish.model import build_site_model
 from harness.publish.nights import (
     Point,
     SeriesKey,
+    environment,
     environment_diff,
     nights_of,
     pass_rates,
@@ -106,11 +108,43 @@ def test_the_environment_diff_names_each_moved_package_and_none_on_the_first_nig
     )
     moves = environment_diff(one, two)
     assert [m.text() for m in moves if m.package in ("torch", "onnx-ir")] == [
-        "base: onnx-ir (none) → 1.1.0",
-        "base: torch 2.13.0 → 2.14.0.dev20260802",
+        "variant base: onnx-ir (none) → 1.1.0",
+        "variant base: torch 2.13.0 → 2.14.0.dev20260802",
     ]
     assert len(moves) == 2
     assert environment_diff(None, one) == []
+
+
+def on_nodes(night: NightRun, **nodes: dict[str, str]) -> NightRun:
+    """`night` with a cluster of these nodes (host -> the versions its probe saw)."""
+    found = [{"node_id": f"id-{h}", "host": h, "versions": v} for h, v in nodes.items()]
+    man = night.manifest.from_dict({**night.manifest.to_dict(), "cluster": {"nodes": found}})
+    return NightRun(night.run_id, night.started, man, None, night.results)
+
+
+def test_the_environment_diff_is_per_node_where_the_manifests_recorded_each_nodes() -> None:
+    first = run(1, [result("a")], torch="2.13.0")  # no per-node versions: a base variant
+    base = {k: v for k, v in first.manifest.versions["base"].items() if v is not None}
+    one, two, three = nights_of(
+        [
+            first,
+            on_nodes(run(2, [result("a")], torch="2.13.0"), box=base, gpu1=base),
+            on_nodes(
+                run(3, [result("a")], torch="2.13.0"),
+                box={**base, "torch": "2.13.1"},
+                gpu1=base,
+                gpu2={**base, "numpy": "9.0"},  # joined: against the night before's base
+            ),
+        ]
+    )
+    assert [m.text() for m in environment_diff(two, three)] == [
+        "node box: torch 2.13.0 → 2.13.1",
+        f"node gpu2: numpy {base.get('numpy') or '(none)'} → 9.0",
+    ]
+    # The first night with per-node versions: each node against the night before's base
+    # variant, which held the same versions (None: not installed, not a move).
+    assert environment_diff(one, two) == []
+    assert set(environment(two).nodes) == {"box", "gpu1"}
 
 
 def test_regressions_fixes_and_the_night_each_cell_last_changed() -> None:
@@ -171,6 +205,45 @@ def test_the_channels_differ_on_a_status_and_on_a_cell_only_one_has() -> None:
     ]
 
 
+def test_the_suite_matrix_is_a_row_per_model_a_column_per_exporter_named_by_varying_axes() -> None:
+    def dyn(model: str, exporter: str, status: str = "ok") -> CellResult:
+        return CellResult(
+            Cell(model, exporter, 18, dynamic=True, family="f"), "r", Status(status), suite="s"
+        )
+
+    runs = [
+        run(1, [result("a"), dyn("a", "dynamo"), result("a", "torchscript"), result("b")]),
+        run(2, [result("a"), dyn("a", "dynamo", "export_failed"), result("a", "torchscript"),
+                result("b")]),
+    ]  # fmt: skip
+    nights = nights_of(runs)
+    other = {r.cell.label(): r for r in [result("a", status="export_failed"), result("b")]}
+    m = suite_matrix(nights[-1].records, cells.last_changed(nights), other)
+    assert m.exporters == ["dynamo", "torchscript"]
+    assert m.common == {"opset": "@18", "device": "cpu"}
+    assert [row.model for row in m.rows] == ["a", "b"] and m.cells == 4
+    a = m.rows[0].by_exporter
+    assert [(s.name, str(s.result.status), s.since, s.other) for s in a["dynamo"]] == [
+        ("static", "ok", "2026-08-01", "export_failed"),
+        ("dynamic", "export_failed", "2026-08-02", None),
+    ]
+    assert [s.name for s in a["torchscript"]] == ["static"]
+    assert set(m.rows[1].by_exporter) == {"dynamo"}
+    html = pages.suite_page(build_site_model({"stable": runs}).channels[0], "s", {})
+    subs = [a for t, a in _parsed(html).tags if t == "a" and "data-status" in a]
+    assert [(x["data-exporter"], x["data-status"]) for x in subs] == [
+        ("dynamo", "ok"),
+        ("dynamo", "export_failed"),
+        ("torchscript", "ok"),
+        ("dynamo", "ok"),
+    ]
+    anchor = pages.cell_anchor("stable", "a dynamo@18 cpu dynamic")
+    assert subs[1]["href"] == f"../model/{slug('a')}.html#{anchor}"
+    model = pages.model_page(build_site_model({"stable": runs}), "a", {})
+    assert f'<h3 id="{anchor}">' in model
+    assert "every cell here: opset @18, device cpu" in html
+
+
 # -- escaping ----------------------------------------------------------------------------------
 
 
@@ -210,8 +283,9 @@ def test_a_hostile_model_name_is_text_on_every_page_and_a_safe_file_name() -> No
         scripts = [a.get("src") for t, a in parsed.tags if t == "script"]
         assert scripts in ([], ["../assets/site.js"]), name
     assert HOSTILE.strip() in "".join(_parsed(html["model"]).text)
-    rows = [a for t, a in _parsed(html["suite"]).tags if t == "tr" and "data-family" in a]
-    assert rows[0]["data-family"] == HOSTILE
+    subs = [a for t, a in _parsed(html["suite"]).tags if t == "a" and "data-family" in a]
+    assert subs[0]["data-family"] == HOSTILE
+    assert HOSTILE.strip() in "".join(_parsed(html["suite"]).text)
     name = slug(HOSTILE)
     assert "/" not in name and "\n" not in name and "<" not in name and name != slug(HOSTILE[:-1])
 

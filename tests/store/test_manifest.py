@@ -146,6 +146,7 @@ HOSTILE = [
     ({"cold_start": [{"seconds": 1.0}]}, "cold_start[0].exporter", "is missing"),
     ({"hardware": {"gpus": [{"name": "A100"}]}}, "hardware.gpus[0]", "must be a string"),
     ({"harness": "0.1.0"}, "harness", "must be an object"),
+    ({"cluster": {"nodes": [{"versions": {"torch": 2}}]}}, "cluster.nodes[0].versions.torch", ""),
 ]
 
 
@@ -194,6 +195,14 @@ def test_an_old_manifest_reads_and_keeps_what_it_held(tmp_path: Path) -> None:
     assert {k: again[k] for k in ("run_id", "versions", "options")} == {
         k: OLD[k] for k in ("run_id", "versions", "options")
     }
+
+
+def test_a_nodes_package_versions_read_back_and_a_node_without_them_reads_empty() -> None:
+    node = {"node_id": "a1", "host": "box", "versions": {"torch": "2.13.0", "onnx": None}}
+    read = Manifest.from_dict({**OLD, "cluster": {"nodes": [node, {"node_id": "b2"}]}})
+    assert read.cluster is not None
+    assert [n.versions for n in read.cluster.nodes] == [{"torch": "2.13.0", "onnx": None}, {}]
+    assert read.to_dict()["cluster"]["nodes"][0]["versions"] == node["versions"]
 
 
 def test_an_old_manifest_keeps_its_comparability_key() -> None:

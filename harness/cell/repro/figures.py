@@ -71,7 +71,7 @@ class Figures:
 def figures(records: Sequence[Record]) -> Figures:
     made = [r.minimal_repro for r in records if r.minimal_repro]
     scripted = [m for m in made if m.nodes_after is not None and m.verify]
-    modules = [m for m in made if m.extra.get("params_after") is not None and m.verify]
+    modules = [m for m in made if m.params_after is not None and m.verify]
     methods = Counter(m.method or "none" for m in made)
     verified = Counter(m.method or "none" for m in made if m.reproduces)
     reasons = Counter(_short(m) for m in made if not m.reproduces)
@@ -85,9 +85,9 @@ def figures(records: Sequence[Record]) -> Figures:
         bound_s=next((m.bound_s for m in made if m.bound_s is not None), None),
         no_repro=tuple(reasons.most_common()),
         by_method=tuple((k, verified[k], n) for k, n in sorted(methods.items())),
-        params_before=Spread.of([m.extra["params_before"] for m in modules]),
-        params_after=Spread.of([m.extra["params_after"] for m in modules]),
-        module_depth=Spread.of([len(str(m.extra.get("module", "")).split(".")) for m in modules]),
+        params_before=Spread.of([m.params_before for m in modules if m.params_before is not None]),
+        params_after=Spread.of([m.params_after for m in modules if m.params_after is not None]),
+        module_depth=Spread.of([len((m.module or "").split(".")) for m in modules]),
     )
 
 

@@ -21,7 +21,6 @@ from typing import Any
 from harness.cell.repro.job import Job, Summary
 from harness.cell.repro.select import kind_of
 from harness.store.amend import amend_records
-from harness.store.details import MinimalRepro
 from harness.store.records import Record
 
 # Past the bound, the child gets this long to write what it found before it is killed:
@@ -83,7 +82,7 @@ def _one(run_dir: Path, record: Record, sources: Mapping[str, str], bound_s: flo
     if summary.script:
         summary = verified(run_dir, summary)
     changed = record.with_changes(
-        minimal_repro=MinimalRepro.from_dict(summary.record_fields()),
+        minimal_repro=summary.as_record(),
         artifacts={**_without_old(record.artifacts), **summary.artifacts()},
     )
     return Made(changed, summary)

@@ -132,7 +132,7 @@ def test_a_mismatch_made_at_capture_gets_no_onnx_subgraph_and_says_why(run: Run)
     assert repro.reason and repro.reason.startswith("capture changed the numbers")
     assert "the failure is in the model's own forward (Deep.forward)" in repro.reason
     assert "blocks.0 passes" in repro.reason
-    assert repro.method == "module" and repro.extra["params_before"] > 0
+    assert repro.method == "module" and (repro.params_before or 0) > 0
     assert repro.reproduces is None
 
 

@@ -75,13 +75,12 @@ def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
     assert repro.method == "module"
     assert repro.reproduces is True, repro
     assert repro.verify is not None and repro.verify["exit_code"] == 1
-    # the new fields ride in the record's open part (the store keeps keys it does not know)
-    extra = repro.extra
-    assert extra["module"] == block and extra["module_class"] == "Block"
-    assert extra["params_before"] > 20 * extra["params_after"] > 0
+    assert repro.module == block and repro.module_class == "Block"
+    assert repro.params_before and repro.params_after
+    assert repro.params_before > 20 * repro.params_after > 0
     # Stack > blocks > Block > mixers > Mixer > fc; Block > mixers > Identity
-    assert extra["depth_before"] == 6 and extra["depth_after"] == 3
-    assert extra["replaced"] == [f"{block}.mixers.{i}" for i in (2, 1, 0)]
+    assert repro.depth_before == 6 and repro.depth_after == 3
+    assert repro.replaced == tuple(f"{block}.mixers.{i}" for i in (2, 1, 0))
     assert repro.bound_s == 60 and repro.search_complete
     # the report's line for the cluster
     assert repro_text(run.records[model]) == f"reproduces, module {block} (20564 -> 32 parameters)"

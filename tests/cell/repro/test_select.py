@@ -124,7 +124,9 @@ def _module_repro(path: str, before: int, after: int, reproduces: bool) -> Minim
         method="module",
         reproduces=reproduces,
         verify={"exit_code": 1 if reproduces else 0},
-        extra={"module": path, "params_before": before, "params_after": after},
+        module=path,
+        params_before=before,
+        params_after=after,
     )
 
 
