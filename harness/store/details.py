@@ -6,7 +6,7 @@ its minimal repro (`MinimalRepro`).
 Each is an `Open` object: its known keys are typed fields, and keys a newer writer added
 are kept in `extra` and written back, so a reader never crashes on them and never loses
 them. In `records.jsonl` an `Open` object leaves out the keys whose value is None. Each is
-declared once, here: its validator and its reader are derived from its field types
+declared once, here: pydantic derives its validator and its reader from its field types
 (harness.store.declare).
 """
 
@@ -17,18 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Self
 
-from harness.store.declare import (
-    Clock,
-    Count,
-    Error,
-    MiB,
-    Named,
-    Seconds,
-    field_names,
-    finite,
-    typed_values,
-)
-from harness.store.declare import Reader as Reader  # how a JSON value is read
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema as cs
+
+from harness.store.declare import Clock, Count, Error, MiB, Named, Seconds, finite, read
 from harness.store.status import Stage, Status
 
 JsonObject = dict[str, Any]  # a JSON object as `json.loads` gives it
@@ -68,11 +60,24 @@ class Open:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        """The part a (checked) JSON object holds: its known keys read into their fields'
-        types (harness.store.declare), the others kept in `extra`."""
-        names = field_names(cls)
-        extra = {k: v for k, v in d.items() if k not in names}
-        return cls(**typed_values(cls, d), extra=extra)
+        """The part a JSON object holds: its known keys read into their fields' types
+        (harness.store.declare: `Malformed` names a field of the wrong shape), the others
+        kept in `extra`."""
+        return read(cls, d)  # type: ignore[no-any-return]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        """Pydantic's schema of the dataclass, after the keys it does not know are moved
+        into `extra`."""
+        names = frozenset(f.name for f in dataclasses.fields(cls)) - {"extra"}
+
+        def split(value: Any) -> Any:
+            if not isinstance(value, dict) or value.keys() <= names:
+                return value
+            known = {k: v for k, v in value.items() if k in names}
+            return {**known, "extra": {k: v for k, v in value.items() if k not in names}}
+
+        return cs.no_info_before_validator_function(split, handler(source))
 
     def to_dict(self, *, nulls: bool | None = None) -> JsonObject:
         """The JSON object; None fields written as null where `nulls` (default: the

@@ -6,8 +6,8 @@ new cluster, `finished_with` the dispatch figures at the end.
 
 `to_dict` and `from_dict` map it to and from the JSON of `manifest.json`, keys and shapes
 unchanged. A manifest read is untrusted input: `from_dict` checks it first, with the
-validator derived from these declarations (harness.store.declare: `Malformed` names the
-field). Parts a harness of an older version
+validator pydantic derives from these declarations (harness.store.declare: `Malformed`
+names the field). Parts a harness of an older version
 did not write read as null (or empty); keys a newer writer added are kept, in each part's
 `extra`, and written back.
 """
@@ -31,7 +31,7 @@ from harness.store.declare import (
     Ratio,
     Requires,
     Seconds,
-    check_of,
+    read,
 )
 from harness.store.details import ColdStart as ColdStart
 from harness.store.details import Open
@@ -236,11 +236,10 @@ class Manifest(Part):
     def from_dict(cls, d: JsonObject) -> Self:
         """The manifest of `manifest.json`'s JSON; `Malformed` (a SchemaError) where it
         holds anything this harness would not have written."""
-        check_manifest(d)
-        return super().from_dict(d)
+        return read(cls, d)  # type: ignore[no-any-return]
 
 
 def check_manifest(d: object) -> None:
     """Raise `Malformed` unless `d` is a manifest this harness could have written (the
-    check derived from `Manifest`'s declaration)."""
-    check_of(Manifest)(d, "")
+    validator pydantic derives from `Manifest`'s declaration)."""
+    read(Manifest, d)

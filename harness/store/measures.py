@@ -4,7 +4,7 @@ checks (`Numerics`). The worker fills a `Measurements` group by group, stage by 
 
 Each group maps itself to and from the flat field names of `records.jsonl` (the contract in
 docs/design.md: `export_s`, `ort_latency_ms`, ...): `to_flat` and `from_flat`. The field
-types are the declaration: the validator and the reader are derived from them
+types are the declaration: pydantic derives the validator and the reader from them
 (harness.store.declare), with `FLAT` naming each field's key in the line.
 """
 
@@ -13,21 +13,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from harness.store.declare import (
-    Count,
-    Error,
-    MiB,
-    Millis,
-    NullIsEmpty,
-    Ratio,
-    Reader,
-    Seconds,
-    build,
-    hints,
-    reader_of,
-)
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema as cs
+
+from harness.store.declare import Count, Error, MiB, Millis, NullIsEmpty, Ratio, Seconds, read
 from harness.store.details import (
     Divergence,
     JsonObject,
@@ -59,7 +50,14 @@ class Latency:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Latency:
-        return build(cls, d)  # type: ignore[no-any-return]
+        return read(cls, d)  # type: ignore[no-any-return]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        """Pydantic's schema of the dataclass; `samples` left out reads as empty."""
+        return cs.no_info_before_validator_function(
+            lambda d: {"samples": None, **d} if isinstance(d, dict) else d, handler(source)
+        )
 
     def to_dict(self) -> JsonObject:
         return {f.name: getattr(self, f.name) for f in _LATENCY_FIELDS} | {
@@ -94,7 +92,7 @@ class ShapeLatency:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> ShapeLatency:
-        return build(cls, d)  # type: ignore[no-any-return]
+        return read(cls, d)  # type: ignore[no-any-return]
 
     def to_dict(self) -> JsonObject:
         return {
@@ -123,7 +121,7 @@ class OutputCheck:
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> OutputCheck:
-        return build(cls, d)  # type: ignore[no-any-return]
+        return read(cls, d)  # type: ignore[no-any-return]
 
 
 # -- the groups ---------------------------------------------------------------------------------
@@ -137,11 +135,7 @@ class Group:
 
     @classmethod
     def from_flat(cls, d: JsonObject) -> Self:
-        values = {name: d.get(key) for key, name in cls.FLAT.items()}
-        for name, read in _readers(cls):
-            if values[name] is not None:
-                values[name] = read(values[name])
-        return cls(**values)
+        return read(cls, {name: d.get(key) for key, name in cls.FLAT.items()})  # type: ignore[no-any-return]
 
     def to_flat(self) -> JsonObject:
         return {key: plain(getattr(self, name)) for key, name in self.FLAT.items()}
@@ -178,21 +172,6 @@ class ExportMeasures(Group):
         "unsupported_ops": "unsupported_ops",
         "graph_fingerprint": "graph_fingerprint",
     }
-
-
-def _readers(cls: type[Group]) -> tuple[tuple[str, Reader], ...]:
-    """The group's fields whose flat value must be read into a typed one, and how."""
-    if cls not in _READERS:
-        found = hints(cls)
-        readers = ((name, reader_of(found[name])) for name in cls.FLAT.values())
-        _READERS[cls] = tuple((name, read) for name, read in readers if read is not _AS_IS)
-    return _READERS[cls]
-
-
-_READERS: dict[type[Group], tuple[tuple[str, Reader], ...]] = {}
-
-
-_AS_IS = reader_of(str)
 
 
 @dataclass(frozen=True)

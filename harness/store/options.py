@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from harness.store.declare import GiB, Malformed, Positive, Seconds, build
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import PydanticCustomError
+from pydantic_core import core_schema as cs
+
+from harness.store.declare import GiB, Positive, Seconds, read
 
 
 class Shapes(StrEnum):
@@ -32,14 +36,19 @@ class Shapes(StrEnum):
             return cls(value)
         raise ValueError(f"{value!r} is not one of false, true, {', '.join(map(repr, cls))}")
 
-    @staticmethod
-    def json_check(value: object, where: str) -> None:
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
         """What `json` writes (false, true, "only"), or a name."""
-        try:
-            Shapes.of(value)
-        except ValueError:
-            known = "false, true, " + ", ".join(repr(s.value) for s in Shapes)
-            raise Malformed(where, f"must be one of {known}, not {value!r}") from None
+
+        def shapes(value: object) -> Shapes:
+            try:
+                return Shapes.of(value)
+            except ValueError:
+                known = "false, true, " + ", ".join(repr(s.value) for s in Shapes)
+                problem = f"must be one of {known}, not {value!r}"
+                raise PydanticCustomError("harness", problem, {"problem": problem}) from None
+
+        return cs.no_info_plain_validator_function(shapes)
 
     @property
     def json(self) -> bool | str:
@@ -86,4 +95,4 @@ class RunOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
-        return build(cls, d)  # type: ignore[no-any-return]
+        return read(cls, d)  # type: ignore[no-any-return]

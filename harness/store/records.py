@@ -5,8 +5,8 @@ A `Record` is the cell, its outcome, and what it measured in typed groups
 samples, divergence, ...). Everything a run writes to `records.jsonl` is a
 `Record.to_json()`, flat, under the contract's field names; everything a reader gets back
 is `Record.from_json()`, which refuses a schema newer than this code knows, migrates
-older ones with small `_update_to_N` functions, then validates the line with the check
-derived from the declarations (`check_record`, harness.store.declare).
+older ones with small `_update_to_N` functions, then validates and reads the line with
+pydantic's validator of the declarations (`check_record`, harness.store.declare).
 """
 
 from __future__ import annotations
@@ -15,20 +15,11 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, Required
 
-from harness.store.declare import (
-    Check,
-    Malformed,
-    Positive,
-    Ratio,
-    Reader,
-    Seconds,
-    check_of,
-    hints,
-    obj,
-    reader_of,
-)
+from typing_extensions import TypedDict
+
+from harness.store.declare import Malformed, Positive, Ratio, Seconds, free, hints, read
 from harness.store.declare import SchemaError as SchemaError  # raised by the readers
 from harness.store.details import JsonObject, MinimalRepro, SampleSummary, WorkerInfo, plain
 from harness.store.error_text import clean, normalize, root_cause, signature_of
@@ -297,12 +288,14 @@ class Record:
         """The record `d` holds, upgraded to `SCHEMA`, then checked: `Malformed` (a
         SchemaError) names the field of a value this harness never writes."""
         _check_version(d)
-        d = upgrade(dict(d))
-        check_record(d)
-        cell = Cell(**{k: d[k] for k in _CELL_KEYS}, patch=d.get("patch", NO_PATCH))
-        groups: dict[str, Any] = {name: group.from_flat(d) for name, group in _GROUPS.items()}
-        own = {name: read(d[name]) for name, read in _own_readers() if d.get(name) is not None}
-        return cls(cell, d["run_id"], **own, **groups)
+        v = _read_line(upgrade(dict(d)))
+        cell = Cell(**{k: v[k] for k in _CELL_KEYS}, patch=v.get("patch", NO_PATCH))
+        groups: dict[str, Any] = {
+            name: group(**{attr: v.get(key) for key, attr in group.FLAT.items()})
+            for name, group in _GROUPS.items()
+        }
+        own = {name: v[name] for name in _OWN if v.get(name) is not None}
+        return cls(cell, v["run_id"], **own, **groups)
 
     @classmethod
     def from_json(cls, line: str) -> Record:
@@ -323,39 +316,44 @@ _DERIVED = {"schema": Positive, "speedup": Ratio | None}
 RECORD_REQUIRED = ("schema", "run_id", *_CELL_KEYS, "status")
 
 
-@functools.cache
-def _own_readers() -> tuple[tuple[str, Reader], ...]:
-    """The record's own fields (not its cell's, not its groups') and how each reads."""
-    found = hints(Record)
-    skipped = {"cell", "run_id", *_GROUPS}
-    return tuple(
-        (f.name, reader_of(found[f.name]))
-        for f in dataclasses.fields(Record)
-        if f.name not in skipped
-    )
+# The record's own fields (not its cell's, not its groups'), read from their keys.
+_OWN = tuple(
+    f.name for f in dataclasses.fields(Record) if f.name not in ("cell", "run_id", *_GROUPS)
+)
 
 
 @functools.cache
-def _line_check() -> Check:
-    """The check of a `records.jsonl` line, derived from the declarations: the cell's
-    fields, the record's own, and each group's under its flat key."""
+def _line_type() -> type:
+    """A `records.jsonl` line as a TypedDict that pydantic validates: the cell's fields, the
+    record's own, and each group's under its flat key, with their declared types."""
     record, cell = hints(Record), hints(Cell)
-    fields = {key: check_of(hint) for key, hint in _DERIVED.items()}
-    fields |= {f.name: check_of(cell[f.name]) for f in dataclasses.fields(Cell)}
-    fields |= {
-        f.name: check_of(record[f.name])
-        for f in dataclasses.fields(Record)
-        if f.name not in ("cell", *_GROUPS)
-    }
+    declared: dict[str, Any] = dict(_DERIVED)
+    declared |= {f.name: cell[f.name] for f in dataclasses.fields(Cell)}
+    declared |= {name: record[name] for name in ("run_id", *_OWN)}
     for group in _GROUPS.values():
-        declared = hints(group)
-        fields |= {key: check_of(declared[name]) for key, name in group.FLAT.items()}
-    return obj(fields, required=RECORD_REQUIRED)
+        found = hints(group)
+        declared |= {key: found[name] for key, name in group.FLAT.items()}
+    # in the order the line is written: of two wrong values, the first is named
+    written = Record(Cell("m", "e", 1), "r", Status.OK).to_dict()
+    keys = {key: declared[key] for key in sorted(declared, key=list(written).index)}
+    marked = {k: Required[h] if k in RECORD_REQUIRED else NotRequired[h] for k, h in keys.items()}
+    return TypedDict("Line", marked)  # type: ignore[operator, no-any-return]
+
+
+def _read_line(d: JsonObject) -> JsonObject:
+    """The line's values read into their types; the keys no declaration knows (a newer
+    writer's) only need finite numbers."""
+    line = _line_type()
+    values: JsonObject = read(line, d)
+    known = line.__annotations__
+    for key in [k for k in d if k not in known]:
+        free(d[key], key)
+    return values
 
 
 def check_record(d: object) -> None:
     """Raise `Malformed` unless `d` is a record line this harness could have written."""
-    _line_check()(d, "")
+    _read_line(d)  # type: ignore[arg-type]
 
 
 def _error_fields(error: BaseException | None) -> tuple[str | None, str | None, str | None]:

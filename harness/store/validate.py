@@ -1,6 +1,6 @@
 """What a run directory may hold: a run directory is untrusted input (CI downloads it), so
-every record and manifest is checked, before any stage uses it, by the check derived from
-its declaration (harness.store.declare): no field is listed here a second time.
+every record and manifest is checked, before any stage uses it, by the validator pydantic
+derives from its declaration (harness.store.declare): no field is listed here a second time.
 
 `check_record` and `check_manifest` raise `Malformed`, naming the field ('numerics[0].max_abs')
 and what is wrong with its value; the readers (harness.store.rundir, harness.store.history)

@@ -1,6 +1,6 @@
 """Hypothesis strategies derived from the store's declarations (harness.store.declare): a
 value of each persisted type as the writer could produce it, field by field from its
-declared type: amounts within their bounds, statuses this harness knows, nested parts, keys
+declared type and the `Annotated` metadata pydantic builds its validators from: amounts within their bounds, statuses this harness knows, nested parts, keys
 a newer writer added (`extra`)."""
 
 from __future__ import annotations
