@@ -84,7 +84,6 @@ class _Zygote:
 # (zero, in C++, for the process and its forks; seen on the second GPU run), so CUDA cells
 # fork from a zygote of their own that only imports, and pay their exporter's warm-up in
 # the child, before the export they measure.
-_CUDA_ENV = ("CUDA_VISIBLE_DEVICES", "PYTORCH_NVML_BASED_CUDA_CHECK")
 _ZYGOTE_CUDA_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
@@ -117,7 +116,7 @@ def _start_zygote() -> concurrent.futures.ProcessPoolExecutor:
 
 
 def _become_zygote() -> None:
-    _Zygote.worker_cuda_env = {k: os.environ.get(k) for k in _CUDA_ENV}
+    _Zygote.worker_cuda_env = {k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV}
     os.environ.update(_ZYGOTE_CUDA_ENV)
     import torch
 
