@@ -42,11 +42,12 @@ _OOM_MESSAGES = (
 )
 
 
-def _data_kib() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmData:"):
-            return int(line.split()[1])
-    return 0
+def ceiling_bytes(data_bytes: int, max_gb: float) -> int:
+    """The soft RLIMIT_DATA `memory_limit` sets for a process whose data size is
+    `data_bytes`: that plus `max_gb`, within the hard limit."""
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    ceiling = data_bytes + int(max_gb * 1024**3)
+    return ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard)
 
 
 @contextlib.contextmanager
@@ -55,10 +56,8 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
         yield
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    ceiling = _data_kib() * 1024 + int(max_gb * 1024**3)
-    if hard != resource.RLIM_INFINITY:
-        ceiling = min(ceiling, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (ceiling, hard))
+    data = _fields(Path("/proc/self/status"), ("VmData",)).get("VmData", 0) << 10
+    resource.setrlimit(resource.RLIMIT_DATA, (ceiling_bytes(data, max_gb), hard))
     try:
         yield
     finally:
@@ -90,7 +89,7 @@ class CeilingWatch:
         if max_gb:
             mine = _fields(Path("/proc/self/status"), ("VmData", "VmRSS"))
             data, rss = mine.get("VmData", 0) << 10, mine.get("VmRSS", 0) << 10
-            self.at_fork = (data + int(max_gb * 1024**3), data, rss)
+            self.at_fork = (ceiling_bytes(data, max_gb), data, rss)
 
     def sample(self) -> None:
         try:

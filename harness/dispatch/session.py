@@ -9,6 +9,7 @@ from typing import Any
 import ray
 from ray import exceptions as ray_errors
 
+from harness.dispatch import remote
 from harness.dispatch.cluster import ClusterInfo, auth_hint
 from harness.errors import UsageError
 from harness.store.error_text import message_line
@@ -47,7 +48,7 @@ def start(address: str | None, *, env_vars: dict[str, str] | None = None) -> Clu
 
 
 def cluster_info(address: str) -> ClusterInfo:
-    nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    nodes = remote.nodes()
     resources = ray.cluster_resources()  # type: ignore[no-untyped-call]
     return ClusterInfo.of_ray(address, nodes, resources)
 
