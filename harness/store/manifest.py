@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Self, TypeAlias
+from typing import Annotated, Any, ClassVar, TypeAlias
 
 from harness.store import environment
 from harness.store.declare import (
@@ -231,12 +231,6 @@ class Manifest(Part):
     def variant_versions(self, variant: str = "base") -> PackageVersions:
         """One variant's package versions (empty where the manifest has none)."""
         return self.versions.get(variant) or {}
-
-    @classmethod
-    def from_dict(cls, d: JsonObject) -> Self:
-        """The manifest of `manifest.json`'s JSON; `Malformed` (a SchemaError) where it
-        holds anything this harness would not have written."""
-        return read(cls, d)  # type: ignore[no-any-return]
 
 
 def check_manifest(d: object) -> None:
