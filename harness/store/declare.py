@@ -136,6 +136,10 @@ Error = Annotated[float, _size()]
 # A ratio of two amounts (a speedup): any finite number of at least 0, since each amount
 # may be as small or as large as an amount is (a property test found 2e12).
 Ratio = Annotated[float, _size("x")]
+# A spread of amounts (a standard deviation): any finite number of at least 0. Identical
+# samples give a rounding residue, not 0 (three of 683.33 ms: 1.4e-13 by harness.stats),
+# below the smallest amount; a property test of the comparison found it.
+Spread = Annotated[float, _size("ms")]
 # A clock reading (seconds since the epoch) or a figure of where a cell ran.
 Clock = Annotated[float, finite("s since the epoch")]
 Positive = Annotated[

@@ -18,7 +18,17 @@ from typing import Annotated, Any, ClassVar, Self
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema as cs
 
-from harness.store.declare import Count, Error, MiB, Millis, NullIsEmpty, Ratio, Seconds, read
+from harness.store.declare import (
+    Count,
+    Error,
+    MiB,
+    Millis,
+    NullIsEmpty,
+    Ratio,
+    Seconds,
+    Spread,
+    read,
+)
 from harness.store.details import (
     Divergence,
     JsonObject,
@@ -38,7 +48,7 @@ class Latency:
     p90: Millis
     p99: Millis
     mean: Millis
-    stdev: Millis
+    stdev: Spread
     n: Count
 
     @classmethod
