@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 
+from harness.cell.precision import BFLOAT16, to_numpy
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
@@ -82,13 +84,19 @@ class OrtRunner:
 
     def feeds(self, inputs: Inputs) -> dict[str, np.ndarray]:
         """The graph's inputs as numpy arrays, by name (what the graph store keeps)."""
-        return {n: t.detach().cpu().numpy() for n, t in self._by_name(inputs).items()}
+        return {n: to_numpy(t) for n, t in self._by_name(inputs).items()}
+
+    def input_types(self) -> dict[str, str]:
+        """Each graph input's element type as ORT names it ('tensor(float16)')."""
+        return {i.name: i.type for i in self.session.get_inputs()}
 
     def bind(self, inputs: Inputs) -> Callable[[], Any]:
         """A zero-argument call running the model on `inputs`, ready for a timing loop."""
         tensors = self._by_name(inputs)
+        if self.device != "cuda" and any(t.dtype == torch.bfloat16 for t in tensors.values()):
+            return self._bind_bfloat16(tensors)
         if self.device != "cuda":
-            feeds = {n: t.detach().cpu().numpy() for n, t in tensors.items()}
+            feeds = {n: to_numpy(t) for n, t in tensors.items()}
             return lambda: self.session.run(None, feeds)
         binding = self.session.io_binding()
         for name, t in tensors.items():
@@ -106,12 +114,34 @@ class OrtRunner:
         call.tensors = tensors  # type: ignore[attr-defined]
         return call
 
+    def _bind_bfloat16(self, tensors: dict[str, torch.Tensor]) -> Callable[[], Any]:
+        """numpy has no bfloat16 that ORT's Python binding takes: the feeds go in as
+        OrtValues of ONNX's type, the outputs come back as OrtValues."""
+        feeds = {n: _ort_value(t) for n, t in tensors.items()}
+        return lambda: self.session.run_with_ort_values(None, feeds)
+
     def run(self, inputs: Inputs) -> list[np.ndarray]:
         call = self.bind(inputs)
         result = call()
         if self.device == "cuda":
             return list(result.copy_outputs_to_cpu())
-        return list(result)
+        return [_from_ort_value(r) if isinstance(r, ort.OrtValue) else r for r in result]
+
+
+def _ort_value(t: torch.Tensor) -> ort.OrtValue:
+    a = to_numpy(t)
+    if a.dtype != BFLOAT16:
+        return ort.OrtValue.ortvalue_from_numpy(a)
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+        a.view(np.uint16), onnx.TensorProto.BFLOAT16
+    )
+
+
+def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
+    """An output OrtValue as numpy (bfloat16 through DLPack, which numpy lacks)."""
+    if value.data_type() != "tensor(bfloat16)":
+        return np.asarray(value.numpy())
+    return to_numpy(torch.from_dlpack(value._ortvalue.to_dlpack()))
 
 
 def _numpy_dtype(t: torch.Tensor) -> type[np.generic]:

@@ -20,13 +20,21 @@ from harness.cell import exporters, failures, limits, patches
 from harness.cell.artifacts import write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check as check
-from harness.cell.numerics import compare_outputs
+from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
+from harness.cell.precision import (
+    TORCH_DTYPE,
+    KernelMissing,
+    input_dtype_problems,
+    kernel_missing,
+)
+from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import PeakCuda, PeakRss
 from harness.store.error_text import signature_of
-from harness.store.records import CellTask, Measurements, OutputCheck, Record
+from harness.store.measures import PrecisionLoss
+from harness.store.records import CellTask, Dtype, Measurements, OutputCheck, Record
 from harness.store.status import Status
 
 
@@ -120,11 +128,21 @@ def _check_memory_budget(
 # -- ONNX Runtime -------------------------------------------------------------------------------
 
 
-def session(task: CellTask, request: ExportRequest, m: Measurements) -> OrtRunner:
+def session(
+    task: CellTask, request: ExportRequest, m: Measurements, dtype: str | None = None
+) -> OrtRunner:
     """The ORT session that checks numerics, on the cell's device (CUDA: the CUDA provider
     in float32, not TF32, or the cell fails at `ort_session` with `CudaProviderMissing`);
-    its load time into `m.ort`."""
-    runner = OrtRunner(request.path, task.threads, task.cell.device, tf32=False)
+    its load time into `m.ort`. A reduced-precision graph (`dtype`: the cell's, or a
+    sampled entry's) that ORT has no kernel for fails with `KernelMissing` naming the op."""
+    dtype = dtype or (task.cell.dtype.value if task.cell.dtype.reduced else None)
+    try:
+        runner = OrtRunner(request.path, task.threads, task.cell.device, tf32=False)
+    except StageFailure as failure:
+        missing = dtype and kernel_missing(failure.error, dtype)
+        if missing:
+            raise StageFailure("ort_session", missing) from failure.error
+        raise
     m.ort = replace(m.ort, session_s=runner.session_s)
     return runner
 
@@ -154,6 +172,18 @@ def compare(
     tolerance: tuple[float, float] | None,
 ) -> list[OutputCheck]:
     """ORT's outputs against eager's (both as real views) by the numerics gate."""
+    return _compare(got, want, want64, names, tolerance)
+
+
+def _compare(
+    got: Sequence[np.ndarray],
+    want: Sequence[np.ndarray],
+    want64: Sequence[np.ndarray] | None,
+    names: Sequence[str],
+    tolerance: tuple[float, float] | None,
+    *,
+    reduced: bool = False,
+) -> list[OutputCheck]:
     real64 = None if want64 is None else [real_view(np.asarray(a)) for a in want64]
     return compare_outputs(
         [real_view(np.asarray(a)) for a in got],
@@ -161,7 +191,68 @@ def compare(
         real64,
         names,
         tolerance,
+        reduced=reduced,
     )
+
+
+def judge(
+    got: Sequence[np.ndarray],
+    ref: Reference,
+    names: Sequence[str],
+    tolerance: tuple[float, float] | None,
+    dtype: Dtype,
+) -> list[OutputCheck]:
+    """Export fidelity: ORT against eager at the cell's dtype. A reduced-precision cell is
+    judged by the dtype's tolerance (torch's `assert_close` table, or the entry's where
+    looser) with the float32 model as its truth (harness.cell.numerics)."""
+    if not dtype.reduced:
+        return compare(got, ref.outputs, ref.outputs64, names, tolerance)
+    loosest = _loosest(tolerance or DEFAULT_TOLERANCE, dtype.tolerance)
+    return _compare(got, ref.outputs, ref.outputs64, names, loosest, reduced=True)
+
+
+def precision_loss(
+    got: Sequence[np.ndarray], ref: Reference, names: Sequence[str], dtype: Dtype
+) -> PrecisionLoss:
+    """Eager's and ORT's outputs at the cell's dtype against the float32 model's: which of
+    them loses precision (a model not safe at the dtype, or an export that overflows where
+    eager does not). Rounding to the dtype is no loss: an element is lost where it is off
+    by more than `LOSS_EPS` of the dtype's epsilons, relative to itself and to the output's
+    largest value (up to 1% of the elements may be)."""
+    truth = [np.asarray(t, dtype=np.float32) for t in ref.outputs64 or []]
+    eager = [np.asarray(a).astype(np.float32) for a in ref.outputs]
+    ort = [np.asarray(a).astype(np.float32) for a in got]
+    return PrecisionLoss(
+        eager=_against_float32(eager, truth, names, dtype),
+        ort=_against_float32(ort, truth, names, dtype),
+    )
+
+
+LOSS_EPS = 8  # epsilons of the dtype an element may be off the float32 model's value
+
+
+def _against_float32(
+    got: Sequence[np.ndarray], truth: Sequence[np.ndarray], names: Sequence[str], dtype: Dtype
+) -> list[OutputCheck]:
+    rtol = LOSS_EPS * float(torch.finfo(TORCH_DTYPE[dtype]).eps)
+    checks = []
+    for g, t, name in zip(got, truth, names, strict=False):
+        finite = np.abs(t[np.isfinite(t)])
+        scale = float(finite.max()) if finite.size else 1.0
+        checks += _compare([g], [t], None, [name], (rtol, rtol * scale), reduced=True)
+    return checks
+
+
+def _loosest(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return max(a[0], b[0]), max(a[1], b[1])
+
+
+def require_input_dtypes(runner: OrtRunner, inputs: Inputs) -> None:
+    """The graph takes the model's input dtypes (no silent float32 I/O in a float16 model):
+    else a numerics failure naming the inputs."""
+    problems = input_dtype_problems(runner.input_types(), runner.feeds(inputs))
+    if problems:
+        raise StageFailure("numerics", NumericsMismatch("; ".join(problems)))
 
 
 def require_ok(where: str, checks: list[OutputCheck]) -> None:
@@ -200,8 +291,13 @@ def _kind(c: OutputCheck) -> str:
 
 
 def failure_status(failure: StageFailure) -> Status:
-    """`oom` where the failure is the memory limit's, else its stage's failure status."""
-    return Status.OOM if limits.is_out_of_memory(failure.error) else failure.stage.failure_status
+    """`oom` where the failure is the memory limit's, `runtime_missing` where the runtime
+    has no kernel for a reduced-precision graph, else its stage's failure status."""
+    if limits.is_out_of_memory(failure.error):
+        return Status.OOM
+    if isinstance(failure.error, KernelMissing):
+        return Status.RUNTIME_MISSING
+    return failure.stage.failure_status
 
 
 def failure_signature(error: BaseException) -> str:

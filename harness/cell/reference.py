@@ -1,5 +1,7 @@
 """The build and reference stages: the model and its inputs under the seed, and eager's
-outputs in float32 and, where the model runs in it, float64 (eager's own noise floor)."""
+outputs in float32 and, where the model runs in it, float64 (eager's own noise floor). A
+reduced-precision cell's reference is eager at its dtype, with the float32 model's outputs
+as its truth (`at_dtype`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from harness.cell.precision import cast_inputs, cast_model, to_numpy
 from harness.cell.shapes import Inputs, flatten_outputs, to_device, to_float64
 from harness.cell.stages import stage
+from harness.store.records import Dtype
 from harness.zoo import ModelSpec
 
 SEED = 0
@@ -21,6 +25,8 @@ SEED = 0
 class Reference:
     inputs: Inputs
     outputs: list[np.ndarray]
+    # The truth the numerics gate measures eager's own error against: eager in float64,
+    # or for a reduced-precision cell the float32 model's outputs.
     outputs64: list[np.ndarray] | None
 
 
@@ -45,14 +51,40 @@ class NoOutputs(Exception):
 
 
 def reference(model: torch.nn.Module, inputs: Inputs) -> Reference:
+    return Reference(inputs, eager_outputs(model, inputs), reference64(model, inputs))
+
+
+def eager_outputs(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray]:
     with stage("reference"), torch.no_grad():
         returned = inputs.call(model)
-        outputs = [t.detach().cpu().numpy() for t in flatten_outputs(returned)]
+        outputs = [to_numpy(t) for t in flatten_outputs(returned)]
         if not outputs:
             raise NoOutputs(
                 f"the model returns no tensor ({type(returned).__name__}): nothing to compare"
             )
-    return Reference(inputs, outputs, reference64(model, inputs))
+    return outputs
+
+
+def at_dtype(
+    model32: torch.nn.Module, inputs32: Inputs, dtype: Dtype
+) -> tuple[torch.nn.Module, Reference]:
+    """The cell's model at its dtype and eager's reference there. A float32 cell is the
+    zoo's model as it is; a reduced one is a cast copy whose truth is the float32 model's
+    outputs (eager in float16 that overflows where float32 does not is eager's error)."""
+    with stage("build"):
+        model = cast_model(model32, dtype)
+    return model, reference_at(model32, model, inputs32, dtype)
+
+
+def reference_at(
+    model32: torch.nn.Module, model: torch.nn.Module, inputs32: Inputs, dtype: Dtype
+) -> Reference:
+    """Eager's reference for a cell at `dtype` on `inputs32` (the float32 inputs, cast
+    here): at float32 with its float64 truth, else with the float32 model's outputs."""
+    if not dtype.reduced:
+        return reference(model32, inputs32)
+    inputs = cast_inputs(inputs32, dtype)
+    return Reference(inputs, eager_outputs(model, inputs), eager_outputs(model32, inputs32))
 
 
 FLOAT64_MAX_PARAM_BYTES = 512 * 1024**2

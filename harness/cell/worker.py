@@ -26,7 +26,8 @@ from harness.cell.exporters.request import Exported, ExportRequest
 from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE
 from harness.cell.ort import OrtRunner
-from harness.cell.reference import Reference, build, reference
+from harness.cell.precision import cast_inputs
+from harness.cell.reference import Reference, at_dtype, build, reference_at
 from harness.cell.samples import run_sampled
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
@@ -34,7 +35,7 @@ from harness.cell.timing import freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
-from harness.store.records import CellTask, Measurements, Record, ShapeLatency
+from harness.store.records import CellTask, Dtype, Measurements, Record, ShapeLatency
 from harness.store.status import Status
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
@@ -106,8 +107,10 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     device = task.cell.device
     measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
-    model, inputs = build(spec, device)
-    ref = reference(model, inputs)
+    model32, inputs32 = build(spec, device)
+    dtype = task.cell.dtype
+    model, ref = at_dtype(model32, inputs32, dtype)
+    inputs = ref.inputs
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
@@ -115,10 +118,11 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
             pipeline.check(request.path, m)
             runner = pipeline.session(task, request, m)
-            _verify(runner, ref, spec, m, lambda: _diagnose(task, request, exported, spec, ref, m))
+            diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
+            _verify(runner, ref, spec, dtype, m, diagnose)
             if task.cell.dynamic:
-                _verify_dynamic(runner, model, inputs, spec, m)
-            shapes = _timed_shapes(task, spec, model, inputs)
+                _verify_dynamic(runner, (model32, model), inputs32, spec, dtype, m)
+            shapes = _timed_shapes(task, spec, model32, inputs32)
             _latency(runner, model, shapes, task.protocol or Protocol(), m)
         finally:  # a model that exported and then failed is the one a user keeps to debug
             if m.export.seconds is not None:
@@ -166,14 +170,19 @@ def _verify(
     runner: OrtRunner,
     ref: Reference,
     spec: ModelSpec,
+    dtype: Dtype,
     m: Measurements,
     diagnose: Callable[[], None],
 ) -> None:
+    """ORT's outputs against eager's at the cell's dtype; a reduced-precision cell also
+    measures both against the float32 model (`precision_loss`)."""
+    pipeline.require_input_dtypes(runner, ref.inputs)
     outputs = pipeline.run(runner, ref.inputs)
-    checks = pipeline.compare(
-        outputs, ref.outputs, ref.outputs64, runner.output_names, spec.tolerance
-    )
+    checks = pipeline.judge(outputs, ref, runner.output_names, spec.tolerance, dtype)
     m.numerics = replace(m.numerics, checks=checks)
+    if dtype.reduced:
+        loss = pipeline.precision_loss(outputs, ref, runner.output_names, dtype)
+        m.numerics = replace(m.numerics, precision_loss=loss)
     if not all(c.ok for c in checks):
         diagnose()
     pipeline.require_ok("numerics", checks)
@@ -193,21 +202,28 @@ def _diagnose(
 
 
 def _verify_dynamic(
-    runner: OrtRunner, model: torch.nn.Module, inputs: Inputs, spec: ModelSpec, m: Measurements
+    runner: OrtRunner,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    inputs32: Inputs,
+    spec: ModelSpec,
+    dtype: Dtype,
+    m: Measurements,
 ) -> None:
     """Dynamic cells: every declared-dynamic dimension stays dynamic in the graph (else a
     `dynamic_mismatch` naming it, even where other shapes would run), and the graph gives
-    eager's numbers again at each verification shape (default: batch 1, shorter sequences)."""
-    fixed = fixed_dims(runner.path, inputs, spec.dynamic_shapes)
+    eager's numbers again at each verification shape (default: batch 1, shorter sequences).
+    `models`: the float32 model, which makes the other shapes, and the cell's at its dtype."""
+    model32, model = models
+    fixed = fixed_dims(runner.path, inputs32, spec.dynamic_shapes)
     if fixed:
         raise StageFailure("dynamic", specialised_error(fixed))
     checks = []
-    for label, other in _shapes(lambda: verification_shapes(spec, model, inputs)):
+    for label, other in _shapes(lambda: verification_shapes(spec, model32, inputs32)):
         with stage("dynamic"):
-            ref = reference(model, other)
-        outputs = pipeline.run(runner, other, "dynamic")
+            ref = reference_at(model32, model, other, dtype)
+        outputs = pipeline.run(runner, ref.inputs, "dynamic")
         names = [f"{n}@{label}" for n in runner.output_names]
-        checks += pipeline.compare(outputs, ref.outputs, ref.outputs64, names, spec.tolerance)
+        checks += pipeline.judge(outputs, ref, names, spec.tolerance, dtype)
     m.numerics = replace(m.numerics, checks=[*(m.numerics.checks or []), *checks])
     pipeline.require_ok("dynamic", checks)
 
@@ -225,7 +241,9 @@ def _timed_shapes(
     """Where the cell is timed: the entry's named latency shapes in a dynamic cell (a decode
     step, a prefill), else the example shape."""
     named = _shapes(lambda: latency_shapes(spec, model, inputs)) if task.cell.dynamic else {}
-    return {**named} if named else {"example": (None, inputs)}
+    dtype = task.cell.dtype
+    shapes = {**named} if named else {"example": (None, inputs)}
+    return {name: (sizes, cast_inputs(at, dtype)) for name, (sizes, at) in shapes.items()}
 
 
 def _latency(

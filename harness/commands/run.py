@@ -97,6 +97,15 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         help="export-time patches, each a value of the cells' patch axis: none (the plain"
         " call) and/or patches `harness list` names (default: the suite's, else none)",
     )
+    p.add_argument(
+        "--dtypes",
+        type=name_list,
+        default=(),
+        metavar="LIST",
+        help="the floating dtypes the models and their inputs are cast to, each a value of"
+        " the cells' dtype axis: float32, float16, bfloat16 (default: the suite's, else"
+        " float32); a reduced one is judged against eager at the dtype and the float32 model",
+    )
 
 
 def _add_shape_arguments(p: argparse.ArgumentParser) -> None:
@@ -198,6 +207,7 @@ def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "dynamic": args.dynamic,
         "zoo": tuple(args.zoo),
         "patches": args.patches,
+        "dtypes": args.dtypes,
     })  # fmt: skip
 
 

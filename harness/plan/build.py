@@ -23,6 +23,7 @@ from harness.plan.suites import (
     Protocol,
     load_suite,
     validate_devices,
+    validate_dtypes,
     validate_exporters,
     validate_opsets,
     validate_patches,
@@ -30,7 +31,7 @@ from harness.plan.suites import (
 from harness.store.lock import LOCK
 from harness.store.options import RunOptions as RunOptions
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell
+from harness.store.records import NO_PATCH, Cell, Dtype
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover
 
@@ -90,6 +91,11 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         if options.patches
         else (suite.patches if suite else (NO_PATCH,))
     )
+    dtypes = (
+        validate_dtypes(options.dtypes, "--dtypes")
+        if options.dtypes
+        else (suite.dtypes if suite else (Dtype.FLOAT32,))
+    )
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
     matrix = expand(
         refs,
@@ -99,6 +105,7 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         dynamic=dynamic,
         variants=("base", *variants),
         patches=patches,
+        dtypes=dtypes,
     )
     if not matrix.cells:
         raise UsageError(_why_empty(options, zoo))

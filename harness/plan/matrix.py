@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell
+from harness.store.records import NO_PATCH, Cell, Dtype
 
 DYNAMIC_ONLY = Shapes.ONLY  # the suite files' name for dynamic cells only
 
@@ -38,8 +38,9 @@ def expand(
     dynamic: Shapes | bool | str = Shapes.STATIC,
     variants: Sequence[str] = ("base",),
     patches: Sequence[str] = (NO_PATCH,),
+    dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
 ) -> Matrix:
-    """Every (model, exporter, opset, device, shape, variant, patch) combination, sorted.
+    """Every (model, exporter, opset, device, shape, variant, patch, dtype) combination, sorted.
 
     With `Shapes.BOTH` (or True), models that declare dynamic dimensions also get a dynamic
     cell per combination; models without them get only static cells. With `Shapes.ONLY`,
@@ -47,7 +48,7 @@ def expand(
     """
     dynamic = Shapes.of(dynamic)
     cells = sorted(
-        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p)
+        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p, dtype=t)
         for m in models
         for e in exporters
         for o in opsets_for(e)
@@ -55,11 +56,10 @@ def expand(
         for dyn in _shapes(dynamic, m)
         for v in variants
         for p in patches
+        for t in dtypes
     )
-    return Matrix(
-        tuple(cells),
-        announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants, patches),
-    )
+    axes = (devices, dynamic, variants, patches, dtypes)
+    return Matrix(tuple(cells), announce(len(cells), models, exporters, opsets_for, *axes))
 
 
 def _shapes(dynamic: Shapes, model: ModelRef) -> tuple[bool, ...]:
@@ -77,6 +77,7 @@ def announce(
     dynamic: Shapes | bool | str,
     variants: Sequence[str],
     patches: Sequence[str] = (NO_PATCH,),
+    dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
 ) -> str:
     opsets = sorted({o for e in exporters for o in opsets_for(e)})
     any_dynamic = any(m.has_dynamic for m in models)
@@ -99,4 +100,6 @@ def announce(
         parts.append(f"{len(variants)} variants ({', '.join(variants)})")
     if list(patches) != [NO_PATCH]:
         parts.append(f"{len(patches)} patches ({', '.join(patches)})")
+    if list(dtypes) != [Dtype.FLOAT32]:
+        parts.append(f"{len(dtypes)} dtypes ({', '.join(dtypes)})")
     return f"{total} cells = " + " x ".join(parts)

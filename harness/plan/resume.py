@@ -31,6 +31,7 @@ FLAGS = {
     "max_memory_gb": "--max-memory-gb",
     "variants": "--variant",
     "patches": "--patches",
+    "dtypes": "--dtypes",
 }
 
 

@@ -13,7 +13,7 @@ from harness.errors import UsageError
 from harness.plan.matrix import DYNAMIC_ONLY
 from harness.store.options import Shapes
 from harness.store.protocol import Protocol
-from harness.store.records import DEVICES, NO_PATCH
+from harness.store.records import DEVICES, NO_PATCH, Dtype
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
@@ -32,6 +32,7 @@ class Suite:
     description: str = ""
     protocol: Protocol = Protocol()
     patches: tuple[str, ...] = (NO_PATCH,)
+    dtypes: tuple[Dtype, ...] = (Dtype.FLOAT32,)
 
     def opsets_for(self, exporter: str) -> tuple[int, ...]:
         return self.opsets.get(exporter, self.opsets.get("*", DEFAULT_OPSETS))
@@ -89,6 +90,7 @@ _SUITE_KEYS = {
     "dynamic",
     "protocol",
     "patches",
+    "dtypes",
 }
 
 
@@ -109,6 +111,7 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
         raise UsageError(f"{source}: 'dynamic' must be true, false or \"{DYNAMIC_ONLY}\"")
     dynamic = Shapes.of(given)
     chosen = validate_patches(_string_list(table, "patches", source) or (NO_PATCH,), source)
+    dtypes = validate_dtypes(_string_list(table, "dtypes", source) or ("float32",), source)
     description = table.get("description", "")
     if not isinstance(description, str):
         raise UsageError(f"{source}: 'description' must be a string")
@@ -119,7 +122,17 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
         )
     protocol = Protocol.from_table(protocol_table, source)
     return Suite(
-        name, source, models, exporters, opsets, devices, dynamic, description, protocol, chosen
+        name,
+        source,
+        models,
+        exporters,
+        opsets,
+        devices,
+        dynamic,
+        description,
+        protocol,
+        chosen,
+        dtypes,
     )
 
 
@@ -165,6 +178,14 @@ def validate_patches(names: tuple[str, ...] | list[str], source: str) -> tuple[s
             known = ", ".join(patches.NAMES)
             raise UsageError(f"{source}: unknown patch {name!r} (known: {known})")
     return tuple(dict.fromkeys(names))
+
+
+def validate_dtypes(names: tuple[str, ...] | list[str], source: str) -> tuple[Dtype, ...]:
+    known = ", ".join(Dtype)
+    for name in names:
+        if name not in set(Dtype):
+            raise UsageError(f"{source}: unknown dtype {name!r} (known: {known})")
+    return tuple(Dtype(n) for n in dict.fromkeys(names))
 
 
 def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:

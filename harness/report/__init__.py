@@ -36,6 +36,7 @@ from harness.report.outcomes import (
     summary_table,
     verdict,
 )
+from harness.report.precision import precision_section
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
 from harness.store.files import folder_inside, write_inside
@@ -118,6 +119,7 @@ def build_report(
         export_section(lay, figure.get("export_cost"), manifest),
         latency_section(lay, figure.get("latency")),
         generation_section(records, figure.get("generation_latency")),
+        precision_section(records),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))
         if baseline is not None

@@ -1,7 +1,7 @@
 """The grid every table and plot of a run shares.
 
-Rows are (model, shape), columns exporter@opset (with device, variant and patch where a run
-has several), exporters in the registry's order (harness.cell.exporters).
+Rows are (model, shape), columns exporter@opset (with device, dtype, variant and patch
+where a run has several), exporters in the registry's order (harness.cell.exporters).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.cell.exporters import NAMES as EXPORTERS
-from harness.store.records import NO_PATCH, Record
+from harness.store.records import NO_PATCH, Dtype, Record
 
 # == the grid ==================================================================================
 
@@ -25,6 +25,7 @@ class Column:
     device: str = "cpu"
     variant: str = "base"
     patch: str = NO_PATCH
+    dtype: Dtype = Dtype.FLOAT32
 
 
 def _exporter_rank(exporter: str) -> int:
@@ -36,6 +37,7 @@ def _column_order(c: Column) -> tuple[Any, ...]:
         _exporter_rank(c.exporter),
         c.exporter,
         c.device,
+        list(Dtype).index(c.dtype),
         c.opset,
         c.variant != "base",
         c.variant,
@@ -46,9 +48,9 @@ def _column_order(c: Column) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, eq=False)
 class Layout:
-    """Rows (model, shape) x columns (exporter@opset [device] [variant] [patch]) of a run.
-
-    Device, variant and patch appear in labels only when the run has more than one of them.
+    """Rows (model, shape) x columns (exporter@opset [device] [dtype] [variant] [patch]) of
+    a run. Device, dtype, variant and patch appear in labels only when the run has more
+    than one of them.
     """
 
     rows: tuple[RowKey, ...]
@@ -57,6 +59,7 @@ class Layout:
     show_device: bool
     show_variant: bool
     show_patch: bool = False
+    show_dtype: bool = False
 
     def record(self, row: RowKey, column: Column) -> Record | None:
         return self.cells.get((row, column))
@@ -82,6 +85,8 @@ class Layout:
     def _suffixed(self, text: str, column: Column) -> str:
         if self.show_device:
             text += f" {column.device}"
+        if self.show_dtype:
+            text += f" {column.dtype}"
         if self.show_variant and column.variant != "base":
             text += f" [{column.variant}]"
         if self.show_patch and column.patch != NO_PATCH:
@@ -97,7 +102,8 @@ def row_key(record: Record) -> RowKey:
 
 
 def column_of(record: Record) -> Column:
-    return Column(record.exporter, record.opset, record.device, record.variant, record.patch)
+    r = record
+    return Column(r.exporter, r.opset, r.device, r.variant, r.patch, r.dtype)
 
 
 def layout(records: Iterable[Record]) -> Layout:
@@ -112,6 +118,7 @@ def layout(records: Iterable[Record]) -> Layout:
         show_device=len({c.device for c in columns}) > 1,
         show_variant=len({c.variant for c in columns}) > 1,
         show_patch=len({c.patch for c in columns}) > 1,
+        show_dtype=len({c.dtype for c in columns}) > 1,
     )
 
 

@@ -140,6 +140,11 @@ Ratio = Annotated[float, _size("x")]
 # samples give a rounding residue, not 0 (three of 683.33 ms: 1.4e-13 by harness.stats),
 # below the smallest amount; a property test of the comparison found it.
 Spread = Annotated[float, _size("ms")]
+# A share of elements (a mismatch fraction): from 0 to 1.
+Fraction = Annotated[
+    float,
+    Rule(_finite_float(ge=0, le=1), "must be a number from 0 to 1", "0 to 1"),
+]
 # A clock reading (seconds since the epoch) or a figure of where a cell ran.
 Clock = Annotated[float, finite("s since the epoch")]
 Positive = Annotated[

@@ -21,6 +21,7 @@ from pydantic_core import core_schema as cs
 from harness.store.declare import (
     Count,
     Error,
+    Fraction,
     MiB,
     Millis,
     NullIsEmpty,
@@ -128,10 +129,32 @@ class OutputCheck:
     # Elements that fail the gate (integers: unequal; floats: beyond tolerance and eager's
     # noise, or NaN/inf where eager has none); None in records older than schema 2.
     mismatches: Count | None = None
+    # mismatches / elements; a reduced-precision cell's output passes up to 1% (None:
+    # records older than schema 5, or an output with no elements).
+    mismatch_fraction: Fraction | None = None
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> OutputCheck:
         return read(cls, d)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class PrecisionLoss:
+    """A reduced-precision cell's outputs against the float32 model's: eager's at the
+    cell's dtype and ORT's, each by the dtype's tolerance. Eager losing as much as ORT says
+    the model is not safe at the dtype; ORT losing more says the export (or the runtime)
+    is where the precision went."""
+
+    eager: list[OutputCheck]
+    ort: list[OutputCheck]
+
+    def worse(self) -> str | None:
+        """Which side lost precision beyond the dtype's tolerance: 'eager', 'ort', 'both'."""
+        eager = not all(c.ok for c in self.eager)
+        ort = not all(c.ok for c in self.ort)
+        return {(True, True): "both", (True, False): "eager", (False, True): "ort"}.get(
+            (eager, ort)
+        )
 
 
 # -- the groups ---------------------------------------------------------------------------------
@@ -217,11 +240,13 @@ class Numerics(Group):
     checks: list[OutputCheck] | None = None
     first_divergence: Divergence | None = None
     mismatch_stage: MismatchStage | None = None
+    precision_loss: PrecisionLoss | None = None  # reduced-precision cells only
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "numerics": "checks",
         "first_divergence": "first_divergence",
         "mismatch_stage": "mismatch_stage",
+        "precision_loss": "precision_loss",
     }
 
 

@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema as cs
 
 from harness.store.declare import GiB, Positive, Seconds, read
+from harness.store.records import Dtype
 
 
 class Shapes(StrEnum):
@@ -83,6 +84,7 @@ class RunOptions:
     max_memory_gb: GiB | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
     patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
+    dtypes: tuple[Dtype, ...] = ()  # the cells' floating dtypes; (): the suite's, else float32
 
     def __post_init__(self) -> None:
         # Older callers and manifests name the shapes true, false or "only".

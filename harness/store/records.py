@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, NotRequired, Required
 
 from typing_extensions import TypedDict
@@ -38,19 +39,46 @@ from harness.store.measures import ShapeLatency as ShapeLatency
 from harness.store.protocol import Protocol
 from harness.store.status import Stage, Status
 
-SCHEMA = 4
+SCHEMA = 5
 
 DEVICES = ("cpu", "cuda")
 
 
 NO_PATCH = "none"  # the plain export call: no patch (harness.cell.patches)
-CellKey = tuple[str, str, int, str, bool, str, str]  # Cell.key
+CellKey = tuple[str, str, int, str, bool, str, str, str]  # Cell.key
+
+
+class Dtype(StrEnum):
+    """The floating dtype a cell casts the model and its floating inputs to (`--dtypes`);
+    float32 is the zoo's own. `tolerance` is torch's `assert_close` default for the dtype,
+    the export-fidelity gate of a reduced-precision cell (docs/design.md)."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+    @property
+    def reduced(self) -> bool:
+        return self is not Dtype.FLOAT32
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) of torch.testing.assert_close for this dtype."""
+        return _ASSERT_CLOSE[self]
+
+
+_ASSERT_CLOSE = {
+    Dtype.FLOAT32: (1.3e-6, 1e-5),
+    Dtype.FLOAT16: (1e-3, 1e-5),
+    Dtype.BFLOAT16: (1.6e-2, 1e-5),
+}
 
 
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One (model, exporter, opset, device, dynamic, variant, patch) combination of the
-    matrix; `patch` names the export-time patch the cell ran with (`none`: the plain call)."""
+    """One (model, exporter, opset, device, dynamic, variant, patch, dtype) combination of
+    the matrix; `patch` names the export-time patch the cell ran with (`none`: the plain
+    call), `dtype` the floating dtype of the model and its inputs."""
 
     model: str
     exporter: str
@@ -60,27 +88,32 @@ class Cell:
     variant: str = "base"
     family: str = field(default="", compare=False)
     patch: str = NO_PATCH
+    dtype: Dtype = Dtype.FLOAT32
 
     @property
     def key(self) -> CellKey:
         c = self
-        return (c.model, c.exporter, c.opset, c.device, c.dynamic, c.variant, c.patch)
+        return (c.model, c.exporter, c.opset, c.device, c.dynamic, c.variant, c.patch, c.dtype)
 
     @property
     def cell_id(self) -> str:
         """A file-system safe name, unique within a run; names the artifacts folder."""
         shape = "dynamic" if self.dynamic else "static"
         patch = "" if self.patch == NO_PATCH else f"--patch-{self.patch}"
+        dtype = f"--{self.dtype}" if self.dtype.reduced else ""
         return (
             f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
             + patch
+            + dtype
         )
 
     def label(self) -> str:
         shape = " dynamic" if self.dynamic else ""
         variant = "" if self.variant == "base" else f" [{self.variant}]"
         patch = "" if self.patch == NO_PATCH else f" [patch {self.patch}]"
-        return f"{self.model} {self.exporter}@{self.opset} {self.device}{shape}{variant}{patch}"
+        dtype = f" {self.dtype}" if self.dtype.reduced else ""
+        place = f"{self.device}{dtype}{shape}{variant}{patch}"
+        return f"{self.model} {self.exporter}@{self.opset} {place}"
 
 
 @dataclass(frozen=True)
@@ -218,6 +251,10 @@ class Record:
         return self.cell.patch
 
     @property
+    def dtype(self) -> Dtype:
+        return self.cell.dtype
+
+    @property
     def speedup(self) -> float | None:
         """Eager p50 / ORT p50 at the first timed shape."""
         return speedup_of(self.eager.latency, self.ort.latency)
@@ -278,6 +315,7 @@ class Record:
             if shapes is None
             else {k: v.to_dict() for k, v in shapes.items()},
             "patch": c.patch,
+            "dtype": c.dtype.value,
         }
 
     def to_json(self) -> str:
@@ -289,7 +327,11 @@ class Record:
         SchemaError) names the field of a value this harness never writes."""
         _check_version(d)
         v = _read_line(upgrade(dict(d)))
-        cell = Cell(**{k: v[k] for k in _CELL_KEYS}, patch=v.get("patch", NO_PATCH))
+        cell = Cell(
+            **{k: v[k] for k in _CELL_KEYS},
+            patch=v.get("patch", NO_PATCH),
+            dtype=Dtype(v.get("dtype", Dtype.FLOAT32)),
+        )
         groups: dict[str, Any] = {
             name: group(**{attr: v.get(key) for key, attr in group.FLAT.items()})
             for name, group in _GROUPS.items()
@@ -389,6 +431,8 @@ def upgrade(d: JsonObject) -> JsonObject:
         d = _update_to_3(d)
     if d["schema"] < 4:
         d = _update_to_4(d)
+    if d["schema"] < 5:
+        d = _update_to_5(d)
     return d
 
 
@@ -428,3 +472,9 @@ def _update_to_4(d: JsonObject) -> JsonObject:
     `mismatch_stage`, `minimal_repro` and `ort_runtime` typed objects that leave out their
     null keys. Older records get the defaults of the fields they lack."""
     return {**_SINCE_4, **d, "schema": 4}
+
+
+def _update_to_5(d: JsonObject) -> JsonObject:
+    """Schema 5 adds the dtype axis (every older cell ran in float32) and a reduced-precision
+    cell's `precision_loss` (none before)."""
+    return {"dtype": Dtype.FLOAT32.value, "precision_loss": None, **d, "schema": 5}

@@ -76,6 +76,7 @@ class Status(StrEnum):
     CHECKER_FAILED = "checker_failed"
     ORT_LOAD_FAILED = "ort_load_failed"
     ORT_RUN_FAILED = "ort_run_failed"
+    RUNTIME_MISSING = "runtime_missing"
     NUMERICS_MISMATCH = "numerics_mismatch"
     DYNAMIC_MISMATCH = "dynamic_mismatch"
     TIMEOUT = "timeout"
@@ -164,6 +165,7 @@ _FACTS: dict[Status, StatusFacts] = {
     S.NUMERICS_MISMATCH: F(N, N, Y, Y, Y, Y, N, 1, "numerics", "⚠️", NUMERICS_PINK, "outputs differ from eager"),
     S.DYNAMIC_MISMATCH:  F(N, N, Y, Y, Y, Y, N, 1, "dynamic",  "⚠️", NUMERICS_PINK, "wrong at the second (dynamic) shape"),
     S.ORT_RUN_FAILED:    F(N, N, Y, Y, Y, N, N, 2, "ort run",  "❌", ORT_ORANGE,    "ORT run failed"),
+    S.RUNTIME_MISSING:   F(N, N, Y, Y, N, N, N, 2, "no kernel", "🚫", ORT_ORANGE,   "the runtime has no kernel for the dtype"),
     S.ORT_LOAD_FAILED:   F(N, N, Y, Y, Y, N, N, 3, "ort load", "❌", ORT_ORANGE,    "ORT could not load the model"),
     S.CHECKER_FAILED:    F(N, N, Y, Y, Y, N, N, 4, "checker",  "❌", ORT_ORANGE,    "ONNX checker failed"),
     S.EXPORT_FAILED:     F(N, N, Y, Y, Y, N, N, 5, "export",   "❌", EXPORT_RED,    "export failed (at stage)"),

@@ -28,6 +28,7 @@ RUNS: dict[str, tuple[str, ...]] = {
         *("--opsets", "18"),
         *("--dynamic-only", "--devices", "cpu", "--patches", "none", "--keep-onnx"),
         *("--keep-graphs", "--threads", "1", "--timeout", "120", "--max-memory-gb", "4"),
+        *("--dtypes", "float32,float16"),
     ),
     "static-only": (
         *("--suite", SUITE, *SELECT, "--models", "tiny_cummax", "--exporters", "torchscript"),
@@ -106,8 +107,13 @@ def test_the_options_each_run_took_are_in_its_manifest(runs: dict[str, Path]) ->
     assert (first.keep_onnx, first.keep_graphs, first.threads) == (True, "run", 1)
     assert (first.timeout_s, first.max_memory_gb, first.patches) == (120.0, 4.0, ("none",))
     assert first.devices == ("cpu",) and first.exporters == ("dynamo",)
-    record = next(iter(read_records(runs["dynamic-only"])))
-    assert record.status == "ok" and record.dynamic and "onnx" in record.artifacts
+    assert first.dtypes == ("float32", "float16")
+    records = {r.dtype: r for r in read_records(runs["dynamic-only"])}
+    assert sorted(records) == ["float16", "float32"]
+    for record in records.values():
+        assert record.status == "ok" and record.dynamic and "onnx" in record.artifacts
+    assert records["float16"].numerics.precision_loss is not None
+    assert records["float32"].numerics.precision_loss is None
     assert any((runs["dynamic-only"] / "graphs").iterdir())
     shared = RunOptions.from_dict(dict(read_manifest(runs["dynamic"]).options))
     assert shared.keep_graphs == str(runs["dynamic"].parent / "graphs")
