@@ -51,6 +51,10 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
         (["run", "--suite", "smoke", "--bogus"], "unrecognized arguments: --bogus"),
         (["run", "--suite", "smoke", "--patches", "monkey"], "unknown patch 'monkey'"),
         (
+            ["run", "--suite", "smoke", "--dtypes", "float32,half"],
+            "--dtypes: unknown dtype 'half' (known: float32, float16, bfloat16)",
+        ),
+        (
             ["run", "--suite", "smoke", "--dynamic", "--dynamic-only"],
             "not allowed with argument --dynamic",
         ),

@@ -21,6 +21,7 @@ from harness.plan.suites import (
     DEFAULT_EXPORTERS,
     DEFAULT_OPSETS,
     Protocol,
+    Suite,
     load_suite,
     validate_devices,
     validate_dtypes,
@@ -69,6 +70,28 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
     zoo = discover([Path(p) for p in options.zoo])
     suite = load_suite(options.suite) if options.suite else None
     specs = _models(options, zoo, suite)
+    matrix = _matrix(options, suite, specs)
+    if not matrix.cells:
+        raise UsageError(_why_empty(options, zoo))
+    run_id = run_id or new_run_id()
+    run_dir = Path(options.out) if options.out else Path("results") / run_id
+    if not resume:
+        _check_out_dir(run_dir, run_id)
+    return RunPlan(
+        run_id=run_id,
+        run_dir=run_dir,
+        options=options,
+        suite_name=suite.name if suite else None,
+        matrix=matrix,
+        specs={s.name: s for s in specs},
+        protocol=suite.protocol if suite else Protocol(),
+        zoo_problems=zoo.problems,
+        variants=parse_variants(options.variants),
+    )
+
+
+def _matrix(options: RunOptions, suite: Suite | None, specs: list[ModelSpec]) -> Matrix:
+    """The cells of every axis: the flags' values, else the suite's, else the defaults."""
     exporters = (
         validate_exporters(options.exporters, "--exporters")
         if options.exporters
@@ -107,23 +130,7 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         patches=patches,
         dtypes=dtypes,
     )
-    if not matrix.cells:
-        raise UsageError(_why_empty(options, zoo))
-    run_id = run_id or new_run_id()
-    run_dir = Path(options.out) if options.out else Path("results") / run_id
-    if not resume:
-        _check_out_dir(run_dir, run_id)
-    return RunPlan(
-        run_id=run_id,
-        run_dir=run_dir,
-        options=options,
-        suite_name=suite.name if suite else None,
-        matrix=matrix,
-        specs={s.name: s for s in specs},
-        protocol=suite.protocol if suite else Protocol(),
-        zoo_problems=zoo.problems,
-        variants=variants,
-    )
+    return matrix
 
 
 def _check_numbers(options: RunOptions) -> None:

@@ -50,11 +50,13 @@ def main(zoo_file: str, name: str, exporter: str, dtype_name: str) -> None:
         got = session.run(None, {name_in: x_low.numpy()})[0].astype(np.float32)
     assert ml_dtypes  # numpy's bfloat16, as the harness reads it
     print(
-        json.dumps({
-            "ort_vs_eager": float(np.abs(got.astype(np.float64) - eager).max()),
-            "eager_vs_float32": float(np.abs(eager - want32).max()),
-            "ort_vs_float32": float(np.abs(got - want32).max()),
-        })
+        json.dumps(
+            {
+                "ort_vs_eager": float(np.abs(got.astype(np.float64) - eager).max()),
+                "eager_vs_float32": float(np.abs(eager - want32).max()),
+                "ort_vs_float32": float(np.abs(got - want32).max()),
+            }
+        )
     )
 
 

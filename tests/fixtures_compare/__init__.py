@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import random
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,19 +111,6 @@ def record(
     return Record.finished(cell, run_id, measured, status=status, stage=stage, error=error)
 
 
-_EXPORT = {
-    "export_s": "seconds",
-    "export_phases": "phases",
-    "export_peak_rss_mb": "peak_rss_mb",
-    "export_peak_cuda_mb": "peak_cuda_mb",
-    **{
-        k: k for k in "aten_ops unsupported_ops opset_actual onnx_bytes onnx_nodes onnx_ops".split()
-    },
-    "graph_fingerprint": "graph_fingerprint",
-}
-_ORT = {"ort_session_s": "session_s", "ort_latency_ms": "latency", "ort_runtime": "runtime"}
-_NUMERICS = {"numerics": "checks", "first_divergence": "first_divergence"}
-_NUMERICS["mismatch_stage"] = "mismatch_stage"
 _PARTS = {
     "first_divergence": Divergence,
     "mismatch_stage": MismatchStage,
@@ -138,14 +126,14 @@ def measurements(**flat: Any) -> Measurements:
         if isinstance(flat.get(name), dict):
             flat[name] = part.from_dict(flat[name])
 
-    def pick(names: dict[str, str]) -> dict[str, Any]:
+    def pick(names: Mapping[str, str]) -> dict[str, Any]:
         return {names[k]: flat.pop(k) for k in list(flat) if k in names}
 
     return Measurements(
-        export=ExportMeasures(**pick(_EXPORT)),
-        ort=OrtMeasures(**pick(_ORT)),
-        eager=EagerMeasures(latency=flat.pop("eager_latency_ms", None)),
-        numerics=Numerics(**pick(_NUMERICS)),
+        export=ExportMeasures(**pick(ExportMeasures.FLAT)),
+        ort=OrtMeasures(**pick(OrtMeasures.FLAT)),
+        eager=EagerMeasures(**pick(EagerMeasures.FLAT)),
+        numerics=Numerics(**pick(Numerics.FLAT)),
         **flat,
     )
 

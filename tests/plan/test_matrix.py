@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from harness.plan.matrix import ModelRef, expand
+from harness.store.records import Dtype
 
 MODELS = [ModelRef("b_model", "vision", True), ModelRef("a_model", "nlp", False)]
 
@@ -42,6 +43,23 @@ def test_dynamic_only_gives_dynamic_cells_and_none_to_static_models() -> None:
         ("b_model", "torchscript", True),
     ]
     assert "dynamic only" in m.announcement
+
+
+def test_dtypes_are_an_axis_and_a_float32_cell_keeps_its_name() -> None:
+    both = (Dtype.FLOAT32, Dtype.FLOAT16)
+    m = expand(MODELS[:1], ["dynamo", "torchscript"], lambda e: (18,), dtypes=both)
+    assert sorted((c.exporter, c.dtype) for c in m.cells) == [
+        ("dynamo", "float16"),
+        ("dynamo", "float32"),
+        ("torchscript", "float16"),
+        ("torchscript", "float32"),
+    ]
+    assert len({c.cell_id for c in m.cells}) == len({c.key for c in m.cells}) == 4
+    assert m.announcement.endswith("x 2 dtypes (float32, float16)")
+    plain = {
+        c.cell_id for c in expand(MODELS[:1], ["dynamo", "torchscript"], lambda e: (18,)).cells
+    }
+    assert plain == {c.cell_id for c in m.cells if c.dtype is Dtype.FLOAT32}
 
 
 def test_patches_are_an_axis_of_their_own_beside_variants() -> None:

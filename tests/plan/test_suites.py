@@ -7,6 +7,7 @@ import pytest
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
 from harness.store.options import Shapes
+from harness.store.records import Dtype
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -81,12 +82,19 @@ def test_a_suite_may_run_dynamic_cells_only_and_name_its_patches(tmp_path: Path)
     assert parse_suite({"models": ["x"]}, name="x", source="inline").patches == ("none",)
 
 
+def test_a_suite_names_its_dtypes_float32_by_default(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, 'models = ["a"]\ndtypes = ["float16", "bfloat16"]\n'))
+    assert suite.dtypes == (Dtype.FLOAT16, Dtype.BFLOAT16)
+    assert parse_suite({"models": ["x"]}, name="x", source="inline").dtypes == (Dtype.FLOAT32,)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ('models = ["a"]\ndynamic = "sometimes"', "'dynamic' must be true, false or \"only\""),
         ('models = ["a"]\npatches = ["monkey"]', "unknown patch 'monkey' \\(known: none"),
         ('models = ["a"]\npatches = []', "'patches' must be a non-empty list of strings"),
+        ('models = ["a"]\ndtypes = ["fp8"]', "unknown dtype 'fp8' \\(known: float32, float16"),
     ],
 )
 def test_suite_shape_and_patch_errors(tmp_path: Path, text: str, message: str) -> None:

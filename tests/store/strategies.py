@@ -34,6 +34,7 @@ RULES: dict[str, st.SearchStrategy[Any]] = {
     "finite, >= 0": st.floats(0, 1e12),
     "finite": FINITE,
     "integer >= 1": st.integers(1, 2**31),
+    "0 to 1": st.floats(0, 1),
 }
 
 

@@ -5,9 +5,11 @@ import json
 import pytest
 
 from harness.store.error_text import error_signature
+from harness.store.measures import PrecisionLoss
 from harness.store.records import (
     SCHEMA,
     Cell,
+    Dtype,
     Latency,
     Measurements,
     OutputCheck,
@@ -126,7 +128,7 @@ def test_a_schema_2_record_reads_with_no_repro_and_no_stage() -> None:
     d.pop("minimal_repro"), d.pop("mismatch_stage")
     record = Record.from_dict(d)
     assert (record.minimal_repro, record.numerics.mismatch_stage) == (None, None)
-    assert record.export.seconds == 1.5 and record.to_dict()["schema"] == SCHEMA == 4
+    assert record.export.seconds == 1.5 and record.to_dict()["schema"] == SCHEMA == 5
 
 
 def test_a_minimal_repro_and_a_mismatch_stage_survive_the_round_trip() -> None:
@@ -160,7 +162,7 @@ def test_a_patched_cell_timed_at_named_shapes_round_trips() -> None:
     m = measurements(shape_latency={"decode_step": decode})
     record = Record.finished(cell, "run1", m)
     again = Record.from_json(record.to_json())
-    assert again == record and again.cell == cell and again.cell.key[-1] == "p"
+    assert again == record and again.cell == cell and again.cell.key[-2] == "p"
     assert again.shape_latency is not None
     assert again.shape_latency["decode_step"].speedup == pytest.approx(4.0 / 2.0)
     assert again.shape_latency["decode_step"].sizes == {"batch": 1, "past": 32}
@@ -284,3 +286,30 @@ def test_a_record_with_every_group_filled_round_trips_as_the_same_flat_line() ->
     assert r.export.graph_fingerprint == "f" * 64 and r.ort.runtime is not None
     assert r.to_dict() == d
     assert json.loads(r.to_json()) == d
+
+
+def test_a_record_written_before_dtypes_is_a_float32_cell() -> None:
+    d = json.loads(_ok_record().to_json())
+    d["schema"] = 4
+    del d["dtype"], d["precision_loss"]
+    again = Record.from_dict(d)
+    assert again.dtype is Dtype.FLOAT32 and again.numerics.precision_loss is None
+    assert again.cell.key == CELL.key and again.cell.cell_id == CELL.cell_id
+
+
+def test_a_reduced_precision_cell_and_its_precision_loss_round_trip() -> None:
+    cell = Cell("mlp", "dynamo", 18, dtype=Dtype.BFLOAT16)
+    lost = OutputCheck("y", 1.3, 0.9, 0.2, 1e-3, 1e-5, False, None, 3, 0.03)
+    kept = OutputCheck("y", 8e-4, 1e-3, 1e-4, 1e-3, 1e-5, True, None, 0, 0.0)
+    loss = PrecisionLoss(eager=[lost], ort=[kept])
+    record = Record.finished(cell, "r", measurements(precision_loss=loss))
+    again = Record.from_json(record.to_json())
+    assert again == record and again.numerics.precision_loss == loss
+    assert loss.worse() == "eager" and PrecisionLoss([kept], [lost]).worse() == "ort"
+    assert cell.cell_id.endswith("--base--bfloat16") and cell.key != Cell("mlp", "dynamo", 18).key
+    with pytest.raises(SchemaError, match="dtype"):
+        Record.from_dict({**record.to_dict(), "dtype": "float8"})
+    with pytest.raises(SchemaError, match="mismatch_fraction"):
+        bad = json.loads(record.to_json())
+        bad["precision_loss"]["eager"][0]["mismatch_fraction"] = 1.5
+        Record.from_dict(bad)
