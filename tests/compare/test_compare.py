@@ -20,8 +20,9 @@ from harness.compare import (
     compare_runs,
 )
 from harness.store.manifest import Manifest
+from harness.store.records import Dtype
 from harness.store.runs import Run
-from harness.store.status import Status
+from harness.store.status import Stage, Status
 from tests.fixtures_compare import changed, check, kinds, measurements, one, record, run, samples
 
 # -- deterministic findings --------------------------------------------------------------------
@@ -386,3 +387,20 @@ def test_a_fixed_cell_links_no_repro():
     failed = failed.with_changes(artifacts={"minimal_repro": "artifacts/m/repro_min.py"})
     f = one(compare_runs(run("A", [failed]), run("B", [record()])), "status_fixed")
     assert f.repro is None
+
+
+def test_a_cell_is_keyed_by_its_dtype_and_a_reduced_one_regresses_on_its_own():
+    """The float16 cell of a model fails in the candidate while its float32 cell still
+    passes: one finding, on the float16 cell, named by its label."""
+    plain = record("mlp")
+    half = plain.with_cell(dtype=Dtype.FLOAT16)
+    broken = changed(half, numerics=[check(max_abs=2.0, ok=False)]).with_changes(
+        status=Status.NUMERICS_MISMATCH, stage=Stage.NUMERICS, error_message="1 of 1 differ"
+    )
+    c = compare_runs(run("A", [plain, half]), run("B", [plain, broken]))
+    f = one(c, "status_regressed")
+    assert f.cell is not None and f.cell.dtype is Dtype.FLOAT16 and c.unchanged == 1
+    assert "float16" in f.cell.label()
+    missing = half.with_changes(status=Status.RUNTIME_MISSING, stage=Stage.ORT_SESSION)
+    g = one(compare_runs(run("A", [plain, half]), run("B", [plain, missing])), "status_regressed")
+    assert g.severity == BLOCKING and "ok -> runtime_missing" in g.message
