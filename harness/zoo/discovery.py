@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, cast
 
 from harness.errors import UsageError
-from harness.zoo.spec import ModelSpec
+from harness.zoo.spec import DynamicShapes, ModelSpec
 
 if TYPE_CHECKING:
     import torch
@@ -31,7 +31,7 @@ class _Exportable(Protocol):
 
     def example_arguments(self) -> tuple[tuple[object, ...], dict[str, object] | None]: ...
 
-    def dynamic_shapes(self) -> object: ...
+    def dynamic_shapes(self) -> DynamicShapes | None: ...
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ from harness.zoo import expect as expectations
 if TYPE_CHECKING:  # the contract loads without torch
     import torch
 
+# torch.export's dynamic_shapes: per input (a tuple or list in order, or a dict keyed by
+# parameter name) its {axis: name}, or a nested spec of the input's structure.
+DynamicShapes = dict[str, object] | tuple[object, ...] | list[object]
+
 _NAME = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a final newline
 
 
@@ -59,7 +63,7 @@ class ModelSpec:
     example_kwargs: Callable[[], dict[str, object]] | None = None
     # torch.export-style spec ({axis: "name"} per input, aligned with the inputs); the
     # harness derives TorchScript dynamic_axes from it.
-    dynamic_shapes: object = None
+    dynamic_shapes: DynamicShapes | None = None
     # Sizes the named dynamic dimensions take at the second verification shape
     # (default: dimensions on axis 0 become 1, the others half their example size); a
     # tuple of such dicts verifies a dynamic cell at each of them.
