@@ -37,16 +37,11 @@ from harness.zoo.discovery import discover
 from harness.zoo.generated.one_op import (
     FLOATS,
     GENERATED_DTYPES,
-    Captured,
-    Inventory,
-    Leaf,
     OneOp,
-    OpEntry,
-    SkippedOp,
-    Template,
     example_inputs,
     model_name,
 )
+from harness.zoo.op_inventory import Captured, Inventory, Leaf, OpEntry, SkippedOp, Template
 from harness.zoo.spec import ModelSpec
 
 INVENTORY_SCHEMA = 1
