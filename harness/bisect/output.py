@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from harness.bisect.result import SCHEMA, BisectResult, CellAnswer, Tried
 from harness.bisect.search import Verdict
@@ -18,7 +17,7 @@ def _verdict(v: Verdict) -> dict[str, str]:
     return {"version": v.version, "judgement": str(v.judgement), "reason": v.reason}
 
 
-def _tried(t: Tried) -> dict[str, Any]:
+def _tried(t: Tried) -> dict[str, object]:
     return {
         "label": t.label,
         "purpose": t.purpose,
@@ -32,7 +31,7 @@ def _tried(t: Tried) -> dict[str, Any]:
     }
 
 
-def _cell(c: CellAnswer) -> dict[str, Any]:
+def _cell(c: CellAnswer) -> dict[str, object]:
     o = c.outcome
     return {
         "package": c.package,
@@ -52,7 +51,7 @@ def _cell(c: CellAnswer) -> dict[str, Any]:
     }
 
 
-def to_json(r: BisectResult) -> dict[str, Any]:
+def to_json(r: BisectResult) -> dict[str, object]:
     head = r.headline()
     return {
         "schema": SCHEMA,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from packaging.version import Version
 
@@ -40,10 +39,10 @@ class Evidence:
     """At a cell's boundary: the last good and the first bad record, their graphs' op
     counts that differ, and (for a latency finding) the two graphs timed together."""
 
-    last_good: dict[str, Any] | None = None
-    first_bad: dict[str, Any] | None = None
+    last_good: dict[str, object] | None = None  # the record, with its variant and run
+    first_bad: dict[str, object] | None = None
     op_count_diff: dict[str, list[int | None]] = field(default_factory=dict)
-    paired: dict[str, Any] | None = None
+    paired: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)

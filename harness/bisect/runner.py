@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from packaging.version import InvalidVersion, Version
 
@@ -29,6 +29,9 @@ from harness.plan.matrix import Matrix
 from harness.store.paired import PairResult
 from harness.store.records import CellKey
 from harness.store.runs import Run, read_run, variant_run
+
+if TYPE_CHECKING:
+    from harness.dispatch.cluster import ClusterInfo, VersionProbe
 
 RUNS = "runs"
 GRAPHS = "graphs"
@@ -75,7 +78,7 @@ class Runner:
     ) -> None:
         self.selection, self.out, self.source, self.stream = selection, out, source, stream
         self.cells = {c.key: c for c in selection.matrix.cells}
-        self.cluster: Any = None
+        self.cluster: ClusterInfo | None = None  # once entered
 
     def __enter__(self) -> Runner:
         from harness.dispatch import session  # ray is imported only when a bisection starts
@@ -135,6 +138,7 @@ class Runner:
         run_dir = self._run_dir("+".join(s.variant for s in sets))
         plan = self._plan(sets, run_dir)
         variants = [f"--variant={s.variant}={','.join(self._specs(s))}" for s in sets]
+        assert self.cluster is not None, "a Runner runs cells within its `with` block"
         execute_on(self.cluster, plan, ["harness", "bisect", *variants], stream=self.stream)
         return read_run(run_dir), str(run_dir.relative_to(self.out))
 
@@ -194,10 +198,12 @@ def _same_version(installed: str, asked: str) -> bool:
         return installed == asked
 
 
-def _unusable(s: PackageSet, found: dict[str, Any]) -> str | None:
+def _unusable(s: PackageSet, found: VersionProbe) -> str | None:
     if "error" in found:
         return f"its runtime_env could not be set up: {found['error']}"
-    statuses = found.get("distributions") or {}
+    statuses = found.get("distributions")
+    if not isinstance(statuses, dict):
+        statuses = {}
     for requirement in s.requirements:
         package, _, version = requirement.partition("==")
         status = statuses.get(package) or {}

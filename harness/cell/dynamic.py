@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import onnx
 import torch
@@ -17,6 +16,7 @@ import torch
 from harness.cell.reference import SEED
 from harness.cell.shapes import Inputs, dynamic_axes, second_shape, to_device
 from harness.zoo import ModelSpec
+from harness.zoo.spec import DynamicShapes
 
 SECOND_SHAPE = "second_shape"
 
@@ -36,7 +36,7 @@ class FixedDim:
     size: int
 
 
-def fixed_dims(path: Path, inputs: Inputs, dynamic_shapes: Any) -> list[FixedDim]:
+def fixed_dims(path: Path, inputs: Inputs, dynamic_shapes: DynamicShapes | None) -> list[FixedDim]:
     """The declared-dynamic dimensions of the graph's inputs that the graph holds at a fixed
     size. An input the graph dropped (unused) fixes nothing."""
     graph = onnx.load(str(path), load_external_data=False).graph

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import onnx
 from onnx import numpy_helper
@@ -25,7 +24,7 @@ class _Hasher:
         self.h = hashlib.sha256()
         self.base_dir = base_dir
 
-    def add(self, *parts: Any) -> None:
+    def add(self, *parts: object) -> None:
         for part in parts:
             data = part if isinstance(part, bytes) else repr(part).encode()
             self.h.update(len(data).to_bytes(8, "little"))
@@ -43,7 +42,7 @@ def graph_fingerprint(path: Path) -> str:
     return h.h.hexdigest()
 
 
-def _value_type(t: onnx.TypeProto) -> Any:
+def _value_type(t: onnx.TypeProto) -> tuple[object, ...]:
     if t.HasField("tensor_type"):
         dims = tuple(
             d.dim_value if d.HasField("dim_value") else "?" for d in t.tensor_type.shape.dim

@@ -15,7 +15,6 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,9 @@ from harness.cell.ort import OrtRunner
 from harness.cell.timing import gc_paused
 from harness.store.graphs import INPUTS
 from harness.store.paired import PairPlan, PairResult, PairTask
+
+# The runtime a graph was timed in (OrtRunner.runtime): version, providers, session options.
+Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
 
 def time_pair(task: PairTask) -> PairResult:
@@ -42,7 +44,7 @@ def _with_seconds(result: PairResult, seconds: float) -> PairResult:
     return replace(result, seconds=round(seconds, 3))
 
 
-def _session_call(model: str, threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
+def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runtime]:
     runner = OrtRunner(Path(model), threads, "cpu", spinning=False)
     with np.load(Path(model).parent / INPUTS) as stored:
         feeds = {name: stored[name] for name in runner.input_names}
@@ -59,7 +61,9 @@ def _time_pair(task: PairTask) -> PairResult:
         return _blocks(task, unit_a, unit_b, runtime)
 
 
-def _calls_per_unit(call_a: Callable[[], Any], call_b: Callable[[], Any], plan: PairPlan) -> int:
+def _calls_per_unit(
+    call_a: Callable[[], object], call_b: Callable[[], object], plan: PairPlan
+) -> int:
     """Warm both up for `warmup_s`, alternating; then the calls a unit needs to last
     `unit_ms` (a 20 us model timed one call at a time is mostly timer and cache noise)."""
     times: list[float] = []
@@ -73,7 +77,7 @@ def _calls_per_unit(call_a: Callable[[], Any], call_b: Callable[[], Any], plan: 
     return max(1, math.ceil(plan.unit_ms / per_call))
 
 
-def _unit(call: Callable[[], Any], repeat: int) -> Callable[[], float]:
+def _unit(call: Callable[[], object], repeat: int) -> Callable[[], float]:
     def timed() -> float:
         t0 = time.perf_counter()
         for _ in range(repeat):
@@ -87,7 +91,7 @@ def _blocks(
     task: PairTask,
     unit_a: Callable[[], float],
     unit_b: Callable[[], float],
-    runtime: dict[str, Any],
+    runtime: Runtime,
 ) -> PairResult:
     plan = task.plan
     rng = random.Random(plan.seed)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
+from harness.zoo.spec import DynamicShapes
+
 
 @dataclass(frozen=True)
 class Inputs:
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
     # The model's forward parameter names, to align a spec keyed by parameter name.
     params: tuple[str, ...] = ()
     # The ONNX graph's input names, one per tensor leaf (the zoo entry's `input_names`);
@@ -38,17 +39,21 @@ class Inputs:
         return list(self.input_names)
 
     def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Inputs:
-        return Inputs(_map(self.args, fn), _map(self.kwargs, fn), self.params, self.input_names)
+        args = tuple(_map(a, fn) for a in self.args)
+        kwargs = {k: _map(v, fn) for k, v in self.kwargs.items()}
+        return Inputs(args, kwargs, self.params, self.input_names)
 
-    def call(self, model: Any) -> Any:
+    def call(self, model: Callable[..., object]) -> object:
         """One eager call. A model may change what it is given in place (a KV cache grows by
         the new tokens), so objects other than plain tuples, lists and dicts (a registered
         pytree node such as transformers' DynamicCache) are passed as fresh copies: every
         call sees the inputs the graph is fed."""
-        return model(*_fresh(self.args), **_fresh(self.kwargs))
+        return model(
+            *(_fresh(a) for a in self.args), **{k: _fresh(v) for k, v in self.kwargs.items()}
+        )
 
 
-def _pytree_node(value: Any) -> Any:
+def _pytree_node(value: object) -> pytree.NodeDef | None:
     """The pytree registration of a container other than tuple, list and dict (a
     transformers cache, registered by transformers' export helpers), or None."""
     if isinstance(value, tuple | list | dict):
@@ -56,7 +61,7 @@ def _pytree_node(value: Any) -> Any:
     return pytree.SUPPORTED_NODES.get(type(value))
 
 
-def _map(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+def _map(value: object, fn: Callable[[torch.Tensor], torch.Tensor]) -> object:
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, tuple):
@@ -72,7 +77,7 @@ def _map(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     return value
 
 
-def _fresh(value: Any) -> Any:
+def _fresh(value: object) -> object:
     """`value` with every registered pytree node rebuilt around copies of its tensors."""
     if isinstance(value, tuple):
         return tuple(_fresh(v) for v in value)
@@ -85,7 +90,7 @@ def _fresh(value: Any) -> Any:
     return value
 
 
-def _walk(value: Any, spec: Any) -> Iterator[tuple[torch.Tensor, dict[int, str]]]:
+def _walk(value: object, spec: object) -> Iterator[tuple[torch.Tensor, dict[int, str]]]:
     """Yield (tensor, {axis: name}) for every tensor leaf, aligned with a dynamic spec
     of the same structure (None anywhere means static below that point)."""
     if isinstance(value, torch.Tensor):
@@ -104,7 +109,7 @@ def _walk(value: Any, spec: Any) -> Iterator[tuple[torch.Tensor, dict[int, str]]
         yield from _walk(node.flatten_fn(value)[0], spec)
 
 
-def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
+def _spec_for(inputs: Inputs, dynamic_shapes: DynamicShapes | None) -> object:
     """Align a spec with (args, kwargs): a tuple covers the positional inputs in order, a
     dict keyed by parameter names covers any of them (torch.export's two forms)."""
     if dynamic_shapes is None:
@@ -115,7 +120,7 @@ def _spec_for(inputs: Inputs, dynamic_shapes: Any) -> Any:
     return (tuple(dynamic_shapes), {})
 
 
-def dynamic_axes(inputs: Inputs, dynamic_shapes: Any) -> dict[str, dict[int, str]]:
+def dynamic_axes(inputs: Inputs, dynamic_shapes: DynamicShapes | None) -> dict[str, dict[int, str]]:
     """TorchScript `dynamic_axes` ({input name: {axis: name}}) derived from the spec."""
     axes: dict[str, dict[int, str]] = {}
     leaves = _walk((inputs.args, inputs.kwargs), _spec_for(inputs, dynamic_shapes))
@@ -125,7 +130,7 @@ def dynamic_axes(inputs: Inputs, dynamic_shapes: Any) -> dict[str, dict[int, str
     return axes
 
 
-def dynamo_shapes(dynamic_shapes: Any) -> Any:
+def dynamo_shapes(dynamic_shapes: object) -> object:
     """The spec with each name replaced by `Dim.DYNAMIC`, as torch.onnx.export does itself."""
     if isinstance(dynamic_shapes, dict) and all(isinstance(k, int) for k in dynamic_shapes):
         return {k: torch.export.Dim.DYNAMIC for k in dynamic_shapes}
@@ -136,7 +141,9 @@ def dynamo_shapes(dynamic_shapes: Any) -> Any:
     return dynamic_shapes
 
 
-def second_shape(inputs: Inputs, dynamic_shapes: Any, sizes: dict[str, int] | None) -> Inputs:
+def second_shape(
+    inputs: Inputs, dynamic_shapes: DynamicShapes | None, sizes: dict[str, int] | None
+) -> Inputs:
     """The inputs resized along every dynamic dimension: axis-0 dimensions become 1, the
     others half their example size, unless the spec's `dynamic_sizes` says otherwise.
 
@@ -171,12 +178,12 @@ def to_device(inputs: Inputs, device: str) -> Inputs:
     return inputs.map_tensors(lambda t: t.to(device))
 
 
-def flatten_outputs(outputs: Any) -> list[torch.Tensor]:
+def flatten_outputs(outputs: object) -> list[torch.Tensor]:
     """Eager outputs in the order the ONNX graph lists them (tensors only)."""
     return [t for t, _ in _walk(_as_container(outputs), None)]
 
 
-def _as_container(outputs: Any) -> Any:
+def _as_container(outputs: object) -> object:
     # Dataclass-like model outputs (e.g. HF ModelOutput) flatten by their dict view.
     if hasattr(outputs, "to_tuple"):
         return outputs.to_tuple()

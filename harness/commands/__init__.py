@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from collections.abc import Callable
 
 # The verbs, in the order `harness --help` lists them.
 VERBS = (
@@ -23,7 +23,9 @@ VERBS = (
 )
 
 
-def number(*, low: float = 0.0, high: float = float("inf"), open_low: bool = False) -> Any:
+def number(
+    *, low: float = 0.0, high: float = float("inf"), open_low: bool = False
+) -> Callable[[str], float]:
     """An argparse type: a finite number within [low, high] ((low, high] with `open_low`).
     NaN compares false with everything, so an unchecked `nan` floor or threshold would
     silently never judge anything."""

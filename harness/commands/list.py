@@ -6,12 +6,12 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from harness.cell import patches
 from harness.plan.suites import available_suites, load_suite
 from harness.zoo import Expect, ModelSpec
 from harness.zoo.discovery import BUILTIN_ZOO, discover
+from harness.zoo.expect import normalize
 
 HELP = "list models and suites"
 DESCRIPTION = """\
@@ -53,14 +53,14 @@ def _origin(spec: ModelSpec) -> str:
         return str(path)
 
 
-def _model_row(spec: ModelSpec) -> dict[str, Any]:
-    row = {
+def _model_row(spec: ModelSpec) -> dict[str, object]:
+    row: dict[str, object] = {
         "name": spec.name,
         "family": spec.family,
         "tags": list(spec.tags),
         "dynamic": spec.dynamic_shapes is not None,
         "sampled": spec.samples is not None,
-        "expected_failures": [_expect_row(e) for e in spec.expect],
+        "expected_failures": [_expect_row(e) for e in normalize(spec.expect)],
         "source": _origin(spec),
         "description": spec.description,
         "skip_reason": spec.missing_requirement(),
@@ -70,7 +70,7 @@ def _model_row(spec: ModelSpec) -> dict[str, Any]:
     return {**row, **{k: v for k, v in spec.metadata.items() if k not in row}}
 
 
-def _expect_row(e: Expect) -> dict[str, Any]:
+def _expect_row(e: Expect) -> dict[str, object]:
     cells = {k: getattr(e, k) for k in ("exporter", "opset", "device", "shape", "variant")}
     return {
         **{k: v for k, v in cells.items() if v != "*"},
@@ -141,7 +141,7 @@ def skip_summary(models: list[ModelSpec]) -> list[str]:
     return lines
 
 
-def _suite_row(name: str) -> dict[str, Any]:
+def _suite_row(name: str) -> dict[str, object]:
     suite = load_suite(name)
     return {
         "name": name,

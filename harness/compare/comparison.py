@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Any
+from typing import TypedDict, Unpack
 
 from harness.compare.against_history import noisy_findings_against_history
 from harness.compare.against_run import noisy_findings_against_run
@@ -22,6 +22,13 @@ from harness.store.paired import PairResult
 from harness.store.records import Cell, CellKey
 from harness.store.runs import Run, comparability_differences
 from harness.zoo.expected_file import ExpectedFile
+
+
+class Changes(TypedDict, total=False):
+    """What `Comparison.with_findings` may change beside the findings."""
+
+    not_compared: dict[str, int]
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class Comparison:
     def by_severity(self, severity: str) -> list[Finding]:
         return [f for f in self.findings if f.severity == severity]
 
-    def with_findings(self, findings: Iterable[Finding], **changes: Any) -> Comparison:
+    def with_findings(self, findings: Iterable[Finding], **changes: Unpack[Changes]) -> Comparison:
         """The same comparison with other findings (sorted, `unchanged` counted again)."""
         found = sorted_findings(findings)
         touched = {f.cell.key for f in found if f.cell is not None}

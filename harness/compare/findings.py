@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, Unpack
 
 from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, Record
@@ -71,7 +71,7 @@ class Finding:
     def family(self) -> str:
         return self.metric or FAMILY_OF_KIND[self.kind]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         cell = self.cell
         return {
             "kind": self.kind,
@@ -95,6 +95,17 @@ class Finding:
         }
 
 
+class More(TypedDict, total=False):
+    """A finding's other fields, as `finding` takes them."""
+
+    metric: str | None
+    ratio: float | None
+    threshold: float | None
+    evidence: str | None
+    repro: str | None
+    repro_note: str | None
+
+
 def finding(
     kind: str,
     severity: str,
@@ -102,7 +113,7 @@ def finding(
     message: str,
     base: Value = None,
     cand: Value = None,
-    **more: Any,
+    **more: Unpack[More],
 ) -> Finding:
     """A finding about the cell of record `r`, with its minimal repro where it has one."""
     repro = (

@@ -23,10 +23,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from harness.store.records import Cell, Record
 from harness.zoo.discovery import BUILTIN_ZOO
+from harness.zoo.op_inventory import Inventory, OpEntry, SkippedOp
 
 BUILTIN_INVENTORY = BUILTIN_ZOO / "ops" / "_inventory.json"
 OPS_FAMILY = "ops"
@@ -116,7 +116,7 @@ class Coverage:
     source: str  # which evidence: "op cells", "model cells" or both
     columns: tuple[Column, ...]
     rows: tuple[OpRow, ...]
-    not_isolated: tuple[Mapping[str, Any], ...] = field(default=())  # from the inventory
+    not_isolated: tuple[SkippedOp, ...] = field(default=())  # from the inventory
 
     @property
     def is_empty(self) -> bool:
@@ -169,12 +169,18 @@ def _summary(rows: Sequence[OpRow], columns: Sequence[Column], label: Column) ->
 def op_usage(path: Path = BUILTIN_INVENTORY) -> dict[str, tuple[str, ...]]:
     """Op overload -> the zoo models using it, from the inventory harness/ops.py writes
     (keyed by the real name and by the op cells' lower-case model name); empty if absent."""
-    inventory = _read_json(path)
+    inventory = _read_inventory(path)
+    if inventory is None:
+        return {}
+    entries: list[tuple[OpEntry | SkippedOp, str | None]] = [
+        *((e, e.get("name")) for e in inventory.get("ops", ())),
+        *((e, None) for e in inventory.get("skipped", ())),  # named by their op only
+    ]
     usage: dict[str, tuple[str, ...]] = {}
-    for entry in [*inventory.get("ops", ()), *inventory.get("skipped", ())]:
+    for entry, name in entries:
         models = tuple(entry.get("models") or ())
         usage[entry["op"]] = models
-        usage.setdefault(entry.get("name") or entry["op"].lower(), models)
+        usage.setdefault(name or entry["op"].lower(), models)
     return usage
 
 
@@ -187,15 +193,17 @@ def usage_for(
     return op_usage(path) if families & {OPS_FAMILY, OPINFO_FAMILY} else None
 
 
-def not_isolated(path: Path = BUILTIN_INVENTORY) -> tuple[Mapping[str, Any], ...]:
+def not_isolated(path: Path = BUILTIN_INVENTORY) -> tuple[SkippedOp, ...]:
     """The inventory's ops that have no one-op model, each with its reason."""
-    return tuple(_read_json(path).get("skipped", ()))
+    inventory = _read_inventory(path)
+    return tuple(inventory.get("skipped", ())) if inventory is not None else ()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_inventory(path: Path) -> Inventory | None:
+    """The op inventory (harness.zoo.generated.ops), as written; None where absent."""
     if not path.is_file():
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text())
+        return None
+    data: Inventory = json.loads(path.read_text())
     return data
 
 

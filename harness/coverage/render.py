@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from harness.coverage.matrix import (
     OK,
@@ -151,7 +150,7 @@ def to_markdown(cov: Coverage, *, problems_only: bool = False) -> str:
     return "\n".join(lines)
 
 
-def to_json(cov: Coverage) -> dict[str, Any]:
+def to_json(cov: Coverage) -> dict[str, object]:
     return {
         "source": cov.source,
         "columns": [c.label for c in cov.columns],
@@ -188,7 +187,7 @@ def to_json(cov: Coverage) -> dict[str, Any]:
     }
 
 
-def _column_dict(c: Column) -> dict[str, Any]:
+def _column_dict(c: Column) -> dict[str, object]:
     return {
         "exporter": c.exporter,
         "opset": c.opset,

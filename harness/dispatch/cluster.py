@@ -6,9 +6,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-from harness.dispatch.policy import Slots
+from harness.dispatch.policy import RayNode, Slots
+
+# What a worker's version probe answers: package -> version (None: not installed); with
+# distributions asked, "distributions" -> each one's {version, import_error}; or the
+# probe's {"error"}.
+VersionProbe = dict[str, str | None | dict[str, dict[str, str | None]]]
+
+# A variant's pip environment as Ray's runtime_env takes it (`runtime_env`).
+RuntimeEnv = dict[str, list[str] | dict[str, list[str]]]
+
+
+class NodeInfo(TypedDict):
+    """A node of the cluster, as the manifest records it."""
+
+    node_id: str
+    host: str | None
+    address: str | None
+    alive: bool | None
+    resources: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -16,15 +34,15 @@ class ClusterInfo:
     """The Ray cluster a run uses, as the manifest records it."""
 
     address: str
-    nodes: list[dict[str, Any]]
+    nodes: list[NodeInfo]
     resources: dict[str, float]
 
     @classmethod
     def of_ray(
-        cls, address: str, nodes: list[dict[str, Any]], resources: Mapping[str, float]
+        cls, address: str, nodes: list[RayNode], resources: Mapping[str, float]
     ) -> ClusterInfo:
         """From `ray.nodes()` and `ray.cluster_resources()` (node-id resources left out)."""
-        described = [
+        described: list[NodeInfo] = [
             {
                 "node_id": n["NodeID"],
                 "host": n.get("NodeManagerHostname"),
@@ -62,7 +80,7 @@ def auth_hint() -> str:
 RAY_PIP_OPTIONS = ("--disable-pip-version-check", "--no-cache-dir")
 
 
-def runtime_env(pip_specs: tuple[str, ...]) -> dict[str, Any] | None:
+def runtime_env(pip_specs: tuple[str, ...]) -> RuntimeEnv | None:
     """A variant's packages as Ray's pip runtime_env; entries starting with `-` are options
     of that pip (`--no-index`, `--find-links=DIR`, `--index-url=URL`, `--pre`)."""
     packages = [s for s in pip_specs if not s.startswith("-")]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 import ray
 from ray import exceptions as ray_errors
@@ -18,7 +17,7 @@ from ray.actor import ActorHandle
 from harness.dispatch import remote
 from harness.dispatch.flight import Start, StartBoard
 from harness.dispatch.loop import Driver
-from harness.dispatch.policy import NODE_SETTLE_S, DispatchStats, Options, TaskFailure
+from harness.dispatch.policy import NODE_SETTLE_S, DispatchStats, Options, RayNode, TaskFailure
 from harness.store.error_text import first_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
@@ -64,7 +63,7 @@ class RayTasks:
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
-    def nodes(self) -> list[Mapping[str, Any]]:
+    def nodes(self) -> list[RayNode]:
         return list(remote.nodes())
 
     def submit(

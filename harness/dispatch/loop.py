@@ -12,8 +12,8 @@ timeout, and holds a task that died until its node's state says whether the node
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from harness.cell.limits import crash_log_path, read_crash_log
 from harness.dispatch.flight import InFlight, Start, no_run
@@ -25,6 +25,7 @@ from harness.dispatch.policy import (
     End,
     Nodes,
     Options,
+    RayNode,
     Suspect,
     TaskFailure,
     Wait,
@@ -57,7 +58,7 @@ class Tasks(Protocol[Ref]):
 
     def sleep(self, seconds: float) -> None: ...
 
-    def nodes(self) -> list[Mapping[str, Any]]:
+    def nodes(self) -> list[RayNode]:
         """As `ray.nodes()` lists them (NodeID, Alive, Resources)."""
         ...
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar
 
 from harness.dispatch.flight import InFlight, Start, no_run, started
 from harness.store.details import ColdStart
@@ -23,6 +23,16 @@ from harness.store.status import Status
 
 GPU = "cuda"
 CPU = "cpu"
+
+
+class RayNode(TypedDict, total=False):  # a node as `ray.nodes()` lists it: the keys read here
+    NodeID: str
+    Alive: bool
+    Resources: dict[str, float]
+    NodeManagerHostname: str
+    NodeManagerAddress: str
+
+
 # A node whose raylet is killed is marked dead by Ray's GCS 11-15 s after its tasks' errors
 # reach the driver (Ray 2.60 here: median 12.3 s, 11.0-14.5 s over 10 kills in
 # benchmarks/test_node_loss.py; health checks every 3 s, dead after 5 failures). An
@@ -109,7 +119,7 @@ class Nodes:
     slots: Slots
 
     @classmethod
-    def of_ray(cls, nodes: Iterable[Mapping[str, Any]], options: Options) -> Nodes:
+    def of_ray(cls, nodes: Iterable[RayNode], options: Options) -> Nodes:
         """From `ray.nodes()`."""
         nodes = list(nodes)
         alive = {n["NodeID"]: bool(n.get("Alive")) for n in nodes}

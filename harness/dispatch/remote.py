@@ -21,9 +21,17 @@ from ray import exceptions as ray_errors
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from harness.dispatch.cluster import runtime_env
+from harness.dispatch.cluster import VersionProbe, runtime_env
 from harness.dispatch.flight import Start, StartBoard
-from harness.dispatch.policy import GPU, Evidence, Failure, TaskFailure, kind, node_in_message
+from harness.dispatch.policy import (
+    GPU,
+    Evidence,
+    Failure,
+    RayNode,
+    TaskFailure,
+    kind,
+    node_in_message,
+)
 from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
@@ -45,9 +53,9 @@ def start_board() -> ActorHandle[StartBoard]:
     return cast(ActorHandle[StartBoard], board)  # Ray types `.remote()` as the handle or the class
 
 
-def nodes() -> list[dict[str, Any]]:
+def nodes() -> list[RayNode]:
     """`ray.nodes()`: each node's NodeID, Alive, Resources, ... (Ray leaves it untyped)."""
-    found: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    found: list[RayNode] = ray.nodes()  # type: ignore[no-untyped-call]
     return found
 
 
@@ -108,7 +116,7 @@ def submit(
     variant's runtime_env."""
     # Ray's stubs lose the function's arity through `.options(**options)`.
     remote: Any = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
-    options: dict[str, Any] = {"num_cpus": task.threads}
+    options: dict[str, object] = {"num_cpus": task.threads}
     env = runtime_env(variants.get(task.cell.variant, ()))
     if env:
         options["runtime_env"] = env
@@ -117,10 +125,10 @@ def submit(
 
 
 @ray.remote(max_retries=0)
-def _versions_remote(distributions: tuple[str, ...] = ()) -> dict[str, Any]:
+def _versions_remote(distributions: tuple[str, ...]) -> VersionProbe:
     from harness.store.environment import distribution_status, versions
 
-    found: dict[str, Any] = dict(versions())
+    found: VersionProbe = dict(versions())
     if distributions:
         found["distributions"] = distribution_status(distributions)
     return found
@@ -128,14 +136,14 @@ def _versions_remote(distributions: tuple[str, ...] = ()) -> dict[str, Any]:
 
 def variant_versions(
     variants: dict[str, tuple[str, ...]], *, distributions: tuple[str, ...] = ()
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, VersionProbe]:
     """Package versions as a worker of each variant's runtime_env sees them; with
     `distributions`, also theirs and whether they import (`harness bisect`)."""
     refs = {
         name: _versions_remote.options(runtime_env=runtime_env(specs)).remote(distributions)
         for name, specs in variants.items()
     }
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, VersionProbe] = {}
     for name, ref in refs.items():
         try:
             found[name] = ray.get(ref)
@@ -147,14 +155,14 @@ def variant_versions(
 NODE_PROBE_S = 120.0  # a node whose probe has not answered by then is recorded without versions
 
 
-def node_versions(node_ids: list[str]) -> dict[str, dict[str, Any]]:
+def node_versions(node_ids: list[str]) -> dict[str, VersionProbe]:
     """The base environment's package versions as a worker on each node sees them (one
     small task per node, pinned there, all waited for together): a node that does not
     answer in NODE_PROBE_S is left out."""
     refs = {
         _versions_remote.options(
             num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
-        ).remote(): node
+        ).remote(()): node
         for node in node_ids
     }
     if not refs:
@@ -162,7 +170,7 @@ def node_versions(node_ids: list[str]) -> dict[str, dict[str, Any]]:
     done, late = ray.wait(list(refs), num_returns=len(refs), timeout=NODE_PROBE_S)
     for ref in late:
         ray.cancel(ref, force=True)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, VersionProbe] = {}
     for ref in done:
         try:
             found[refs[ref]] = ray.get(ref)

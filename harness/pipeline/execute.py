@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from harness.dispatch.cluster import ClusterInfo
 from harness.dispatch.policy import DispatchStats
@@ -154,7 +154,7 @@ def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
     )
 
 
-def _dispatch_figures(stats: DispatchStats) -> dict[str, Any]:
+def _dispatch_figures(stats: DispatchStats) -> dict[str, object]:
     wall = time.perf_counter() - stats.started
     return {
         "submitted": stats.submitted,

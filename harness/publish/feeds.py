@@ -4,7 +4,6 @@ compact index and one JSON per series (pure: each returns the text to write)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 from xml.sax.saxutils import escape
 
 from harness.publish.cells import Change
@@ -15,7 +14,7 @@ from harness.publish.nights import Point, SeriesKey
 FORMAT = 1  # the version of the JSON files' shape
 
 
-def _change(c: Change) -> dict[str, Any]:
+def _change(c: Change) -> dict[str, object]:
     return {
         "cell": c.cell,
         "model": c.model,
@@ -89,7 +88,7 @@ def series_json(key: SeriesKey, points: list[Point]) -> str:
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
-def _channel_index(c: Channel) -> dict[str, Any]:
+def _channel_index(c: Channel) -> dict[str, object]:
     return {
         "nights": len(c.nights),
         "newest": c.newest.date if c.newest else None,

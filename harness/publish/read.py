@@ -95,7 +95,7 @@ def _text(value: object) -> str | None:
     return value if type(value) is str else None
 
 
-def _object(value: object) -> dict[str, Any]:
+def _object(value: object) -> dict[str, object]:
     if value is None:
         return {}
     try:
@@ -105,14 +105,14 @@ def _object(value: object) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _divergence(found: dict[str, Any]) -> str | None:
+def _divergence(found: dict[str, object]) -> str | None:
     try:
         return Divergence.from_dict(found).text() if found else None
     except (TypeError, ValueError):
         return None
 
 
-def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[Any, ...], Cell]) -> CellResult:
+def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
     run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
     family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *failed = rest
     artifacts, divergence = failed
@@ -182,7 +182,7 @@ def load_nights(db_path: Path) -> list[NightRun]:
         suites = {run_id: m.suite or "(no suite)" for run_id, _, m, _ in runs}
         newest = max((started[:10] for _, started, _, _ in runs), default="")
         results: dict[str, list[CellResult]] = {}
-        cells: dict[tuple[Any, ...], Cell] = {}
+        cells: dict[tuple[object, ...], Cell] = {}
         for row in conn.execute(_RECORDS, (newest,) * len(_ON_FAILURE)):
             try:
                 found = _result(row, suites.get(row[0], "(no suite)"), cells)

@@ -13,13 +13,25 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, cast
 
 from harness.errors import UsageError
-from harness.zoo.spec import ModelSpec
+from harness.zoo.spec import DynamicShapes, ModelSpec
+
+if TYPE_CHECKING:
+    import torch
 
 BUILTIN_ZOO = Path(__file__).resolve().parents[2] / "model_zoo"
 ENTRY_POINT_GROUP = "harness.zoo"
+
+
+class _Exportable(Protocol):
+    """What the harness calls on a torch.onnx.ExportableModule (a torch.nn.Module)."""
+
+    def example_arguments(self) -> tuple[tuple[object, ...], dict[str, object] | None]: ...
+
+    def dynamic_shapes(self) -> DynamicShapes | None: ...
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,7 @@ def load_file(path: Path) -> list[ModelSpec]:
     return _specs_of(sys.modules[module_name], str(path))
 
 
-def _specs_of(module: Any, source: str) -> list[ModelSpec]:
+def _specs_of(module: ModuleType, source: str) -> list[ModelSpec]:
     if hasattr(module, "SPECS"):
         specs = list(module.SPECS)
     elif hasattr(module, "SPEC"):
@@ -127,12 +139,12 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
     return found
 
 
-def _from_exportable_module(obj: Any) -> ModelSpec | None:
+def _from_exportable_module(obj: object) -> ModelSpec | None:
     """Accept an instance of torch.onnx.ExportableModule (torch >= 2.10) as a zoo entry."""
     exportable = _exportable_module_class()
     if exportable is None or not isinstance(obj, exportable):
         return None
-    module: Any = obj
+    module = cast(_Exportable, obj)
     args, kwargs = module.example_arguments()
     name = getattr(obj, "zoo_name", type(obj).__name__.lower())
     family = getattr(obj, "zoo_family", "exportable")
@@ -148,7 +160,7 @@ def _from_exportable_module(obj: Any) -> ModelSpec | None:
     )
 
 
-def _exportable_module_class() -> type | None:
+def _exportable_module_class() -> type[torch.nn.Module] | None:
     onnx_module = sys.modules.get("torch.onnx")
     return getattr(onnx_module, "ExportableModule", None) if onnx_module else None
 

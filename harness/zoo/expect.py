@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Any
 
 from harness.store.records import Cell, Record
 from harness.store.status import Stage, Status
@@ -128,7 +128,7 @@ def _shape(cell: Cell) -> str:
     return "dynamic" if cell.dynamic else "static"
 
 
-def normalize(entries: Any) -> tuple[Expect, ...]:
+def normalize(entries: Iterable[Expect | tuple[str, str]]) -> tuple[Expect, ...]:
     """A zoo entry's `expect=`: `Expect`s, or legacy `(pattern, reason)` tuples."""
     return tuple(e if isinstance(e, Expect) else Expect.legacy(*e) for e in entries)
 

@@ -13,10 +13,17 @@ import importlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.store.records import Record
 from harness.zoo import expect as expectations
+
+if TYPE_CHECKING:  # the contract loads without torch
+    import torch
+
+# torch.export's dynamic_shapes: per input (a tuple or list in order, or a dict keyed by
+# parameter name) its {axis: name}, or a nested spec of the input's structure.
+DynamicShapes = dict[str, object] | tuple[object, ...] | list[object]
 
 _NAME = re.compile(r"[a-z0-9_.\-]+")  # fullmatch: `$` also matches before a final newline
 
@@ -27,8 +34,8 @@ class Sample:
     with its inputs (each sample has its own shapes and arguments), or why it cannot run."""
 
     index: int  # its position among the source's samples
-    build: Callable[[], Any] | None = None  # () -> torch.nn.Module taking `inputs`
-    inputs: tuple[Any, ...] = ()
+    build: Callable[[], torch.nn.Module] | None = None  # a module taking `inputs`
+    inputs: tuple[object, ...] = ()
     tolerance: tuple[float, float] | None = None  # (rtol, atol) for float outputs
     tolerance_source: str | None = None  # where `tolerance` comes from, for its records
     # False where the outputs are uninitialised memory: only shapes and dtypes are compared.
@@ -51,12 +58,12 @@ class ModelSpec:
 
     name: str
     family: str
-    build: Callable[[], Any]
-    example_inputs: Callable[[], tuple[Any, ...]]
-    example_kwargs: Callable[[], dict[str, Any]] | None = None
+    build: Callable[[], torch.nn.Module]
+    example_inputs: Callable[[], tuple[object, ...]]
+    example_kwargs: Callable[[], dict[str, object]] | None = None
     # torch.export-style spec ({axis: "name"} per input, aligned with the inputs); the
     # harness derives TorchScript dynamic_axes from it.
-    dynamic_shapes: Any = None
+    dynamic_shapes: DynamicShapes | None = None
     # Sizes the named dynamic dimensions take at the second verification shape
     # (default: dimensions on axis 0 become 1, the others half their example size); a
     # tuple of such dicts verifies a dynamic cell at each of them.
@@ -69,7 +76,7 @@ class ModelSpec:
     # (model, {name: size}) -> positional inputs (called under the seed). The shapes a
     # dynamic cell is verified and timed at come from here where slicing the example
     # would not give valid inputs (a KV cache holds its length beside its tensors).
-    inputs_at: Callable[[Any, Mapping[str, int]], tuple[Any, ...]] | None = None
+    inputs_at: Callable[[torch.nn.Module, Mapping[str, int]], tuple[object, ...]] | None = None
     # The ONNX graph's input names, one per tensor of the inputs in flattening order, and
     # its output names (default input_0.., output_0..).
     input_names: tuple[str, ...] | None = None
@@ -78,7 +85,7 @@ class ModelSpec:
     tags: tuple[str, ...] = ()
     # Expected outcomes (harness.zoo.expect.Expect; the older `(pattern, reason)` tuples
     # still work and mean any failure).
-    expect: tuple[Any, ...] = ()
+    expect: tuple[expectations.Expect | tuple[str, str], ...] = ()
     description: str = ""
     # Modules the entry needs beyond torch (e.g. "transformers", "torchvision"): where one
     # does not import, the model's cells are recorded as skipped with that reason.
@@ -95,7 +102,7 @@ class ModelSpec:
     samples: Callable[[], SampleSet] | None = None
     # Facts about the entry for `harness list --json`, selection (`--models KEY:GLOB`) and
     # its records (e.g. {"opinfo": "nn.functional.conv2d", "dtype": "float32"}).
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, object] = field(default_factory=dict)
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -120,4 +127,4 @@ class ModelSpec:
 
     def judge(self, record: Record) -> Record:
         """Apply this entry's expectations to one of its records (harness.zoo.expect.judge)."""
-        return expectations.judge(record, self.expect)
+        return expectations.judge(record, expectations.normalize(self.expect))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -16,6 +16,10 @@ from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts
 from harness.cell.reference import Reference
 from harness.cell.stages import StageFailure
 from harness.store.details import Divergence, MismatchStage
+
+if TYPE_CHECKING:
+    from torch.onnx._internal.exporter._capture_strategies import Result
+    from torch.onnx._internal.exporter._registration import ONNXRegistry
 
 _EXPORTER = "torch.onnx._internal.exporter"
 _PROGRAM = f"{_EXPORTER}._onnx_program:ONNXProgram"
@@ -39,28 +43,36 @@ PHASES = ("capture", "translate", "optimize", "save")
 NO_PROGRAM = "the exporter returned no program to compare with"
 
 
-def _last_program(clock: PhaseClock) -> Any:
+def _kept_program(clock: PhaseClock, attribute: str) -> torch.export.ExportedProgram | None:
+    """The program a hook kept (its function's first argument), if it ran."""
+    kept = clock.kept.get(attribute)
+    return kept if isinstance(kept, torch.export.ExportedProgram) else None
+
+
+def _last_program(clock: PhaseClock) -> torch.export.ExportedProgram | None:
     """The program the failed call got furthest with: decomposed, else captured."""
-    return clock.kept.get("_exported_program_to_onnx_program") or _captured(clock)
+    return _kept_program(clock, "_exported_program_to_onnx_program") or _captured(clock)
 
 
 def _observed(clock: PhaseClock, error: BaseException) -> dynamo_report.Observed:
     registries = clock.returned.get("from_torchlib") or [None]
     return dynamo_report.Observed(
         error=error,
-        captures=clock.returned.get("__call__", []),
+        captures=cast("list[Result]", clock.returned.get("__call__", [])),
         captured=_captured(clock),
-        decomposed=clock.kept.get("_exported_program_to_onnx_program"),
-        registry=registries[-1],
+        decomposed=_kept_program(clock, "_exported_program_to_onnx_program"),
+        registry=cast("ONNXRegistry | None", registries[-1]),
     )
 
 
-def _captured(clock: PhaseClock) -> Any:
+def _captured(clock: PhaseClock) -> torch.export.ExportedProgram | None:
     """The program torch.export captured, before the exporter's decompositions."""
-    return clock.kept.get("_prepare_exported_program_for_export")
+    return _kept_program(clock, "_prepare_exported_program_for_export")
 
 
-def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def translated_program(
+    model: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]
+) -> torch.export.ExportedProgram:
     """The ExportedProgram a real `torch.onnx.export(..., dynamo=True)` call translates to
     ONNX: after the exporter's decompositions, so its op names are a dynamo record's
     `aten_ops` (the op inventory reads it). Where translation fails (an op without an ONNX
@@ -69,9 +81,11 @@ def translated_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     exported."""
     with quiet():
         try:
-            onnx_program: Any = torch.onnx.export(
+            onnx_program = torch.onnx.export(
                 model, args, kwargs=kwargs, dynamo=True, optimize=False
             )
+            assert onnx_program is not None  # dynamo=True returns the ONNXProgram
+            assert onnx_program.exported_program is not None  # made from a module
             return onnx_program.exported_program
         except Exception:
             from torch.onnx._internal.exporter import _core, _registration
@@ -132,7 +146,7 @@ class Adapter:
         ):
             start = time.perf_counter()
             try:
-                onnx_program: Any = torch.onnx.export(
+                onnx_program = torch.onnx.export(
                     r.model,
                     r.inputs.args,
                     str(r.path),
@@ -154,6 +168,7 @@ class Adapter:
                 failure.details["observed"] = _observed(clock, exc)
                 raise failure from exc
             total = time.perf_counter() - start
+        assert onnx_program is not None  # dynamo=True returns the ONNXProgram
         aten_ops = _count_aten_ops(onnx_program.exported_program)
         program = onnx_program.exported_program
         exported = Exported(r.path, clock.timings(), aten_ops, seconds=total, program=program)

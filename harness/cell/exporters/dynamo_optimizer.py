@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx_ir import Model
+    from onnx_ir.passes import PassBase
+    from onnxscript.rewriter.pattern import RewriteRule
 
 ITERATIONS = 2  # optimize_ir's num_iterations default
 
@@ -26,8 +32,8 @@ class Step:
     """One pass of the optimizer; a rewrite pass lists its rules to bisect within."""
 
     name: str
-    apply: Callable[[Any], None]  # (ir.Model) -> None, in place
-    rules: Sequence[Any] = ()
+    apply: Callable[[Model], None]  # in place
+    rules: Sequence[RewriteRule] = ()
 
     def with_rules(self, count: int) -> Step:
         """This rewrite pass with only its first `count` rules."""
@@ -39,10 +45,10 @@ class Step:
         )
 
 
-def _fresh(make_pass: Callable[[], Any]) -> Callable[[Any], None]:
+def _fresh(make_pass: Callable[[], PassBase]) -> Callable[[Model], None]:
     """Apply a new instance of the pass each time (passes keep state while they run)."""
 
-    def apply(model: Any) -> None:
+    def apply(model: Model) -> None:
         make_pass()(model)
 
     return apply
@@ -68,7 +74,7 @@ def steps() -> list[Step] | None:
 
     rules = tuple(rewriter._DEFAULT_REWRITE_RULES)  # read now, as optimize_ir reads it
 
-    def fold() -> Any:
+    def fold() -> PassBase:
         return folding.FoldConstantsPass(
             shape_inference=True,
             input_size_limit=folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
@@ -90,11 +96,11 @@ def steps() -> list[Step] | None:
     return found
 
 
-def _cleanup(common: Any, names: tuple[str, ...], iteration: int) -> list[Step]:
+def _cleanup(common: ModuleType, names: tuple[str, ...], iteration: int) -> list[Step]:
     return [Step(f"{n} (iteration {iteration})", _fresh(getattr(common, n))) for n in names]
 
 
-def _final(common: Any) -> list[Step]:
+def _final(common: ModuleType) -> list[Step]:
     return [
         Step("RemoveUnusedNodesPass", _fresh(common.RemoveUnusedNodesPass)),
         Step(
@@ -122,8 +128,8 @@ def _fusions() -> list[Step]:
     """onnx_fusions.fuse: at opset 23 only, three fusions in this order."""
     from onnxscript.rewriter.rules.fusion import _gqa, _rms_normalization, _rotary_embedding
 
-    def at_opset_23(fuse: Callable[[Any], Any]) -> Callable[[Any], None]:
-        def apply(model: Any) -> None:
+    def at_opset_23(fuse: Callable[[Model], object]) -> Callable[[Model], None]:
+        def apply(model: Model) -> None:
             if (model.opset_imports.get("") or model.opset_imports.get("ai.onnx")) == 23:
                 fuse(model)
 
@@ -138,5 +144,5 @@ def _fusions() -> list[Step]:
     ]
 
 
-def rule_name(rule: Any) -> str:
+def rule_name(rule: object) -> str:
     return str(getattr(rule, "name", None) or rule)

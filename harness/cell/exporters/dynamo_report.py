@@ -20,12 +20,17 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from harness.cell.exporters import phases
 from harness.cell.exporters.request import ExportRequest, quiet
+
+if TYPE_CHECKING:
+    from torch.onnx._internal.exporter._capture_strategies import Result
+    from torch.onnx._internal.exporter._registration import ONNXRegistry
+    from torch.onnx._internal.exporter._reporting import ExportStatus
 
 # The capture strategy (its class name) -> the ExportStatus field it sets.
 _STRATEGY_STATUS = {
@@ -40,10 +45,10 @@ class Observed:
     """What the failed call went through, as `phases` saw it."""
 
     error: BaseException  # what torch.onnx.export raised
-    captures: Sequence[Any]  # the capture strategies' Results, in order
-    captured: Any = None  # the program decomposition started from
-    decomposed: Any = None  # the program translation started from
-    registry: Any = None  # the ONNX registry the call built
+    captures: Sequence[Result]  # the capture strategies' Results, in order
+    captured: torch.export.ExportedProgram | None = None  # what decomposition started from
+    decomposed: torch.export.ExportedProgram | None = None  # what translation started from
+    registry: ONNXRegistry | None = None  # the ONNX registry the call built
 
 
 def write(request: ExportRequest, observed: Observed | None) -> None:
@@ -100,6 +105,8 @@ def _from_failure(folder: Path, observed: Observed) -> bool:
     cause = observed.error.__cause__
     if not isinstance(observed.error, _errors.ConversionError) or not isinstance(cause, Exception):
         return False
+    if observed.captured is None:
+        return False  # translation failed, but no program was seen captured
     errors = f"{errors}\n\n{_format_exception(cause)}"
     if observed.decomposed is None:
         status.decomposition = False
@@ -129,7 +136,7 @@ def _format_exception(error: Exception) -> str:
     return "\n".join(e for e in entries if not e.startswith(timer))
 
 
-def _path(folder: Path, status: Any) -> Path:
+def _path(folder: Path, status: ExportStatus) -> Path:
     from torch.onnx._internal.exporter import _reporting
 
     timestamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S-%f")

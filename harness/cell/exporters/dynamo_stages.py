@@ -21,9 +21,8 @@ metadata of the nodes it makes (`pkg.onnxscript.rewriter.rule_name`).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -173,7 +172,7 @@ def _program_outputs(
 def _unoptimized(program: torch.export.ExportedProgram, request: ExportRequest) -> onnx.ModelProto:
     """The same captured program exported with optimize=False: the graph before the optimizer."""
     with quiet():
-        onnx_program: Any = torch.onnx.export(
+        onnx_program = torch.onnx.export(
             program,
             (),
             dynamo=True,
@@ -182,7 +181,8 @@ def _unoptimized(program: torch.export.ExportedProgram, request: ExportRequest) 
             input_names=list(request.inputs.names()),
             output_names=list(request.output_names) or None,
         )
-    return onnx_program.model_proto  # type: ignore[no-any-return]
+    assert onnx_program is not None  # dynamo=True returns the ONNXProgram
+    return onnx_program.model_proto
 
 
 class _Runs:
@@ -191,16 +191,13 @@ class _Runs:
     def __init__(self, feeds: dict[str, np.ndarray]) -> None:
         self.feeds = feeds
         self.notes: list[str] = []
-        self._done: dict[tuple[int, str], Any] = {}
-
-    def _memo(self, model: onnx.ModelProto, kind: str, run: Callable[[], Any]) -> Any:
-        key = (id(model), kind)
-        if key not in self._done:
-            self._done[key] = run()
-        return self._done[key]
+        self._ort: dict[int, list[np.ndarray]] = {}
+        self._reference: dict[int, list[np.ndarray] | None] = {}
 
     def ort(self, model: onnx.ModelProto) -> list[np.ndarray]:
-        return self._memo(model, "ort", lambda: ort_outputs(model, self.feeds))  # type: ignore[no-any-return]
+        if id(model) not in self._ort:
+            self._ort[id(model)] = ort_outputs(model, self.feeds)
+        return self._ort[id(model)]
 
     def reference(self, model: onnx.ModelProto) -> list[np.ndarray] | None:
         def run() -> list[np.ndarray] | None:
@@ -219,7 +216,9 @@ class _Runs:
                 )
                 return None
 
-        return self._memo(model, "reference", run)  # type: ignore[no-any-return]
+        if id(model) not in self._reference:
+            self._reference[id(model)] = run()
+        return self._reference[id(model)]
 
 
 def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -235,7 +234,7 @@ def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np
 
 def optimizer_step(
     before: onnx.ModelProto, after: onnx.ModelProto, runs: _Runs, judge: _Judge
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Bisect the optimizer's steps (then a rewrite pass's rules) for the first that makes
     the numbers fail against eager."""
     steps = dynamo_optimizer.steps()
@@ -253,22 +252,22 @@ def optimizer_step(
         return judge.fails_against_eager(ort_outputs(applied(chosen), runs.feeds))
 
     found = first_failing(len(steps), lambda k: fails(steps[:k]))
-    result: dict[str, Any] = {"steps": len(steps), "tests": found.tests}
+    result: dict[str, object] = {"steps": len(steps), "tests": found.tests}
     result["replica_exact"] = _same_graph(applied(steps), after)
     if found.first is None:
         return {
             **result,
             "reason": "the optimizer's steps, applied here one by one, keep the numbers right",
         }
-    step = steps[found.first - 1]
+    step, rule_name = steps[found.first - 1], None
     result["pass"] = step.name
     if step.rules:
         earlier = steps[: found.first - 1]
         rule = first_failing(len(step.rules), lambda j: fails([*earlier, step.with_rules(j)]))
-        result["tests"] += rule.tests
+        result["tests"] = found.tests + rule.tests
         if rule.first is not None:
-            result["rule"] = dynamo_optimizer.rule_name(step.rules[rule.first - 1])
-    result["nodes"] = _nodes_made_by(after, result.get("rule"))
+            result["rule"] = rule_name = dynamo_optimizer.rule_name(step.rules[rule.first - 1])
+    result["nodes"] = _nodes_made_by(after, rule_name)
     return result
 
 

@@ -17,7 +17,10 @@ import importlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ParamSpec, TypeVar, cast
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class PhaseClock:
     observed: set[str] = field(default_factory=set)  # phases whose hook could be installed
     entered: list[str] = field(default_factory=list)
     raised: str | None = None  # the phase whose function raised, if one did
-    kept: dict[str, Any] = field(default_factory=dict)
-    returned: dict[str, list[Any]] = field(default_factory=dict)
+    kept: dict[str, object] = field(default_factory=dict)
+    returned: dict[str, list[object]] = field(default_factory=dict)
     _depth: int = 0
 
     def timings(self) -> dict[str, float | None]:
@@ -60,15 +63,15 @@ class PhaseClock:
         return self.entered[-1] if self.entered else None
 
 
-def _resolve(owner: str) -> Any:
+def _resolve(owner: str) -> object:
     module_name, _, class_name = owner.partition(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name) if class_name else module
 
 
-def _timed(clock: PhaseClock, hook: Hook, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _timed(clock: PhaseClock, hook: Hook, fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if clock._depth:  # nested inside another observed phase: counted there
             return fn(*args, **kwargs)
         clock.entered.append(hook.phase)
@@ -93,20 +96,20 @@ def _timed(clock: PhaseClock, hook: Hook, fn: Callable[..., Any]) -> Callable[..
     return wrapper
 
 
-def _wrapped(raw: Any, clock: PhaseClock, hook: Hook) -> Any:
+def _wrapped(raw: object, clock: PhaseClock, hook: Hook) -> object:
     """The replacement attribute, keeping the descriptor kind of the original."""
     if isinstance(raw, classmethod):
         return classmethod(_timed(clock, hook, raw.__func__))
     if isinstance(raw, staticmethod):
         return staticmethod(_timed(clock, hook, raw.__func__))
-    return _timed(clock, hook, raw)
+    return _timed(clock, hook, cast(Callable[..., object], raw))
 
 
 @contextlib.contextmanager
 def observe(hooks: Sequence[Hook], phases: Sequence[str]) -> Iterator[PhaseClock]:
     """Install the hooks that this torch has, yield the clock, restore every original."""
     clock = PhaseClock(tuple(phases))
-    restore: list[tuple[Any, str, Any]] = []
+    restore: list[tuple[object, str, object]] = []
     try:
         for hook in hooks:
             try:

@@ -35,7 +35,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from torch.onnx._internal.exporter._registration import ONNXRegistry
+
+T = TypeVar("T")
+# onnxscript's torchlib functions: (qualified name, its overloads' ids, its complex ones')
+TorchlibSide = tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]
+# What `from_torchlib` reads (`registry_key`): class, opset, torch's torchlib entries (ids),
+# onnxscript's functions, the names that did not resolve to an op.
+RegistryKey = tuple[type, object, tuple[int, ...], TorchlibSide, frozenset[str]]
 
 ENV = "HARNESS_REGISTRY_MEMO"
 _CIA_KEY = "CompositeImplicitAutograd"
@@ -48,7 +58,7 @@ def enabled() -> bool:
 class _State:
     """This process's memo: registries by key, and whether the key is trusted here."""
 
-    built: dict[tuple[Any, ...], Any] = {}
+    built: dict[RegistryKey, ONNXRegistry] = {}
     trusted: bool | None = None  # None: not checked yet
     hits = 0
     misses = 0
@@ -95,7 +105,7 @@ def memoised_cia_materialisation() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _replaced(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+def _replaced(owner: object, name: str, replacement: object) -> Iterator[None]:
     """`owner.name` is `replacement` within the block, and what it was after it."""
     raw = vars(owner)[name]
     setattr(owner, name, replacement)
@@ -120,8 +130,8 @@ def _materialise_on_change(raw: Callable[[], None]) -> Callable[[], None]:
     return materialise
 
 
-def _memoised(build: Callable[..., Any]) -> Callable[..., Any]:
-    def from_torchlib(cls: type, *args: Any, **kwargs: Any) -> Any:
+def _memoised(build: Callable[..., ONNXRegistry]) -> Callable[..., ONNXRegistry]:
+    def from_torchlib(cls: type, *args: object, **kwargs: object) -> ONNXRegistry:
         opset = _opset(build, args, kwargs)
         key = registry_key(cls, opset)
         if key is None:
@@ -139,7 +149,9 @@ def _memoised(build: Callable[..., Any]) -> Callable[..., Any]:
     return from_torchlib
 
 
-def _opset(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _opset(
+    build: Callable[..., object], args: tuple[object, ...], kwargs: dict[str, object]
+) -> object:
     import inspect
 
     bound = inspect.signature(build).bind(None, *args, **kwargs)
@@ -147,7 +159,7 @@ def _opset(build: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
     return bound.arguments.get("opset_version")
 
 
-def registry_key(cls: type, opset: Any) -> tuple[Any, ...] | None:
+def registry_key(cls: type, opset: object) -> RegistryKey | None:
     """Everything `from_torchlib` reads: the opset, torch's torchlib entries, onnxscript's
     torchlib functions (by identity), and the names that did not resolve to an op when
     the registry was built (a name that resolves later changes the key). None where the
@@ -170,7 +182,7 @@ def registry_key(cls: type, opset: Any) -> tuple[Any, ...] | None:
     return (cls, opset, torch_side, onnxscript_side, _unresolved(onnxscript_side))
 
 
-def _unresolved(onnxscript_side: tuple[Any, ...]) -> frozenset[str]:
+def _unresolved(onnxscript_side: TorchlibSide) -> frozenset[str]:
     """The qualified names that do not resolve to an op in this process, as `from_torchlib`
     asks (`_get_overload`). Only names unresolved at first sight are asked again: resolving
     is what can change, when a library defines an op later."""
@@ -210,7 +222,7 @@ def _trust_key() -> bool:
     return _State.trusted
 
 
-def _copy(registry: Any) -> Any:
+def _copy(registry: T) -> T:
     """A registry equal to `registry` whose containers are its own: the exporter adds
     custom translations to the registry it is given."""
     fresh = object.__new__(type(registry))

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from harness.store.details import Divergence, MismatchStage
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from harness.cell.reference import Reference
     from harness.cell.shapes import Inputs
+    from harness.zoo.spec import DynamicShapes
 
 
 @dataclass
@@ -48,7 +49,7 @@ class ExportRequest:
     inputs: Inputs
     opset: int
     path: Path
-    dynamic_shapes: Any = None  # None for static cells
+    dynamic_shapes: DynamicShapes | None = None  # None for static cells
     output_names: tuple[str, ...] = ()
     artifacts: Path | None = None  # where a failing export leaves the exporter's report
 

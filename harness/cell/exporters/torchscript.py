@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
 
 import torch
 
@@ -22,7 +21,7 @@ TRACE_HOOK = Hook(
 )
 
 
-def _export_call(module: Any, r: ExportRequest) -> tuple[float, float | None]:
+def _export_call(module: torch.nn.Module, r: ExportRequest) -> tuple[float, float | None]:
     """The exporter call's wall time, and the tracing inside it (None: not observable)."""
     axes = dynamic_axes(r.inputs, r.dynamic_shapes) if r.dynamic_shapes is not None else None
     with observe([TRACE_HOOK], ["capture"]) as clock:
@@ -45,14 +44,14 @@ def _export_call(module: Any, r: ExportRequest) -> tuple[float, float | None]:
     return seconds, clock.timings()["capture"]
 
 
-def legacy_args(inputs: Inputs) -> tuple[Any, ...]:
+def legacy_args(inputs: Inputs) -> tuple[object, ...]:
     # The TorchScript exporter takes keyword inputs as a trailing dict of the args tuple.
     if inputs.kwargs:
         return (*inputs.args, dict(inputs.kwargs))
     return inputs.args
 
 
-def _graph_aten_ops(module: Any) -> dict[str, int] | None:
+def _graph_aten_ops(module: object) -> dict[str, int] | None:
     graph = getattr(module, "inlined_graph", None) or getattr(module, "graph", None)
     if graph is None:
         return None
@@ -94,7 +93,7 @@ class Adapter:
         a direct call would."""
         r = request
         script_s = 0.0
-        module: Any = r.model
+        module: torch.nn.Module = r.model  # or its torch.jit.ScriptModule
         with quiet():
             if self.scripted:
                 start = time.perf_counter()

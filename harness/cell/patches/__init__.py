@@ -16,7 +16,6 @@ import contextlib
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 NONE = "none"
 
@@ -34,7 +33,7 @@ class Patch:
         reason: str | None = importlib.import_module(self.implementation).unavailable()
         return reason
 
-    def pointless(self, metadata: Mapping[str, Any]) -> str | None:
+    def pointless(self, metadata: Mapping[str, object]) -> str | None:
         """Why the patch would change nothing for a model, known from its zoo entry's
         metadata (a patch of sliding-window cache layers, for a cache without one): its
         cells are skipped with the reason, the plain cell says it all. None: it may matter."""

@@ -16,8 +16,11 @@ graph does not know. Eager behaviour is unchanged: with a Python int the two are
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import torch
 
 LAYER = "transformers.cache_utils:DynamicSlidingWindowLayer"
 METHODS = ("get_seq_length", "get_mask_sizes")
@@ -26,7 +29,16 @@ METHODS = ("get_seq_length", "get_mask_sizes")
 CACHE_LAYERS = "cache_layers"
 
 
-def _layer() -> Any:
+class _Layer(Protocol):
+    """What the patched methods read of a DynamicSlidingWindowLayer."""
+
+    is_initialized: bool
+    cumulative_length: int
+    sliding_window: int
+    keys: torch.Tensor
+
+
+def _layer() -> type | None:
     import importlib
 
     module, _, name = LAYER.partition(":")
@@ -43,28 +55,31 @@ def unavailable() -> str | None:
     return None
 
 
-def pointless(metadata: Mapping[str, Any]) -> str | None:
+def pointless(metadata: Mapping[str, object]) -> str | None:
     layers = metadata.get(CACHE_LAYERS)
-    if layers is None or any("SlidingWindow" in str(name) for name in layers):
+    if not isinstance(layers, Iterable) or any("SlidingWindow" in str(name) for name in layers):
         return None
     return f"the model's cache has no sliding-window layer ({', '.join(map(str, layers))})"
 
 
-def _below_window(layer: Any) -> bool:
+def _below_window(layer: _Layer) -> bool:
     return bool(layer.is_initialized) and layer.cumulative_length < layer.sliding_window
 
 
-def _patched(original_length: Any, original_mask: Any) -> tuple[Any, Any]:
-    def get_seq_length(self: Any) -> Any:
+Length = Callable[[_Layer], int]
+MaskSizes = Callable[[_Layer, int], tuple[int, int]]
+
+
+def _patched(original_length: Length, original_mask: MaskSizes) -> tuple[Length, MaskSizes]:
+    def get_seq_length(self: _Layer) -> int:
         if _below_window(self):
             return self.keys.shape[-2]
         return original_length(self)
 
-    def get_mask_sizes(self: Any, query_length: int) -> tuple[Any, int]:
+    def get_mask_sizes(self: _Layer, query_length: int) -> tuple[int, int]:
         if _below_window(self):
             return self.keys.shape[-2] + query_length, 0
-        sizes: tuple[Any, int] = original_mask(self, query_length)
-        return sizes
+        return original_mask(self, query_length)
 
     return get_seq_length, get_mask_sizes
 
@@ -72,9 +87,10 @@ def _patched(original_length: Any, original_mask: Any) -> tuple[Any, Any]:
 @contextlib.contextmanager
 def applied() -> Iterator[None]:
     cls = _layer()
+    assert cls is not None  # unavailable() said so before
     saved = {m: cls.__dict__.get(m) for m in METHODS}
-    length, mask = _patched(cls.get_seq_length, cls.get_mask_sizes)
-    cls.get_seq_length, cls.get_mask_sizes = length, mask
+    for name, method in zip(METHODS, _patched(*(getattr(cls, m) for m in METHODS)), strict=True):
+        setattr(cls, name, method)
     try:
         yield
     finally:

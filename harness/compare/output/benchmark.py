@@ -7,14 +7,13 @@ import math
 import statistics
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Any
 
 from harness.store.manifest import Hardware
 from harness.store.records import Record
 from harness.store.runs import Run
 
 
-def to_pytest_benchmark(run: Run) -> dict[str, Any]:
+def to_pytest_benchmark(run: Run) -> dict[str, object]:
     """The candidate's ok cells as pytest-benchmark JSON (seconds): ORT and eager latency
     samples and export time, readable by `pytest-benchmark compare` and github-action-benchmark."""
     m, base = run.manifest, run.versions()
@@ -36,7 +35,7 @@ def to_pytest_benchmark(run: Run) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def benchmark_stats(data: Sequence[float]) -> dict[str, Any]:
+def benchmark_stats(data: Sequence[float]) -> dict[str, object]:
     """pytest-benchmark's `stats` block for samples in seconds (same definitions as its Stats)."""
     d, n = sorted(data), len(data)
     mean = statistics.mean(d)
@@ -70,7 +69,7 @@ def _quartiles(data: Sequence[float]) -> tuple[float, float]:
     return 0.75 * d[m] + 0.25 * d[m + 1], 0.25 * d[3 * m + 1] + 0.75 * d[3 * m + 2]
 
 
-def _benchmarks_of(run: Run, r: Record) -> list[dict[str, Any]]:
+def _benchmarks_of(run: Run, r: Record) -> list[dict[str, object]]:
     out = []
     for metric, lat in (("ort_latency", r.ort.latency), ("eager_latency", r.eager.latency)):
         if lat is not None and (lat.samples or lat.p50):
@@ -80,7 +79,7 @@ def _benchmarks_of(run: Run, r: Record) -> list[dict[str, Any]]:
     return out
 
 
-def _benchmark(run: Run, r: Record, metric: str, seconds: Sequence[float]) -> dict[str, Any]:
+def _benchmark(run: Run, r: Record, metric: str, seconds: Sequence[float]) -> dict[str, object]:
     cell = r.cell
     return {
         "group": metric,

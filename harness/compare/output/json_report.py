@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import SEVERITIES
@@ -12,7 +11,7 @@ from harness.store.runs import Run
 JSON_SCHEMA = 1
 
 
-def to_json(c: Comparison) -> dict[str, Any]:
+def to_json(c: Comparison) -> dict[str, object]:
     """Findings listed; unchanged cells only counted."""
     return {
         "schema": JSON_SCHEMA,
@@ -33,7 +32,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
     }
 
 
-def _run_json(run: Run) -> dict[str, Any]:
+def _run_json(run: Run) -> dict[str, object]:
     return {
         "run_id": run.run_id,
         "path": run.path,

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import BLOCKING, Finding
-from harness.store.records import Cell
+from harness.store.records import Cell, CellKey
 
 
 def to_junit(c: Comparison) -> str:
     """One test case per cell (baseline and candidate), failing on its blocking findings."""
-    by_cell: dict[tuple[Any, ...], list[Finding]] = {}
+    by_cell: dict[CellKey | tuple[()], list[Finding]] = {}
     for f in c.findings:
         by_cell.setdefault(f.cell.key if f.cell else (), []).append(f)
     cases = [_testcase(cell, by_cell.get(cell.key, [])) for cell in c.cells]

@@ -7,48 +7,50 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import torch
 
 from harness.coverage.matrix import OPS_FAMILY
+from harness.zoo.op_inventory import Inventory, Leaf, OpEntry, Template
 from harness.zoo.spec import ModelSpec
 
 
-def decode(template: Any, tensors: Callable[[dict[str, Any]], Any]) -> Any:
+def decode(template: Template, tensors: Callable[[Leaf], object]) -> object:
     """One argument's template back as Python values; each tensor leaf becomes `tensors(leaf)`."""
     if isinstance(template, list):
         return [decode(v, tensors) for v in template]
     if not isinstance(template, dict):
         return template
     ((kind, value),) = template.items()
-    if kind == "tensor":
+    if kind == "tensor" and not isinstance(value, str):
         return tensors(value)
-    if kind in ("dtype", "memory_format", "layout"):
+    if kind in ("dtype", "memory_format", "layout") and isinstance(value, str):
         return getattr(torch, value)
-    if kind == "float":
+    if kind == "float" and isinstance(value, str):
         return float(value)
     raise ValueError(f"unknown template entry {kind!r}")
 
 
-def tensor_leaves(args: list[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+def tensor_leaves(args: list[Template], kwargs: dict[str, Template]) -> list[Leaf]:
     """The {shape, dtype, role} of every tensor of a call's template, in argument order
     (the order `decode` meets them)."""
-    found: list[dict[str, Any]] = []
+    found: list[Leaf] = []
 
-    def walk(template: Any) -> None:
+    def walk(template: Template) -> None:
         if isinstance(template, list):
             for v in template:
                 walk(v)
         elif isinstance(template, dict) and "tensor" in template:
-            found.append(template["tensor"])
+            leaf = template["tensor"]
+            if not isinstance(leaf, str):
+                found.append(leaf)
 
     for value in [*args, *kwargs.values()]:
         walk(value)
     return found
 
 
-def input_leaves(args: list[Any], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+def input_leaves(args: list[Template], kwargs: dict[str, Template]) -> list[Leaf]:
     """The tensors that are the one-op model's inputs: those that were not parameters,
     buffers or constants in the real graph; all of them where none was (so that no
     exporter can fold the op away into a constant)."""
@@ -63,7 +65,7 @@ def model_name(op: str) -> str:
     return op.lower()
 
 
-def resolve(op: str) -> Any:
+def resolve(op: str) -> torch._ops.OpOverload:
     """'aten.conv2d.default' -> torch.ops.aten.conv2d.default."""
     namespace, packet, overload = op.split(".")
     return getattr(getattr(getattr(torch.ops, namespace), packet), overload)
@@ -87,8 +89,8 @@ class OneOp(torch.nn.Module):
     def __init__(
         self,
         op: str,
-        args: list[Any],
-        kwargs: dict[str, Any],
+        args: list[Template],
+        kwargs: dict[str, Template],
         outputs: list[int] | None = None,
         floats: str = "normal",
     ) -> None:
@@ -99,7 +101,7 @@ class OneOp(torch.nn.Module):
         bound = _index_bound(tensor_leaves(args, kwargs))
         inputs = [id(leaf) for leaf in input_leaves(args, kwargs)]
 
-        def slot(leaf: dict[str, Any]) -> _Slot:
+        def slot(leaf: Leaf) -> _Slot:
             if id(leaf) in inputs:
                 return _Slot(input=inputs.index(id(leaf)))
             name = f"state_{len(self._buffers)}"
@@ -109,7 +111,7 @@ class OneOp(torch.nn.Module):
         self._args = [decode(a, slot) for a in args]
         self._kwargs = {k: decode(v, slot) for k, v in kwargs.items()}
 
-    def forward(self, *inputs: torch.Tensor) -> Any:
+    def forward(self, *inputs: torch.Tensor) -> object:
         args = [self._fill(a, inputs) for a in self._args]
         kwargs = {k: self._fill(v, inputs) for k, v in self._kwargs.items()}
         result = self.op(*args, **kwargs)
@@ -117,7 +119,7 @@ class OneOp(torch.nn.Module):
             return result
         return tuple(result[i] for i in self.outputs)
 
-    def _fill(self, value: Any, inputs: tuple[torch.Tensor, ...]) -> Any:
+    def _fill(self, value: object, inputs: tuple[torch.Tensor, ...]) -> object:
         if isinstance(value, _Slot):
             return (
                 inputs[value.input] if value.input is not None else getattr(self, str(value.buffer))
@@ -128,19 +130,19 @@ class OneOp(torch.nn.Module):
 
 
 def example_inputs(
-    args: list[Any], kwargs: dict[str, Any], floats: str = "normal"
+    args: list[Template], kwargs: dict[str, Template], floats: str = "normal"
 ) -> tuple[torch.Tensor, ...]:
     """Random inputs of the recorded shapes and dtypes, in the order `OneOp.forward` takes them."""
     bound = _index_bound(tensor_leaves(args, kwargs))
     return tuple(make_tensor(leaf, bound(leaf), floats) for leaf in input_leaves(args, kwargs))
 
 
-def _index_bound(leaves: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+def _index_bound(leaves: list[Leaf]) -> Callable[[Leaf], int]:
     """Integer tensors get values in [0, bound): bound is the smallest dimension of the
     call's other tensors, so an integer tensor used as an index (embedding, gather,
     index, scatter) is valid along any dimension it may index; 2 when there is none."""
 
-    def bound(leaf: dict[str, Any]) -> int:
+    def bound(leaf: Leaf) -> int:
         dims = [d for other in leaves if other is not leaf for d in other["shape"] if d > 0]
         return min(dims) if dims else 2
 
@@ -155,7 +157,7 @@ GENERATED_DTYPES = frozenset((*_FLOAT_DTYPES, *_INT_DTYPES, torch.bool))
 FLOATS = ("normal", "uniform")
 
 
-def make_tensor(leaf: dict[str, Any], bound: int, floats: str = "normal") -> torch.Tensor:
+def make_tensor(leaf: Leaf, bound: int, floats: str = "normal") -> torch.Tensor:
     """A random tensor of the leaf's shape and dtype, from torch's global RNG (the harness
     seeds it): floats normal or uniform (`floats`), integers in [0, bound), bools a coin."""
     dtype, shape = getattr(torch, leaf["dtype"]), list(leaf["shape"])
@@ -170,7 +172,7 @@ def make_tensor(leaf: dict[str, Any], bound: int, floats: str = "normal") -> tor
 _LOW_PRECISION = {"float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2)}
 
 
-def op_spec(entry: dict[str, Any]) -> ModelSpec:
+def op_spec(entry: OpEntry) -> ModelSpec:
     """The zoo entry of one inventory op."""
     op, args, kwargs = entry["op"], entry["args"], entry["kwargs"]
     outputs, floats = entry.get("outputs"), entry.get("floats", FLOATS[0])
@@ -191,5 +193,5 @@ def op_spec(entry: dict[str, Any]) -> ModelSpec:
     )
 
 
-def specs_from_inventory(inventory: dict[str, Any]) -> list[ModelSpec]:
+def specs_from_inventory(inventory: Inventory) -> list[ModelSpec]:
     return [op_spec(entry) for entry in inventory["ops"]]

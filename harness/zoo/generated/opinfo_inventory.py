@@ -13,7 +13,7 @@ import fnmatch
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,8 +23,13 @@ from harness.zoo.generated.opinfo_specs import (
     BUILTIN_OPINFO_INVENTORY,
     INVENTORY_SCHEMA,
     REFRESH_COMMAND,
+    OpInfoEntry,
+    OpInfoInventory,
     model_base,
 )
+
+if TYPE_CHECKING:
+    from torch.testing._internal.opinfo.core import OpInfo
 
 DTYPES = ("float32", "float16", "int64", "bool")
 
@@ -58,7 +63,7 @@ def refresh(
     )
 
 
-def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def merged(old: OpInfoInventory, new: OpInfoInventory) -> OpInfoInventory:
     """`new` with the OpInfos of `old` it does not list, in op_db's order (name, variant)."""
     fresh = {e["model"] for e in new["opinfos"]}
     kept = [e for e in old.get("opinfos", ()) if e["model"] not in fresh]
@@ -71,7 +76,7 @@ def build_inventory(
     *,
     names: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> OpInfoInventory:
     entries = []
     for _key, op in _chosen(names):
         entry = _entry(op, dtypes)
@@ -90,7 +95,7 @@ def build_inventory(
     }
 
 
-def _chosen(names: Sequence[str]) -> list[tuple[tuple[str, str], Any]]:
+def _chosen(names: Sequence[str]) -> list[tuple[tuple[str, str], OpInfo]]:
     """op_db's OpInfos in order, or those a name or glob selects (`name` or `name.variant`);
     a name selecting none is an error."""
     ops = sorted(op_db_index().items())
@@ -102,12 +107,12 @@ def _chosen(names: Sequence[str]) -> list[tuple[tuple[str, str], Any]]:
     return [(key, op) for key, op in ops if any(_selects(name, op) for name in names)]
 
 
-def _selects(name: str, op: Any) -> bool:
+def _selects(name: str, op: OpInfo) -> bool:
     full = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
     return fnmatch.fnmatchcase(op.name, name) or fnmatch.fnmatchcase(full, name)
 
 
-def _entry(op: Any, dtypes: Sequence[str]) -> dict[str, Any]:
+def _entry(op: OpInfo, dtypes: Sequence[str]) -> OpInfoEntry:
     supported = op.supported_dtypes("cpu")
     samples: dict[str, int] = {}
     problems: dict[str, str] = {}
@@ -134,7 +139,7 @@ def _entry(op: Any, dtypes: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _check_unique(entries: list[dict[str, Any]]) -> None:
+def _check_unique(entries: list[OpInfoEntry]) -> None:
     seen: dict[str, str] = {}
     for e in entries:
         full = f"{e['name']}.{e['variant']}"
@@ -143,6 +148,6 @@ def _check_unique(entries: list[dict[str, Any]]) -> None:
         seen[e["model"]] = full
 
 
-def write_inventory(inventory: dict[str, Any], path: Path) -> None:
+def write_inventory(inventory: OpInfoInventory, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(inventory, indent=1) + "\n")

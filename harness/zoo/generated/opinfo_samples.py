@@ -14,13 +14,16 @@ import functools
 import random
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
 from harness.zoo.spec import Sample, SampleSet
+
+if TYPE_CHECKING:
+    from torch.testing._internal.opinfo.core import DecorateInfo, OpInfo, SampleInput
 
 SEED = 0
 # Where an OpInfo declares no tolerance of its own: the harness's float32 default, and
@@ -66,14 +69,14 @@ TENSOR = _Slot()
 
 
 @functools.cache
-def op_db_index() -> dict[tuple[str, str], Any]:
+def op_db_index() -> dict[tuple[str, str], OpInfo]:
     """(name, variant_test_name) -> OpInfo; imports op_db once per process."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     return {(op.name, op.variant_test_name): op for op in op_db}
 
 
-def find_opinfo(name: str, variant: str = "") -> Any:
+def find_opinfo(name: str, variant: str = "") -> OpInfo:
     try:
         return op_db_index()[(name, variant)]
     except KeyError:
@@ -124,7 +127,7 @@ def spread(total: int, cap: int) -> list[int]:
     return sorted({round(k * (total - 1) / (cap - 1)) for k in range(cap)})
 
 
-def tolerance_of(op: Any, dtype: torch.dtype) -> tuple[tuple[float, float] | None, str]:
+def tolerance_of(op: OpInfo, dtype: torch.dtype) -> tuple[tuple[float, float] | None, str]:
     """The OpInfo's own (rtol, atol) for forward values at `dtype` on CPU, and where it comes
     from: the loosest `toleranceOverride` of the forward-value test classes that applies
     (one for every test class counts too), its rtol and atol together; else the harness's default for the dtype (None for
@@ -147,7 +150,7 @@ def tolerance_of(op: Any, dtype: torch.dtype) -> tuple[tuple[float, float] | Non
     return default, f"the harness's default for {str(dtype).removeprefix('torch.')}"
 
 
-def _judges_forward_values(info: Any, dtype: torch.dtype) -> bool:
+def _judges_forward_values(info: DecorateInfo, dtype: torch.dtype) -> bool:
     """A DecorateInfo that applies to a forward-value test on CPU at `dtype`."""
     if info.device_type not in (None, "cpu") or (
         info.dtypes is not None and dtype not in info.dtypes
@@ -161,7 +164,7 @@ def _judges_forward_values(info: Any, dtype: torch.dtype) -> bool:
     return _active(info)
 
 
-def _test_of(info: Any) -> str:
+def _test_of(info: DecorateInfo) -> str:
     """'TestUnaryUfuncs.test_reference_numerics_normal', 'TestCommon (every test)'."""
     if info.cls_name is None:
         return "every test"
@@ -170,19 +173,19 @@ def _test_of(info: Any) -> str:
     )
 
 
-def op_label(op: Any) -> str:
+def op_label(op: OpInfo) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def _active(info: Any) -> bool:
+def _active(info: DecorateInfo) -> bool:
     active = info.active_if
     return bool(active() if callable(active) else active)
 
 
 def to_sample(
-    op: Any,
+    op: OpInfo,
     index: int,
-    sample: Any,
+    sample: SampleInput,
     tolerance: tuple[float, float] | None,
     tolerance_source: str | None = None,
     *,
@@ -207,13 +210,15 @@ class SampleModule(torch.nn.Module):
     """forward(*tensors) = op(input, *args, **kwargs) with the tensors put back in place;
     returns the tensors of the op's result, flattened (what the ONNX graph outputs)."""
 
-    def __init__(self, op: Callable[..., Any], spec: Any, constants: tuple[Any, ...]) -> None:
+    def __init__(
+        self, op: Callable[..., object], spec: pytree.TreeSpec, constants: tuple[object, ...]
+    ) -> None:
         super().__init__()
         self.op = op
         self.spec = spec
         self.constants = constants
 
-    def forward(self, *tensors: torch.Tensor) -> Any:
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         given = iter(tensors)
         leaves = [next(given) if c is TENSOR else c for c in self.constants]
         sample_input, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
@@ -224,7 +229,7 @@ class SampleModule(torch.nn.Module):
 
 
 def sample_module(
-    op: Callable[..., Any], spec: Any, constants: tuple[Any, ...], label: str
+    op: Callable[..., object], spec: pytree.TreeSpec, constants: tuple[object, ...], label: str
 ) -> SampleModule:
     """A module of a class of its own (torch.jit and torch.export keep per-class state; a
     worker runs many cells), named after the OpInfo."""
@@ -233,10 +238,10 @@ def sample_module(
     return cls(op, spec, constants)
 
 
-def describe(sample: Any) -> str:
+def describe(sample: SampleInput) -> str:
     """'input float32[3, 4]; args (1,); kwargs {keepdim: True}', for failure listings."""
 
-    def text(value: Any) -> str:
+    def text(value: object) -> str:
         if isinstance(value, torch.Tensor):
             return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
         if isinstance(value, list | tuple):

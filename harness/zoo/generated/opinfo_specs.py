@@ -12,15 +12,39 @@ import fnmatch
 import functools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from harness.zoo import expected_file
 from harness.zoo.discovery import BUILTIN_ZOO
 from harness.zoo.expect import Expect
 from harness.zoo.expected import ZooExpected
-from harness.zoo.spec import ModelSpec, SampleSet
+from harness.zoo.spec import ModelSpec, Sample, SampleSet
+
+if TYPE_CHECKING:
+    import torch
+
+
+class OpInfoEntry(TypedDict):
+    """One OpInfo of the inventory: its names, zoo name, and per dtype its CPU sample count
+    or why its samples cannot be built."""
+
+    name: str
+    variant: str
+    aten_name: str
+    model: str
+    samples: dict[str, int]
+    problems: NotRequired[dict[str, str]]
+
+
+class OpInfoInventory(TypedDict):
+    schema: int
+    about: str
+    torch: str
+    dtypes: list[str]
+    opinfos: list[OpInfoEntry]
+
 
 OPINFO_FAMILY = "opinfo"
 BUILTIN_OPINFO_INVENTORY = BUILTIN_ZOO / "opinfo" / "_inventory.json"
@@ -71,8 +95,8 @@ def max_samples() -> int:
 
 
 @functools.cache
-def _read_inventory(path: str, mtime: float) -> dict[str, Any]:
-    inventory: dict[str, Any] = json.loads(Path(path).read_text())
+def _read_inventory(path: str, mtime: float) -> OpInfoInventory:
+    inventory: OpInfoInventory = json.loads(Path(path).read_text())
     if inventory.get("schema") != INVENTORY_SCHEMA:
         raise ValueError(
             f"{path}: OpInfo inventory schema {inventory.get('schema')!r}, this harness reads "
@@ -81,7 +105,7 @@ def _read_inventory(path: str, mtime: float) -> dict[str, Any]:
     return inventory
 
 
-def read_inventory(path: Path) -> dict[str, Any]:
+def read_inventory(path: Path) -> OpInfoInventory:
     return _read_inventory(str(path), path.stat().st_mtime)
 
 
@@ -133,7 +157,7 @@ def _globbed(globs: Iterable[Expect], name: str) -> list[Expect]:
     return [e for e in globs if fnmatch.fnmatchcase(name, e.model)]
 
 
-def spec(entry: dict[str, Any], dtype: str, expect: list[Expect]) -> ModelSpec:
+def spec(entry: OpInfoEntry, dtype: str, expect: list[Expect]) -> ModelSpec:
     """The zoo entry of one OpInfo at one dtype."""
     name, variant = entry["name"], entry["variant"]
     count = entry["samples"].get(dtype)
@@ -142,8 +166,8 @@ def spec(entry: dict[str, Any], dtype: str, expect: list[Expect]) -> ModelSpec:
     return ModelSpec(
         name=f"{entry['model']}.{dtype}",
         family=OPINFO_FAMILY,
-        build=functools.partial(_first, samples, "build"),
-        example_inputs=functools.partial(_first, samples, "inputs"),
+        build=functools.partial(_first_build, samples),
+        example_inputs=functools.partial(_first_inputs, samples),
         tags=(OPINFO_FAMILY, dtype, group),
         expect=tuple(expect),
         description=(
@@ -169,9 +193,19 @@ def _samples(name: str, variant: str, dtype: str) -> SampleSet:
     return sample_set(name, variant, dtype, max_samples=max_samples())
 
 
-def _first(samples: Any, what: str) -> Any:
+def _first(samples: Callable[[], SampleSet]) -> tuple[Callable[[], torch.nn.Module], Sample]:
     """The entry's first sample alone, as an ordinary model (`build`, `example_inputs`)."""
-    first = next((s for s in samples().samples if s.build is not None), None)
+    first = next(((s.build, s) for s in samples().samples if s.build is not None), None)
     if first is None:
         raise LookupError("this OpInfo has no sample at this dtype")
-    return first.build() if what == "build" else first.inputs
+    return first
+
+
+def _first_build(samples: Callable[[], SampleSet]) -> torch.nn.Module:
+    build, _ = _first(samples)
+    return build()
+
+
+def _first_inputs(samples: Callable[[], SampleSet]) -> tuple[object, ...]:
+    _, first = _first(samples)
+    return first.inputs

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import torch
 
@@ -41,6 +41,7 @@ from harness.zoo.generated.one_op import (
     example_inputs,
     model_name,
 )
+from harness.zoo.op_inventory import Captured, Inventory, Leaf, OpEntry, SkippedOp, Template
 from harness.zoo.spec import ModelSpec
 
 INVENTORY_SCHEMA = 1
@@ -69,8 +70,8 @@ class OpCall:
     op: str
     model: str
     node: str
-    args: list[Any] | None = None
-    kwargs: dict[str, Any] | None = None
+    args: list[Template] | None = None
+    kwargs: dict[str, Template] | None = None
     outputs: list[int] | None = None  # the outputs the graph used, where not all of them
     floats: str = "normal"  # how float tensors are drawn (FLOATS)
     skip_reason: str | None = None
@@ -85,7 +86,7 @@ class _OpEntry:
     skip_reason: str | None = None  # why no call could be isolated (the first reason seen)
 
 
-def op_calls(program: Any, model: str) -> Iterator[OpCall]:
+def op_calls(program: torch.export.ExportedProgram, model: str) -> Iterator[OpCall]:
     """Every call_function node of the program and of its nested graphs (control-flow
     bodies), in graph order."""
     roles = _placeholder_roles(program)
@@ -97,7 +98,7 @@ def op_calls(program: Any, model: str) -> Iterator[OpCall]:
                 yield _op_call(node, model, roles if module is program.graph_module else {})
 
 
-def _placeholder_roles(program: Any) -> dict[str, str]:
+def _placeholder_roles(program: torch.export.ExportedProgram) -> dict[str, str]:
     """Placeholders that hold parameters, buffers or constants: in the one-op model these
     stay module state (ONNX initializers), as they were in the real model."""
     sig = program.graph_signature
@@ -109,7 +110,7 @@ def _placeholder_roles(program: Any) -> dict[str, str]:
     return dict.fromkeys(state, "param")
 
 
-def op_name(target: Any) -> str:
+def op_name(target: object) -> str:
     """'aten.conv2d.default' for an OpOverload; 'operator.getitem' and the like otherwise."""
     if isinstance(target, torch._ops.OpOverload):
         return str(target)
@@ -142,11 +143,11 @@ def _used_outputs(node: torch.fx.Node) -> list[int] | None:
         return None
     if not all(u.op == "call_function" and u.target is _getitem() for u in node.users):
         return None
-    indices: Any = [u.args[1] for u in node.users]
+    indices = [cast(int, u.args[1]) for u in node.users]
     return sorted({int(i) for i in indices})
 
 
-def skip_reason(target: Any) -> str | None:
+def skip_reason(target: object) -> str | None:
     """Why calls of this target cannot become one-op models, judged from the op alone."""
     if target is _getitem():
         return "graph plumbing (takes one output of a multi-output op), not an operator"
@@ -170,13 +171,13 @@ def skip_reason(target: Any) -> str | None:
     return None
 
 
-def _getitem() -> Any:
+def _getitem() -> Callable[..., object]:
     import operator
 
     return operator.getitem
 
 
-def _is_tensor_type(t: Any) -> bool:
+def _is_tensor_type(t: object) -> bool:
     text = str(t)
     return text in ("Tensor", "Optional[Tensor]", "List[Tensor]", "Tensor[]", "Tensor?")
 
@@ -189,7 +190,7 @@ def _is_tensor_type(t: Any) -> bool:
 # are dropped (the one-op model runs where the cell runs).
 
 
-def _encode(value: Any, roles: dict[str, str]) -> Any:
+def _encode(value: object, roles: dict[str, str]) -> Template:
     if isinstance(value, torch.fx.Node):
         return _encode_node(value, roles)
     if isinstance(value, list | tuple):
@@ -209,7 +210,7 @@ def _encode(value: Any, roles: dict[str, str]) -> Any:
     raise NotIsolable(f"takes an argument of type {type(value).__name__}")
 
 
-def _encode_node(node: torch.fx.Node, roles: dict[str, str]) -> dict[str, Any]:
+def _encode_node(node: torch.fx.Node, roles: dict[str, str]) -> dict[str, Leaf | str]:
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         kind = type(val).__name__ if val is not None else "no metadata"
@@ -241,10 +242,10 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 def build_inventory(
     specs: Iterable[ModelSpec], *, progress: Callable[[str], None] | None = None, seed: int = 0
-) -> dict[str, Any]:
+) -> Inventory:
     """Capture each model (seeded, eval mode, its example inputs) and gather its ops."""
     entries: dict[str, _OpEntry] = {}
-    models: dict[str, dict[str, Any]] = {}
+    models: dict[str, Captured] = {}
     for spec in sorted(specs, key=lambda s: s.name):
         if spec.family == OPS_FAMILY:
             continue  # the one-op models themselves
@@ -263,7 +264,7 @@ def build_inventory(
     return _inventory_json(entries, models)
 
 
-def _capture(spec: ModelSpec, seed: int) -> Any:
+def _capture(spec: ModelSpec, seed: int) -> torch.export.ExportedProgram:
     torch.manual_seed(seed)
     model = spec.build().eval()
     torch.manual_seed(seed)
@@ -320,7 +321,7 @@ def _eager_outputs(call: OpCall, floats: str, seed: int, call_seed: int) -> list
         return _flat(module(*inputs))
 
 
-def _flat(value: Any) -> list[torch.Tensor]:
+def _flat(value: object) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, list | tuple):
@@ -332,24 +333,26 @@ def _comparable(t: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(t, nan=0.0) if t.is_floating_point() else t
 
 
-def _inventory_json(
-    entries: dict[str, _OpEntry], models: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    ops, skipped = [], []
+def _inventory_json(entries: dict[str, _OpEntry], models: dict[str, Captured]) -> Inventory:
+    ops: list[OpEntry] = []
+    skipped: list[SkippedOp] = []
     for name in sorted(entries):
         e = entries[name]
-        usage = {"models": sorted(e.models), "calls": e.calls}
+        models_of, calls = sorted(e.models), e.calls
         if e.first is None:
-            skipped.append({"op": name, "reason": e.skip_reason, **usage})
+            skipped.append(
+                {"op": name, "reason": e.skip_reason, "models": models_of, "calls": calls}
+            )
             continue
         ops.append(
             {
                 "op": name,
                 "name": model_name(name),
-                **usage,
+                "models": models_of,
+                "calls": calls,
                 "first_call": {"model": e.first.model, "node": e.first.node},
-                "args": e.first.args,
-                "kwargs": e.first.kwargs,
+                "args": e.first.args or [],  # an isolable call has both
+                "kwargs": e.first.kwargs or {},
                 "outputs": e.first.outputs,
                 "floats": e.first.floats,
             }
@@ -390,13 +393,13 @@ def refresh(
     )
 
 
-def write_inventory(inventory: dict[str, Any], path: Path) -> None:
+def write_inventory(inventory: Inventory, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(inventory, indent=1, allow_nan=False) + "\n")
 
 
-def read_inventory(path: Path) -> dict[str, Any]:
-    inventory: dict[str, Any] = json.loads(path.read_text())
+def read_inventory(path: Path) -> Inventory:
+    inventory: Inventory = json.loads(path.read_text())
     if inventory.get("schema") != INVENTORY_SCHEMA:
         raise ValueError(
             f"{path}: inventory schema {inventory.get('schema')!r}, this harness reads {INVENTORY_SCHEMA}; "

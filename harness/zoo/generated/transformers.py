@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from harness.zoo import expected_file
 from harness.zoo.expected import ZooExpected
@@ -57,6 +57,11 @@ def _header(suite: str, reader: str) -> str:
         f"# The {suite} suite's known failures, read by model_zoo/transformers/{reader}.\n"
         "# Rewrite from a run of the suite with: harness zoo expected RUN_DIR",
     )
+
+
+# A probe's verdict on one item, as model_zoo/transformers/_refresh.py writes it: its
+# stage and reason where it failed, what it built otherwise.
+Probed = dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -163,11 +168,11 @@ def probe_all(
     probing: Probing = Probing(),
     say: Callable[[str], None] = print,
     decode: bool = False,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Probed]:
     """Probe every model type (or decode head) across `jobs` processes; one entry per
     item, always."""
     pending = list(reversed(model_types))
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, Probed] = {}
     jobs, timeout_s, memory_gb = probing.jobs, probing.timeout_s, probing.memory_gb
     workers = [_spawn(memory_gb, decode) for _ in range(min(jobs, len(model_types)) or 1)]
     selector = selectors.DefaultSelector()
@@ -202,9 +207,7 @@ def _send(w: _Worker, model_type: str) -> None:
     w.process.stdin.flush()
 
 
-def _read(
-    w: _Worker, results: dict[str, dict[str, Any]], say: Callable[[str], None], total: int
-) -> None:
+def _read(w: _Worker, results: dict[str, Probed], say: Callable[[str], None], total: int) -> None:
     line = _stdout(w).readline()
     if not line:
         return  # the process died: _reap notices
@@ -217,7 +220,7 @@ def _read(
 
 
 def _reap(
-    w: _Worker, results: dict[str, dict[str, Any]], timeout_s: float, memory_gb: float
+    w: _Worker, results: dict[str, Probed], timeout_s: float, memory_gb: float
 ) -> _Worker | None:
     """A worker that died or ran past the limit: its type gets the reason, and a new
     process takes its place."""
@@ -236,7 +239,7 @@ def _reap(
     return _spawn(memory_gb, w.decode)
 
 
-def _decode_named(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _decode_named(items: dict[str, Probed]) -> dict[str, Probed]:
     """`type:head` -> the entry's zoo name, with its type and head inside."""
     from model_zoo.transformers._decode_inventory import decode_name
 
@@ -247,7 +250,7 @@ def _decode_named(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
     return named
 
 
-def _decode_items(named: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _decode_items(named: dict[str, Probed]) -> dict[str, Probed]:
     """The inverse of `_decode_named`, for --merge."""
     return {
         f"{e['model_type']}:{e['head']}": {
