@@ -55,6 +55,10 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
             "--dtypes: unknown dtype 'half' (known: float32, float16, bfloat16)",
         ),
         (
+            ["run", "--suite", "smoke", "--ort-opt", "max"],
+            "--ort-opt: unknown ORT optimisation 'max' (known: default, none, all, fusions)",
+        ),
+        (
             ["run", "--suite", "smoke", "--dynamic", "--dynamic-only"],
             "not allowed with argument --dynamic",
         ),

@@ -4,6 +4,7 @@ with I/O binding so that no host<->device copy happens inside the timed region."
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,35 @@ from harness.cell.precision import BFLOAT16, to_numpy
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
+# ORT's graph optimisation levels by the name a session's settings record.
+LEVELS = {
+    "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
 
-def session_settings(threads: int, *, spinning: bool = True) -> dict[str, int | str]:
+
+@dataclass(frozen=True)
+class Optimisation:
+    """How a session optimises the graph it loads: its level, the optimizers it leaves
+    out (`disabled_optimizers`), and where it writes the optimised graph."""
+
+    level: str = "all"
+    disabled: tuple[str, ...] = ()
+    written_to: Path | None = None
+
+
+def session_settings(
+    threads: int, *, spinning: bool = True, level: str = "all"
+) -> dict[str, int | str]:
     """The session options a cell is timed with, as recorded beside the graph fingerprint
     (`ort_runtime`): part of "the same runtime"."""
     return {
         "intra_op_num_threads": threads,
         "inter_op_num_threads": 1,
         "execution_mode": "sequential",
-        "graph_optimization_level": "all",
+        "graph_optimization_level": level,
         "session.intra_op.allow_spinning": "1" if spinning else "0",
     }
 
@@ -43,26 +64,27 @@ class OrtRunner:
     user's session does, with ORT's defaults."""
 
     def __init__(
-        self, path: Path, threads: int, device: str, *, spinning: bool = True, tf32: bool = True
+        self,
+        path: Path,
+        threads: int,
+        device: str,
+        *,
+        spinning: bool = True,
+        tf32: bool = True,
+        optimisation: Optimisation = Optimisation(),
     ) -> None:
-        self.settings = session_settings(threads, spinning=spinning)
-        self.path, self.threads = path, threads
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", self.settings["session.intra_op.allow_spinning"]
-        )
-        options.log_severity_level = 3
+        self.settings = session_settings(threads, spinning=spinning, level=optimisation.level)
+        self.path, self.threads, self.optimisation = path, threads, optimisation
+        options = _options(self.settings, optimisation)
         providers: list[str | tuple[str, dict[str, str]]] = ["CPUExecutionProvider"]
         if device == "cuda":
             use_tf32 = "1" if tf32 else "0"
             self.settings["cuda.use_tf32"] = use_tf32
             providers.insert(0, ("CUDAExecutionProvider", {"use_tf32": use_tf32}))
         with stage("ort_session") as t:
-            self.session = ort.InferenceSession(str(path), options, providers=providers)
+            self.session = ort.InferenceSession(
+                str(path), options, providers=providers, disabled_optimizers=optimisation.disabled
+            )
             if device == "cuda":
                 require_cuda_provider(self.session.get_providers())
         self.session_s = t.seconds
@@ -142,6 +164,20 @@ def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
     if value.data_type() != "tensor(bfloat16)":
         return np.asarray(value.numpy())
     return to_numpy(torch.from_dlpack(value._ortvalue.to_dlpack()))
+
+
+def _options(settings: dict[str, int | str], optimisation: Optimisation) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(settings["intra_op_num_threads"])
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = LEVELS[optimisation.level]
+    if optimisation.written_to is not None:
+        options.optimized_model_filepath = str(optimisation.written_to)
+    spinning = "session.intra_op.allow_spinning"
+    options.add_session_config_entry(spinning, str(settings[spinning]))
+    options.log_severity_level = 3
+    return options
 
 
 def _numpy_dtype(t: torch.Tensor) -> type[np.generic]:

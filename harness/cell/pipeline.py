@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from harness.cell import exporters, failures, limits, patches
+from harness.cell import exporters, failures, limits, ort_opt, patches
 from harness.cell.artifacts import write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check as check
@@ -129,21 +129,39 @@ def _check_memory_budget(
 
 
 def session(
-    task: CellTask, request: ExportRequest, m: Measurements, dtype: str | None = None
+    task: CellTask,
+    request: ExportRequest,
+    m: Measurements,
+    dtype: str | None = None,
+    model_type: str = "bert",
 ) -> OrtRunner:
     """The ORT session that checks numerics, on the cell's device (CUDA: the CUDA provider
-    in float32, not TF32, or the cell fails at `ort_session` with `CudaProviderMissing`);
-    its load time into `m.ort`. A reduced-precision graph (`dtype`: the cell's, or a
-    sampled entry's) that ORT has no kernel for fails with `KernelMissing` naming the op."""
+    in float32, not TF32, or the cell fails at `ort_session` with `CudaProviderMissing`),
+    over the graph the cell's ORT optimisation gives (harness.cell.ort_opt); its load time
+    and what the optimisation did into `m.ort`. A reduced-precision graph (`dtype`: the
+    cell's, or a sampled entry's) that ORT has no kernel for fails with `KernelMissing`
+    naming the op."""
     dtype = dtype or (task.cell.dtype.value if task.cell.dtype.reduced else None)
     try:
-        runner = OrtRunner(request.path, task.threads, task.cell.device, tf32=False)
+        prepared = ort_opt.prepare(task.cell.ort_opt, request.path, model_type)
+        runner = OrtRunner(
+            prepared.path,
+            task.threads,
+            task.cell.device,
+            tf32=False,
+            optimisation=prepared.optimisation,
+        )
     except StageFailure as failure:
         missing = dtype and kernel_missing(failure.error, dtype)
         if missing:
             raise StageFailure("ort_session", missing) from failure.error
         raise
-    m.ort = replace(m.ort, session_s=runner.session_s)
+    m.ort = replace(
+        m.ort,
+        session_s=runner.session_s,
+        fused_ops=prepared.fused_ops,
+        optimizers=prepared.optimizers,
+    )
     return runner
 
 

@@ -8,6 +8,7 @@ never into an exception that escapes `run_cell`.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import shutil
 import tempfile
@@ -19,13 +20,13 @@ from typing import TypeVar
 
 import torch
 
-from harness.cell import exporters, limits, mismatch, patches, pipeline
+from harness.cell import exporters, limits, mismatch, ort_opt, patches, pipeline
 from harness.cell.artifacts import artifacts_dir, keep_onnx
 from harness.cell.dynamic import fixed_dims, latency_shapes, specialised_error, verification_shapes
 from harness.cell.exporters.request import Exported, ExportRequest
 from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE
-from harness.cell.ort import OrtRunner
+from harness.cell.ort import Optimisation, OrtRunner
 from harness.cell.precision import cast_inputs
 from harness.cell.reference import Reference, at_dtype, build, reference_at
 from harness.cell.samples import run_sampled
@@ -117,7 +118,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
         try:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
             pipeline.check(request.path, m)
-            runner = pipeline.session(task, request, m)
+            runner = pipeline.session(task, request, m, model_type=_model_type(spec))
             diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
             _verify(runner, ref, spec, dtype, m, diagnose)
             if task.cell.dynamic:
@@ -196,9 +197,27 @@ def _diagnose(
     ref: Reference,
     m: Measurements,
 ) -> None:
-    """The first divergent node and the stage that changed the numbers."""
+    """The first divergent node, the stage that changed the numbers, and the ORT optimizer
+    that did, where one did (harness.cell.ort_opt)."""
     exporter = exporters.get(task.cell.exporter)
     mismatch.diagnose(exporter, request, exported, ref, spec.tolerance or DEFAULT_TOLERANCE, m)
+    cell = task.cell
+
+    def passes(path: Path, optimisation: Optimisation) -> bool:
+        runner = OrtRunner(path, task.threads, cell.device, tf32=False, optimisation=optimisation)
+        outputs = pipeline.run(runner, ref.inputs)
+        checks = pipeline.judge(outputs, ref, runner.output_names, spec.tolerance, cell.dtype)
+        return all(c.ok for c in checks)
+
+    with contextlib.suppress(Exception):  # a diagnosis never changes the cell's verdict
+        found = ort_opt.culprit(cell.ort_opt, request.path, passes, _model_type(spec))
+        m.ort = replace(m.ort, broken_by=found)
+
+
+def _model_type(spec: ModelSpec) -> str:
+    """The model type onnxruntime.transformers' optimizer fuses the entry's graph as (an
+    entry's `ort_model_type` metadata: bert, gpt2, t5, ...; bert by default)."""
+    return str(spec.metadata.get("ort_model_type", "bert"))
 
 
 def _verify_dynamic(
@@ -261,9 +280,10 @@ def _latency(
     timed 3x slower beside a spinning session). The checked session is dropped first."""
     with stage("latency"):
         path, threads, device = runner.path, runner.threads, runner.device
+        optimisation = replace(runner.optimisation, written_to=None)
         del runner.session
         gc.collect()
-        timed = OrtRunner(path, threads, device, spinning=False)
+        timed = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
         by_shape: dict[str, ShapeLatency] = {}
         for name, (sizes, inputs) in shapes.items():

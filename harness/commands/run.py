@@ -89,6 +89,11 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="a zoo entry file or folder (repeatable); without --suite, run only these models",
     )
+    _add_axis_arguments(p)
+
+
+def _add_axis_arguments(p: argparse.ArgumentParser) -> None:
+    """The axes of cells beside model, exporter, opset and device."""
     p.add_argument(
         "--patches",
         type=name_list,
@@ -105,6 +110,18 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         help="the floating dtypes the models and their inputs are cast to, each a value of"
         " the cells' dtype axis: float32, float16, bfloat16 (default: the suite's, else"
         " float32); a reduced one is judged against eager at the dtype and the float32 model",
+    )
+    p.add_argument(
+        "--ort-opt",
+        dest="ort_opts",
+        type=name_list,
+        default=(),
+        metavar="LIST",
+        help="how ONNX Runtime optimises each graph before it is judged and timed, each a"
+        " value of the cells' ORT-optimisation axis: default (a session as a user opens"
+        " one), none (ORT_DISABLE_ALL), all (ORT_ENABLE_ALL written out and that file"
+        " judged), fusions (onnxruntime.transformers' fused ops) (default: the suite's,"
+        " else default)",
     )
 
 
@@ -208,6 +225,7 @@ def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "zoo": tuple(args.zoo),
         "patches": args.patches,
         "dtypes": args.dtypes,
+        "ort_opts": args.ort_opts,
     })  # fmt: skip
 
 

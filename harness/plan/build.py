@@ -27,12 +27,13 @@ from harness.plan.suites import (
     validate_dtypes,
     validate_exporters,
     validate_opsets,
+    validate_ort_opts,
     validate_patches,
 )
 from harness.store.lock import LOCK
 from harness.store.options import RunOptions as RunOptions
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell, Dtype
+from harness.store.records import NO_PATCH, Cell, Dtype, OrtOpt
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover
 
@@ -119,6 +120,11 @@ def _matrix(options: RunOptions, suite: Suite | None, specs: list[ModelSpec]) ->
         if options.dtypes
         else (suite.dtypes if suite else (Dtype.FLOAT32,))
     )
+    ort_opts = (
+        validate_ort_opts(options.ort_opts, "--ort-opt")
+        if options.ort_opts
+        else (suite.ort_opts if suite else (OrtOpt.DEFAULT,))
+    )
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
     matrix = expand(
         refs,
@@ -129,6 +135,7 @@ def _matrix(options: RunOptions, suite: Suite | None, specs: list[ModelSpec]) ->
         variants=("base", *variants),
         patches=patches,
         dtypes=dtypes,
+        ort_opts=ort_opts,
     )
     return matrix
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell, Dtype
+from harness.store.records import NO_PATCH, Cell, Dtype, OrtOpt
 
 DYNAMIC_ONLY = Shapes.ONLY  # the suite files' name for dynamic cells only
 
@@ -39,8 +39,10 @@ def expand(
     variants: Sequence[str] = ("base",),
     patches: Sequence[str] = (NO_PATCH,),
     dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
+    ort_opts: Sequence[OrtOpt] = (OrtOpt.DEFAULT,),
 ) -> Matrix:
-    """Every (model, exporter, opset, device, shape, variant, patch, dtype) combination, sorted.
+    """Every (model, exporter, opset, device, shape, variant, patch, dtype, ORT optimisation)
+    combination, sorted.
 
     With `Shapes.BOTH` (or True), models that declare dynamic dimensions also get a dynamic
     cell per combination; models without them get only static cells. With `Shapes.ONLY`,
@@ -48,7 +50,7 @@ def expand(
     """
     dynamic = Shapes.of(dynamic)
     cells = sorted(
-        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p, dtype=t)
+        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p, dtype=t, ort_opt=g)
         for m in models
         for e in exporters
         for o in opsets_for(e)
@@ -57,8 +59,9 @@ def expand(
         for v in variants
         for p in patches
         for t in dtypes
+        for g in ort_opts
     )
-    axes = (devices, dynamic, variants, patches, dtypes)
+    axes = (devices, dynamic, variants, patches, dtypes, ort_opts)
     return Matrix(tuple(cells), announce(len(cells), models, exporters, opsets_for, *axes))
 
 
@@ -78,6 +81,7 @@ def announce(
     variants: Sequence[str],
     patches: Sequence[str] = (NO_PATCH,),
     dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
+    ort_opts: Sequence[OrtOpt] = (OrtOpt.DEFAULT,),
 ) -> str:
     opsets = sorted({o for e in exporters for o in opsets_for(e)})
     any_dynamic = any(m.has_dynamic for m in models)
@@ -102,4 +106,6 @@ def announce(
         parts.append(f"{len(patches)} patches ({', '.join(patches)})")
     if list(dtypes) != [Dtype.FLOAT32]:
         parts.append(f"{len(dtypes)} dtypes ({', '.join(dtypes)})")
+    if list(ort_opts) != [OrtOpt.DEFAULT]:
+        parts.append(f"{len(ort_opts)} ORT optimisations ({', '.join(ort_opts)})")
     return f"{total} cells = " + " x ".join(parts)

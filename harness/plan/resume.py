@@ -32,6 +32,7 @@ FLAGS = {
     "variants": "--variant",
     "patches": "--patches",
     "dtypes": "--dtypes",
+    "ort_opts": "--ort-opt",
 }
 
 

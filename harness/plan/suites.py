@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from harness.errors import UsageError
 from harness.plan.matrix import DYNAMIC_ONLY
 from harness.store.options import Shapes
 from harness.store.protocol import Protocol
-from harness.store.records import DEVICES, NO_PATCH, Dtype
+from harness.store.records import DEVICES, NO_PATCH, Dtype, OrtOpt
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
@@ -33,6 +34,7 @@ class Suite:
     protocol: Protocol = Protocol()
     patches: tuple[str, ...] = (NO_PATCH,)
     dtypes: tuple[Dtype, ...] = (Dtype.FLOAT32,)
+    ort_opts: tuple[OrtOpt, ...] = (OrtOpt.DEFAULT,)
 
     def opsets_for(self, exporter: str) -> tuple[int, ...]:
         return self.opsets.get(exporter, self.opsets.get("*", DEFAULT_OPSETS))
@@ -91,6 +93,7 @@ _SUITE_KEYS = {
     "protocol",
     "patches",
     "dtypes",
+    "ort_opts",
 }
 
 
@@ -112,6 +115,7 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     dynamic = Shapes.of(given)
     chosen = validate_patches(_string_list(table, "patches", source) or (NO_PATCH,), source)
     dtypes = validate_dtypes(_string_list(table, "dtypes", source) or ("float32",), source)
+    ort_opts = validate_ort_opts(_string_list(table, "ort_opts", source) or ("default",), source)
     description = table.get("description", "")
     if not isinstance(description, str):
         raise UsageError(f"{source}: 'description' must be a string")
@@ -133,6 +137,7 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
         protocol,
         chosen,
         dtypes,
+        ort_opts,
     )
 
 
@@ -181,11 +186,22 @@ def validate_patches(names: tuple[str, ...] | list[str], source: str) -> tuple[s
 
 
 def validate_dtypes(names: tuple[str, ...] | list[str], source: str) -> tuple[Dtype, ...]:
-    known = ", ".join(Dtype)
+    return tuple(Dtype(n) for n in _known(names, Dtype, "dtype", source))
+
+
+def validate_ort_opts(names: tuple[str, ...] | list[str], source: str) -> tuple[OrtOpt, ...]:
+    return tuple(OrtOpt(n) for n in _known(names, OrtOpt, "ORT optimisation", source))
+
+
+def _known(
+    names: tuple[str, ...] | list[str], values: type[StrEnum], what: str, source: str
+) -> tuple[str, ...]:
+    """`names` without repeats; UsageError naming the first one `values` lacks."""
     for name in names:
-        if name not in set(Dtype):
-            raise UsageError(f"{source}: unknown dtype {name!r} (known: {known})")
-    return tuple(Dtype(n) for n in dict.fromkeys(names))
+        if name not in {v.value for v in values}:
+            known = ", ".join(v.value for v in values)
+            raise UsageError(f"{source}: unknown {what} {name!r} (known: {known})")
+    return tuple(dict.fromkeys(names))
 
 
 def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from harness.report.measures import (
     latency_section,
     opsets_section,
 )
+from harness.report.ort_opt import ort_opt_section
 from harness.report.outcomes import (
     expectations_section,
     failures_section,
@@ -120,6 +121,7 @@ def build_report(
         latency_section(lay, figure.get("latency")),
         generation_section(records, figure.get("generation_latency")),
         precision_section(records),
+        ort_opt_section(records),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))
         if baseline is not None

@@ -1,7 +1,7 @@
 """The grid every table and plot of a run shares.
 
-Rows are (model, shape), columns exporter@opset (with device, dtype, variant and patch
-where a run has several), exporters in the registry's order (harness.cell.exporters).
+Rows are (model, shape), columns exporter@opset (with device, dtype, ORT optimisation,
+variant and patch where a run has several), exporters in the registry's order (harness.cell.exporters).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.cell.exporters import NAMES as EXPORTERS
-from harness.store.records import NO_PATCH, Dtype, Record
+from harness.store.records import NO_PATCH, Dtype, OrtOpt, Record
 
 # == the grid ==================================================================================
 
@@ -26,6 +26,7 @@ class Column:
     variant: str = "base"
     patch: str = NO_PATCH
     dtype: Dtype = Dtype.FLOAT32
+    ort_opt: OrtOpt = OrtOpt.DEFAULT
 
 
 def _exporter_rank(exporter: str) -> int:
@@ -38,6 +39,7 @@ def _column_order(c: Column) -> tuple[Any, ...]:
         c.exporter,
         c.device,
         list(Dtype).index(c.dtype),
+        list(OrtOpt).index(c.ort_opt),
         c.opset,
         c.variant != "base",
         c.variant,
@@ -60,6 +62,7 @@ class Layout:
     show_variant: bool
     show_patch: bool = False
     show_dtype: bool = False
+    show_ort_opt: bool = False
 
     def record(self, row: RowKey, column: Column) -> Record | None:
         return self.cells.get((row, column))
@@ -87,6 +90,8 @@ class Layout:
             text += f" {column.device}"
         if self.show_dtype:
             text += f" {column.dtype}"
+        if self.show_ort_opt:
+            text += f" [ort {column.ort_opt}]"
         if self.show_variant and column.variant != "base":
             text += f" [{column.variant}]"
         if self.show_patch and column.patch != NO_PATCH:
@@ -103,7 +108,7 @@ def row_key(record: Record) -> RowKey:
 
 def column_of(record: Record) -> Column:
     r = record
-    return Column(r.exporter, r.opset, r.device, r.variant, r.patch, r.dtype)
+    return Column(r.exporter, r.opset, r.device, r.variant, r.patch, r.dtype, r.ort_opt)
 
 
 def layout(records: Iterable[Record]) -> Layout:
@@ -119,6 +124,7 @@ def layout(records: Iterable[Record]) -> Layout:
         show_variant=len({c.variant for c in columns}) > 1,
         show_patch=len({c.patch for c in columns}) > 1,
         show_dtype=len({c.dtype for c in columns}) > 1,
+        show_ort_opt=len({c.ort_opt for c in columns}) > 1,
     )
 
 

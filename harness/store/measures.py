@@ -215,11 +215,22 @@ class OrtMeasures(Group):
     session_s: Seconds | None = None
     latency: Latency | None = None
     runtime: OrtRuntime | None = None
+    # What the cell's ORT optimisation did (harness.cell.ort_opt): the op types of the
+    # optimised graph that the exported one lacks, with their counts; the optimizers
+    # (ORT's graph transformers, or the transformers optimizer's fusions) that changed the
+    # graph; and, where the optimised graph fails numerics and the graph as exported
+    # passes, the one whose removal restores the numbers.
+    fused_ops: dict[str, Count] | None = None
+    optimizers: list[str] | None = None
+    broken_by: str | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "ort_session_s": "session_s",
         "ort_latency_ms": "latency",
         "ort_runtime": "runtime",
+        "ort_fused_ops": "fused_ops",
+        "ort_optimizers": "optimizers",
+        "ort_broken_by": "broken_by",
     }
 
 

@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema as cs
 
 from harness.store.declare import GiB, Positive, Seconds, read
-from harness.store.records import Dtype
+from harness.store.records import Dtype, OrtOpt
 
 
 class Shapes(StrEnum):
@@ -85,6 +85,9 @@ class RunOptions:
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
     patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
     dtypes: tuple[Dtype, ...] = ()  # the cells' floating dtypes; (): the suite's, else float32
+    ort_opts: tuple[
+        OrtOpt, ...
+    ] = ()  # ORT optimisations of the graph; (): the suite's, else default
 
     def __post_init__(self) -> None:
         # Older callers and manifests name the shapes true, false or "only".

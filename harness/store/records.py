@@ -15,11 +15,12 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, NotRequired, Required
 
 from typing_extensions import TypedDict
 
+from harness.store.axes import Dtype as Dtype
+from harness.store.axes import OrtOpt as OrtOpt
 from harness.store.declare import Malformed, Positive, Ratio, Seconds, free, hints, read
 from harness.store.declare import SchemaError as SchemaError  # raised by the readers
 from harness.store.details import JsonObject, MinimalRepro, SampleSummary, WorkerInfo, plain
@@ -45,33 +46,7 @@ DEVICES = ("cpu", "cuda")
 
 
 NO_PATCH = "none"  # the plain export call: no patch (harness.cell.patches)
-CellKey = tuple[str, str, int, str, bool, str, str, str]  # Cell.key
-
-
-class Dtype(StrEnum):
-    """The floating dtype a cell casts the model and its floating inputs to (`--dtypes`);
-    float32 is the zoo's own. `tolerance` is torch's `assert_close` default for the dtype,
-    the export-fidelity gate of a reduced-precision cell (docs/design.md)."""
-
-    FLOAT32 = "float32"
-    FLOAT16 = "float16"
-    BFLOAT16 = "bfloat16"
-
-    @property
-    def reduced(self) -> bool:
-        return self is not Dtype.FLOAT32
-
-    @property
-    def tolerance(self) -> tuple[float, float]:
-        """(rtol, atol) of torch.testing.assert_close for this dtype."""
-        return _ASSERT_CLOSE[self]
-
-
-_ASSERT_CLOSE = {
-    Dtype.FLOAT32: (1.3e-6, 1e-5),
-    Dtype.FLOAT16: (1e-3, 1e-5),
-    Dtype.BFLOAT16: (1.6e-2, 1e-5),
-}
+CellKey = tuple[str, str, int, str, bool, str, str, str, str]  # Cell.key
 
 
 @dataclass(frozen=True, order=True)
@@ -89,11 +64,15 @@ class Cell:
     family: str = field(default="", compare=False)
     patch: str = NO_PATCH
     dtype: Dtype = Dtype.FLOAT32
+    ort_opt: OrtOpt = OrtOpt.DEFAULT
 
     @property
     def key(self) -> CellKey:
         c = self
-        return (c.model, c.exporter, c.opset, c.device, c.dynamic, c.variant, c.patch, c.dtype)
+        return (
+            *(c.model, c.exporter, c.opset, c.device, c.dynamic),
+            *(c.variant, c.patch, c.dtype, c.ort_opt),
+        )
 
     @property
     def cell_id(self) -> str:
@@ -101,10 +80,12 @@ class Cell:
         shape = "dynamic" if self.dynamic else "static"
         patch = "" if self.patch == NO_PATCH else f"--patch-{self.patch}"
         dtype = f"--{self.dtype}" if self.dtype.reduced else ""
+        ort_opt = "" if self.ort_opt is OrtOpt.DEFAULT else f"--ort-{self.ort_opt}"
         return (
             f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
             + patch
             + dtype
+            + ort_opt
         )
 
     def label(self) -> str:
@@ -112,7 +93,8 @@ class Cell:
         variant = "" if self.variant == "base" else f" [{self.variant}]"
         patch = "" if self.patch == NO_PATCH else f" [patch {self.patch}]"
         dtype = f" {self.dtype}" if self.dtype.reduced else ""
-        place = f"{self.device}{dtype}{shape}{variant}{patch}"
+        ort_opt = "" if self.ort_opt is OrtOpt.DEFAULT else f" [ort {self.ort_opt}]"
+        place = f"{self.device}{dtype}{shape}{variant}{patch}{ort_opt}"
         return f"{self.model} {self.exporter}@{self.opset} {place}"
 
 
@@ -255,6 +237,10 @@ class Record:
         return self.cell.dtype
 
     @property
+    def ort_opt(self) -> OrtOpt:
+        return self.cell.ort_opt
+
+    @property
     def speedup(self) -> float | None:
         """Eager p50 / ORT p50 at the first timed shape."""
         return speedup_of(self.eager.latency, self.ort.latency)
@@ -316,6 +302,7 @@ class Record:
             else {k: v.to_dict() for k, v in shapes.items()},
             "patch": c.patch,
             "dtype": c.dtype.value,
+            "ort_opt": c.ort_opt.value,
         }
 
     def to_json(self) -> str:
@@ -331,6 +318,7 @@ class Record:
             **{k: v[k] for k in _CELL_KEYS},
             patch=v.get("patch", NO_PATCH),
             dtype=Dtype(v.get("dtype", Dtype.FLOAT32)),
+            ort_opt=OrtOpt(v.get("ort_opt", OrtOpt.DEFAULT)),
         )
         groups: dict[str, Any] = {
             name: group(**{attr: v.get(key) for key, attr in group.FLAT.items()})
@@ -475,6 +463,14 @@ def _update_to_4(d: JsonObject) -> JsonObject:
 
 
 def _update_to_5(d: JsonObject) -> JsonObject:
-    """Schema 5 adds the dtype axis (every older cell ran in float32) and a reduced-precision
-    cell's `precision_loss` (none before)."""
-    return {"dtype": Dtype.FLOAT32.value, "precision_loss": None, **d, "schema": 5}
+    """Schema 5 adds the dtype axis (every older cell ran in float32), a reduced-precision
+    cell's `precision_loss` (none before), and the ORT optimisation axis (every older cell
+    ran in a default session) with its fused ops, optimizers and culprit."""
+    return {**_SINCE_5, **d, "schema": 5}
+
+
+_SINCE_5: JsonObject = {
+    "dtype": Dtype.FLOAT32.value,
+    "ort_opt": OrtOpt.DEFAULT.value,
+    **dict.fromkeys(("precision_loss", "ort_fused_ops", "ort_optimizers", "ort_broken_by")),
+}

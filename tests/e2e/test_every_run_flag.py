@@ -36,7 +36,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     ),
     "dynamic": (
         *("--suite", SUITE, *SELECT, "--models", "tiny_conv", "--exporters", "torchscript"),
-        "--dynamic",
+        *("--dynamic", "--ort-opt", "default,all"),
         "--keep-graphs",  # a folder shared by runs: its path is added below
     ),
 }
@@ -117,6 +117,10 @@ def test_the_options_each_run_took_are_in_its_manifest(runs: dict[str, Path]) ->
     assert any((runs["dynamic-only"] / "graphs").iterdir())
     shared = RunOptions.from_dict(dict(read_manifest(runs["dynamic"]).options))
     assert shared.keep_graphs == str(runs["dynamic"].parent / "graphs")
+    assert shared.ort_opts == ("default", "all")
+    by_level = {r.ort_opt: r for r in read_records(runs["dynamic"]) if not r.dynamic}
+    assert sorted(by_level) == ["all", "default"]
+    assert by_level["all"].ort.optimizers is not None and by_level["default"].ort.optimizers is None
 
 
 def test_a_failure_of_a_run_is_repro_d(runs: dict[str, Path]) -> None:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from harness.plan.matrix import ModelRef, expand
-from harness.store.records import Dtype
+from harness.store.records import Dtype, OrtOpt
 
 MODELS = [ModelRef("b_model", "vision", True), ModelRef("a_model", "nlp", False)]
 
@@ -60,6 +60,19 @@ def test_dtypes_are_an_axis_and_a_float32_cell_keeps_its_name() -> None:
         c.cell_id for c in expand(MODELS[:1], ["dynamo", "torchscript"], lambda e: (18,)).cells
     }
     assert plain == {c.cell_id for c in m.cells if c.dtype is Dtype.FLOAT32}
+
+
+def test_ort_optimisations_are_an_axis_and_a_default_cell_keeps_its_name() -> None:
+    levels = (OrtOpt.DEFAULT, OrtOpt.NONE, OrtOpt.FUSIONS)
+    m = expand(MODELS[:1], ["dynamo"], lambda e: (18,), ort_opts=levels)
+    assert sorted(c.ort_opt for c in m.cells) == sorted(levels)
+    ids = sorted(c.cell_id for c in m.cells)
+    assert ids == [
+        "b_model--dynamo--op18--cpu--static--base",
+        "b_model--dynamo--op18--cpu--static--base--ort-fusions",
+        "b_model--dynamo--op18--cpu--static--base--ort-none",
+    ]
+    assert m.announcement.endswith("x 3 ORT optimisations (default, none, fusions)")
 
 
 def test_patches_are_an_axis_of_their_own_beside_variants() -> None:

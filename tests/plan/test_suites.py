@@ -7,7 +7,7 @@ import pytest
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
 from harness.store.options import Shapes
-from harness.store.records import Dtype
+from harness.store.records import Dtype, OrtOpt
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -86,6 +86,13 @@ def test_a_suite_names_its_dtypes_float32_by_default(tmp_path: Path) -> None:
     suite = load_suite(_write(tmp_path, 'models = ["a"]\ndtypes = ["float16", "bfloat16"]\n'))
     assert suite.dtypes == (Dtype.FLOAT16, Dtype.BFLOAT16)
     assert parse_suite({"models": ["x"]}, name="x", source="inline").dtypes == (Dtype.FLOAT32,)
+
+
+def test_a_suite_names_its_ort_optimisations_default_by_default(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, 'models = ["a"]\nort_opts = ["none", "fusions"]\n'))
+    assert suite.ort_opts == (OrtOpt.NONE, OrtOpt.FUSIONS)
+    inline = parse_suite({"models": ["x"]}, name="x", source="inline")
+    assert inline.ort_opts == (OrtOpt.DEFAULT,)
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,9 @@ AFTER_EXPORT = (Stage.CHECK, Stage.ORT_SESSION, Stage.ORT_RUN, Stage.NUMERICS)
 
 def kind_of(record: Record) -> str | None:
     """What kind of repro the record's failure gets, or None (it passed, or failed where no
-    repro applies: a timeout, a crash, a build error, the dynamic second shape)."""
-    if record.stage is None:
+    repro applies: a timeout, a crash, a build error, the dynamic second shape, numbers an
+    ORT optimizer changed: the record names that optimizer, the graph as exported passes)."""
+    if record.stage is None or record.ort.broken_by is not None:
         return None
     # A clean failure has the status of its stage (a timeout or crash does not); an
     # expected one is xfail and keeps the stage.

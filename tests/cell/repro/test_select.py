@@ -6,6 +6,7 @@ from harness.cell.repro.figures import figures
 from harness.cell.repro.select import choose, clusters, kind_of
 from harness.store.details import MinimalRepro
 from harness.store.diagnosis import repro_text
+from harness.store.measures import OrtMeasures
 from harness.store.records import Cell, Record
 
 SIG_A = "DispatchError: No ONNX function found for aten.polygamma"
@@ -41,6 +42,15 @@ def test_no_repro_for_passes_timeouts_crashes_harness_errors_or_the_dynamic_shap
     assert kind_of(_record("m", "harness_error", "build")) is None
     assert kind_of(_record("m", "dynamic_mismatch", "dynamic")) is None
     assert kind_of(_record("m", "xpass", None)) is None
+
+
+def test_no_repro_where_the_runtime_is_to_blame() -> None:
+    """A missing kernel, or numbers an ORT optimizer changed while the graph as exported
+    gives eager's: the record names the op or the optimizer, not an exporter's failure."""
+    assert kind_of(_record("m", "runtime_missing", "ort_session")) is None
+    broken = _record("m", "numerics_mismatch", "numerics", ort=OrtMeasures(broken_by="x"))
+    assert kind_of(broken) is None
+    assert kind_of(_record("m", "numerics_mismatch", "numerics", ort=OrtMeasures())) == "numerics"
 
 
 def test_clusters_by_signature_largest_first_cells_in_order() -> None:

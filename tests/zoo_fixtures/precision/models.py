@@ -1,5 +1,5 @@
-"""Models whose verdicts at float16 and bfloat16 tests/cell/test_precision.py checks against
-a plain export + ONNX Runtime script."""
+"""Models whose verdicts at float16 and bfloat16 (tests/cell/test_precision.py) and under
+ORT's optimisations (tests/cell/test_ort_opt.py) are checked against plain scripts."""
 
 import torch
 
@@ -37,10 +37,25 @@ class Norm(torch.nn.Module):
         return self.norm(x)
 
 
+class GeluBlock(torch.nn.Module):
+    """Linear, GELU, residual, LayerNorm: onnxruntime.transformers fuses it into BiasGelu and
+    SkipLayerNormalization. At float16, on activations near 30, the fused
+    SkipLayerNormalization rounds differently from eager on more than 1% of the elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 64)
+        self.norm = torch.nn.LayerNorm(64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(torch.nn.functional.gelu(self.fc(x)) + x)
+
+
 SPECS = [
     ModelSpec("large_rmsnorm", "precision", LargeRMSNorm, lambda: (torch.randn(2, 64) * 30 + 300,)),
     ModelSpec(
         "dense", "precision", Dense, lambda: (torch.randn(4, 16),), dynamic_shapes=({0: "batch"},)
     ),
     ModelSpec("norm", "precision", Norm, lambda: (torch.randn(4, 16),)),
+    ModelSpec("gelu_block", "precision", GeluBlock, lambda: (torch.randn(2, 8, 64) + 30,)),
 ]
