@@ -1,7 +1,9 @@
 """`repro_min.py` for a module-level repro: the kept submodule as the model built it (its
 class from the model's own package, or its source where a zoo file defines it, written
 into the script), its weights and the inputs it got in the model's forward saved beside
-the script, exported alone with the cell's exporter; only the steps the failure needs.
+the script, exported alone with the cell's exporter; only the steps the failure needs. A
+mismatch is judged by the cell's rule (`script.MISMATCH`, the float64 run for eager's noise
+floor where the module runs in float64), as the module search judged it.
 
 The module is saved whole (`repro_min_module.pt`: its class, its attributes such as a
 transformers config, its weights); a class defined in a zoo file, which no script can
@@ -131,11 +133,6 @@ def _imported(node: ast.Import | ast.ImportFrom) -> set[str]:
     return {(a.asname or a.name).split(".")[0] for a in node.names}
 
 
-_FEEDS = [
-    "    leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if torch.is_tensor(t)]",
-    "    names = [f'input_{i}' for i in range(len(leaves))]",
-]
-
 # -- the text ----------------------------------------------------------------------------------
 
 
@@ -148,17 +145,17 @@ def text(
 ) -> str:
     last = "ort_run" if target.numerics else script.step_of(target.stage)
     steps = script.steps_for(last)
-    imports = ["import sys", "import traceback", "from pathlib import Path", "", "import torch"]
-    imports += ["import numpy as np"] * target.numerics + ["import onnx"] * ("check" in steps)
-    imports += ["import onnxruntime as ort"] * ("ort_session" in steps)
+    imports = [*["import copy"] * target.numerics, "import sys", "import traceback"]
+    imports += ["from pathlib import Path", "", *["import onnx"] * ("check" in steps)]
+    imports += [*["import onnxruntime as ort"] * ("ort_session" in steps), "import torch"]
     parts = [
         _docstring(module, target, about, sources),
         "\n".join(imports + [i for i in (sources.imports if sources else []) if i not in imports]),
         *(sources.definitions if sources else []),
         *([_PASS_THROUGH] if passing else []),
         _constants(target) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
+        *([script.MISMATCH] if target.numerics else []),
         _main(target, steps, sources, passing=bool(passing)),
-        'if __name__ == "__main__":\n    sys.exit(main())',
     ]
     return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
 
@@ -179,7 +176,7 @@ def _docstring(
     )
     expected = (
         f"ONNX Runtime's outputs differ from the module's eager outputs beyond rtol"
-        f" {target.tolerance[0]:g} / atol {target.tolerance[1]:g}"
+        f" {target.tolerance[0]:g} / atol {target.tolerance[1]:g} (the cell's rule)"
         if target.numerics
         else f"{script.step_of(target.stage)} fails with {target.signature}"
     )
@@ -217,9 +214,15 @@ class PassThrough(torch.nn.Module):
 """
 
 _PUT_BACK = [
-    "    for where, tuple_out in PASS_THROUGH:",
-    '        parent, _, index = where.rpartition(".")',
-    "        module.get_submodule(parent)[int(index)] = PassThrough(tuple_out)",
+    "for where, tuple_out in PASS_THROUGH:",
+    '    parent, _, index = where.rpartition(".")',
+    "    module.get_submodule(parent)[int(index)] = PassThrough(tuple_out)",
+]
+
+_TENSORS = "[t for t in torch.utils._pytree.tree_leaves({}) if torch.is_tensor(t)]"
+_FEEDS = [
+    f"leaves = {_TENSORS.format('(args, kwargs)')}",
+    'INPUT_NAMES = [f"input_{i}" for i in range(len(leaves))]',
 ]
 
 
@@ -231,30 +234,46 @@ def _main(target: Target, steps: tuple[str, ...], sources: Sources | None, *, pa
     )
     feeds = "ort_run" in steps  # graph inputs named, to feed ONNX Runtime by name
     body = [
-        "def main():",
-        *[f"    {line}" for line in alias],
-        f'    module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
+        *alias,
+        f'module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
         *(_PUT_BACK if passing else []),
-        f'    args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
+        f'args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
         *(_FEEDS if feeds else []),
-        '    path, step = str(HERE / "repro_min.onnx"), "export"',
-        "    try:",
-        "        torch.onnx.export(",
-        f"            module, args, path, kwargs=kwargs,{' input_names=names,' * feeds}",
-        f"            opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')},",
-        "        )",
-        *script.step_lines(steps),
+        'path = str(HERE / "repro_min.onnx")' if target.numerics else _PATH_AND_STEP,
+        "try:",
+        script.export_line("module", target, kwargs=True, names=feeds),
     ]
-    body += script.except_lines() if not target.numerics else script.other_failure_lines()
     if target.numerics:
-        body += [
-            "    with torch.no_grad():",
-            "        want = torch.utils._pytree.tree_leaves(module(*args, **kwargs))",
-            "    for i, (g, w) in enumerate(zip(got, [t.numpy() for t in want if torch.is_tensor(t)])):",
-            "        if not np.allclose(g, w, rtol=RTOL, atol=ATOL):",
-            '            print("REPRODUCED: ONNX Runtime and eager differ", file=sys.stderr)',
-            "            worst = float(np.abs(g.astype(np.float64) - w).max())",
-            '            raise AssertionError(f"output {i}: max_abs {worst:.4g}, beyond rtol {RTOL} / atol {ATOL}")',
-        ]
-    body += ['    print(f"not reproduced: {step} passed")', "    return 0"]
-    return "\n".join(body)
+        return "\n".join(body + _NUMERICS)
+    body += [*script.step_lines(steps), *script.except_lines()]
+    return "\n".join([*body, 'print(f"not reproduced: {step} passed")'])
+
+
+_PATH_AND_STEP = 'path, step = str(HERE / "repro_min.onnx"), "export"'
+
+
+# ONNX Runtime's outputs against the module's own eager outputs, by the cell's rule (with
+# the float64 run for eager's noise floor where the module runs in float64).
+_NUMERICS = [
+    f"    session = ort.InferenceSession(path, providers={script.PROVIDERS})",
+    f"    got = session.run(None, {script.FEEDS})",
+    "    with torch.no_grad():",
+    f"        want = {_TENSORS.format('module(*args, **kwargs)')}",
+    *script.OTHER_FAILURE,
+    "try:  # torch float32's own error against float64, for eager's noise floor",
+    "    args64, kwargs64 = torch.utils._pytree.tree_map_only(",
+    "        torch.Tensor, lambda t: t.double() if t.is_floating_point() else t, (args, kwargs)",
+    "    )",
+    "    with torch.no_grad():",
+    f"        want64 = {_TENSORS.format('copy.deepcopy(module).double()(*args64, **kwargs64)')}",
+    "except Exception:  # an op without a float64 kernel: no noise floor",
+    "    want64 = want",
+    "if len(got) != len(want):",
+    '    print("REPRODUCED: ONNX Runtime and eager differ", file=sys.stderr)',
+    '    raise AssertionError(f"ONNX Runtime gives {len(got)} outputs, eager {len(want)}")',
+    "for i, (g, w, w64) in enumerate(zip(got, want, want64)):",
+    "    if found := mismatch(torch.from_numpy(g), w, w64):",
+    '        print("REPRODUCED: ONNX Runtime and eager differ", file=sys.stderr)',
+    '        raise AssertionError(f"output {i}: {found}")',
+    'print(f"not reproduced: outputs match eager within rtol {RTOL} / atol {ATOL}")',
+]

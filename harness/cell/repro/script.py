@@ -7,6 +7,10 @@ through the cell's stages up to the failing one. It exits 1 when the failure rep
 (the exporter's or the runtime's own error, same stage and error signature as the cell;
 or an AssertionError naming the node whose value is wrong), 0 when it does not, and 2 when
 it fails some other way. The versions it was made with are in its docstring.
+
+It carries only what its failure needs: a mismatch script judges the node's value by the
+cell's rule (`MISMATCH`: harness.cell.numerics's, in a few lines of torch), with the
+float64 run for eager's noise floor only where the kept ops run in float64.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 import torch
 
-from harness.cell.repro.oracle import Target
+from harness.cell.repro.oracle import Target, torch_values
 from harness.cell.repro.program import Candidate
 from harness.store.status import Stage
 
@@ -127,7 +131,13 @@ def _load_line(module: types.ModuleType) -> str:
     if path is None:
         raise NotStandalone(f"module {name} defines a custom op but has no file to load")
     where = str(Path(path).resolve())
-    return f"_load_module({name!r}, {where!r})  # defines custom ops the program calls"
+    return "\n".join(
+        [
+            f"SPEC = importlib.util.spec_from_file_location({name!r}, {where!r})",
+            "sys.modules[SPEC.name] = importlib.util.module_from_spec(SPEC)",
+            "SPEC.loader.exec_module(sys.modules[SPEC.name])  # defines custom ops the program calls",
+        ]
+    )
 
 
 def versions() -> str:
@@ -171,45 +181,75 @@ def expected_text(signature: str) -> tuple[str, str]:
 
 
 def step_lines(steps: tuple[str, ...]) -> list[str]:
-    """The steps after the export, inside the script's try (`path`, `names`, `leaves`)."""
+    """The steps after the export, inside the script's try (`path`, `leaves`, `INPUT_NAMES`)."""
     lines = {
         "check": ["onnx.checker.check_model(path, full_check=True)"],
-        "ort_session": ['session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])'],
-        "ort_run": [
-            "wanted = {i.name for i in session.get_inputs()}",
-            "got = session.run(None, {n: t.numpy() for n, t in zip(names, leaves) if n in wanted})",
-        ],
+        "ort_session": [f"session = ort.InferenceSession(path, providers={PROVIDERS})"],
+        "ort_run": [f"got = session.run(None, {FEEDS})"],
     }
     found = []
     for step in steps[1:]:
-        found += [f'        step = "{step}"', *(f"        {ln}" for ln in lines[step])]
+        found += [f'    step = "{step}"', *(f"    {ln}" for ln in lines[step])]
     return found
+
+
+PROVIDERS = '["CPUExecutionProvider"]'
+
+
+# ONNX Runtime's feeds, by name: a graph may leave out an input it does not read.
+FEEDS = "{i.name: leaves[INPUT_NAMES.index(i.name)].numpy() for i in session.get_inputs()}"
 
 
 def except_lines() -> list[str]:
     """An error reproduces where its root cause is at EXPECTED's step, of its type, and
     says its text."""
     return [
-        "    except Exception as error:",
-        "        traceback.print_exc()",
-        "        while error.__cause__ is not None:",
-        "            error = error.__cause__",
-        '        found = (step, type(error).__name__, " ".join(str(error).split()))',
-        "        if found[:2] == EXPECTED[:2] and EXPECTED[2] in found[2]:",
-        '            print(f"REPRODUCED at {step}: {found[1]}: {EXPECTED[2]}", file=sys.stderr)',
-        "            return 1",
-        '        print(f"FAILED DIFFERENTLY at {step}: {found[1]}; expected {EXPECTED}", file=sys.stderr)',
-        "        return 2",
+        "except Exception as error:",
+        "    traceback.print_exc()",
+        "    while error.__cause__ is not None:",
+        "        error = error.__cause__",
+        '    found = (step, type(error).__name__, " ".join(str(error).split()))',
+        "    if found[:2] == EXPECTED[:2] and EXPECTED[2] in found[2]:",
+        '        print(f"REPRODUCED at {step}: {found[1]}: {EXPECTED[2]}", file=sys.stderr)',
+        "        sys.exit(1)",
+        '    print(f"FAILED DIFFERENTLY at {step}: {found[1]}; expected {EXPECTED}", file=sys.stderr)',
+        "    sys.exit(2)",
     ]
 
 
-def other_failure_lines() -> list[str]:
-    return [
-        "    except Exception as error:",
-        "        traceback.print_exc()",
-        '        print(f"FAILED DIFFERENTLY at {step}: {type(error).__name__}", file=sys.stderr)',
-        "        return 2",
-    ]
+# A mismatch script's failure is a value: an error before the comparison is not it.
+OTHER_FAILURE = [
+    "except Exception:",
+    "    traceback.print_exc()",
+    '    print("FAILED DIFFERENTLY: before the comparison", file=sys.stderr)',
+    "    sys.exit(2)",
+]
+
+# The cell's rule (harness.cell.numerics), element by element; both kinds of script use it.
+MISMATCH = """
+# The cell's rule: an element passes within atol + rtol * |torch| (NaN and inf where
+# torch's are), or where its error against float64 is within 10x torch float32's own,
+# plus atol; integers and bools must be equal. Returns what differs, or None.
+def mismatch(got, want, want64):
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)} where torch gives {tuple(want.shape)}"
+    close = got == want
+    if want.is_floating_point():
+        close = torch.isclose(got.double(), want.double(), RTOL, ATOL, equal_nan=True)
+        close |= want.isfinite() & ((got - want64).abs() <= 10 * (want - want64).abs() + ATOL)
+    if not close.all():
+        worst = float((got.double() - want.double()).abs()[~close].max())
+        return f"max_abs {worst:.4g}: {int((~close).sum())} of {close.numel()} values beyond rtol {RTOL} / atol {ATOL}"
+"""
+
+
+def export_line(model: str, target: Target, *, kwargs: bool = False, names: bool = False) -> str:
+    """The export call, inside the script's try."""
+    return (
+        f"    torch.onnx.export({model}, {'args' if kwargs else 'leaves'}, path,"
+        f"{' kwargs=kwargs,' * kwargs}{' input_names=INPUT_NAMES,' * names}"
+        f" opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')})"
+    )
 
 
 def script_text(
@@ -217,19 +257,27 @@ def script_text(
 ) -> str:
     last = "ort_run" if target.numerics else step_of(target.stage)
     steps = steps_for(last)
-    head = [*["import copy"] * target.numerics, "import sys", "import traceback"]
-    head += ["from pathlib import Path", "", *["import onnx"] * ("check" in steps)]
+    loads = any(line.startswith("SPEC = ") for line in imports)
+    head = [
+        *["import importlib.util"] * loads,
+        "import sys",
+        "import traceback",
+        "from pathlib import Path",
+    ]
+    head += ["", *["import onnx"] * ("check" in steps)]
     head += [*["import onnxruntime as ort"] * ("ort_session" in steps), "import torch"]
-    loads = any(line.startswith("_load_module(") for line in imports)
+    if target.numerics:
+        body = _numerics_body(target, float64=_runs_in_float64(candidate))
+    else:
+        body = _body(target, steps)
     parts = [
         _docstring(target, about),
         "\n".join(head),
-        *([_LOAD_MODULE] if loads else []),
         "\n".join(imports),
         _constants(candidate, target),
+        *([MISMATCH] if target.numerics else []),
         _module(candidate, forward),
-        _main(target, steps),
-        'if __name__ == "__main__":\n    sys.exit(main())',
+        body,
     ]
     text = "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -264,17 +312,12 @@ def _exporter_call(target: Target) -> str:
 
 
 def _constants(candidate: Candidate, target: Target) -> str:
-    lines = [
-        "HERE = Path(__file__).resolve().parent",
-        f'SAVED = torch.load(HERE / "{INPUTS}", weights_only=True)',
-    ]
+    lines = [f'SAVED = torch.load(Path(__file__).with_name("{INPUTS}"), weights_only=True)']
     if target.stage in (Stage.ORT_RUN, Stage.NUMERICS):  # ONNX Runtime is fed by name
         lines.append(f"INPUT_NAMES = {list(candidate.input_names)!r}")
     if target.numerics:
-        lines += [
-            f"NODE = {target.node!r}",
-            f"RTOL, ATOL = {target.tolerance[0]!r}, {target.tolerance[1]!r}",
-        ]
+        tolerance = f"{target.tolerance[0]!r}, {target.tolerance[1]!r}"
+        lines.append(f"NODE, RTOL, ATOL = {target.node!r}, {tolerance}  # the cell's tolerance")
     else:
         lines.append(
             f"EXPECTED = {(step_of(target.stage), *expected_text(target.signature or ''))!r}"
@@ -300,60 +343,50 @@ def _module(candidate: Candidate, forward: str) -> str:
     return body + "\n" + textwrap.indent(forward.strip(), "    ")
 
 
-def _main(target: Target, steps: tuple[str, ...]) -> str:
+_ONNX_PATH = 'str(Path(__file__).with_name("repro_min.onnx"))'
+
+
+def _body(target: Target, steps: tuple[str, ...]) -> str:
+    """The script's body for an error at some step: it reproduces where it is EXPECTED's."""
     lines = [
-        "def main():",
-        '    model, leaves = Repro().eval(), tuple(SAVED["inputs"])',
-        *(["    names = INPUT_NAMES"] if "ort_run" in steps else []),
-        '    path, step = str(HERE / "repro_min.onnx"), "export"',
-        "    try:",
-        "        torch.onnx.export(",
-        f"            model, leaves, path,{' input_names=names,' * ('ort_run' in steps)}",
-        f"            opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')},",
-        "        )",
+        'model, leaves = Repro().eval(), tuple(SAVED["inputs"])',
+        f'path, step = {_ONNX_PATH}, "export"',
+        "try:",
+        export_line("model", target, names="ort_run" in steps),
         *step_lines(steps),
-        *(other_failure_lines() if target.numerics else except_lines()),
+        *except_lines(),
+        f"print({'not reproduced: ' + ', '.join(steps) + ' passed'!r})",
     ]
-    if target.numerics:
-        lines += _NUMERICS.strip("\n").splitlines()
-    done = 'f"not reproduced: node {NODE} matches torch within rtol {RTOL} / atol {ATOL}"'
-    done = done if target.numerics else repr(f"not reproduced: {', '.join(steps)} passed")
-    lines += [f"    print({done})", "    return 0"]
     return "\n".join(lines)
 
 
-# The cell's rule: within atol + rtol * |torch|, NaN and inf where torch's are, or within
-# 10x torch float32's own error against float64 plus atol (harness.cell.numerics).
-_NUMERICS = """
-    with torch.no_grad():
-        want = model(*leaves)[-1].double()
-    got = torch.from_numpy(got[-1]).double()
-    if got.shape != want.shape:
-        print(f"REPRODUCED: node {NODE} has another shape", file=sys.stderr)
-        raise AssertionError(f"node {NODE}: ONNX Runtime gives shape {tuple(got.shape)}, torch {tuple(want.shape)}")
-    close = torch.isclose(got, want, RTOL, ATOL, equal_nan=True)
-    try:  # torch float32's own error against float64 (where the ops run in float64)
-        with torch.no_grad():
-            want64 = copy.deepcopy(model).double()(*[t.double() if t.is_floating_point() else t for t in leaves])[-1]
-        close |= (got - want64).abs() <= 10 * (want - want64).abs() + ATOL
-    except RuntimeError:
-        pass
-    if not close.all():
-        print(f"REPRODUCED: node {NODE} differs", file=sys.stderr)
-        worst = float((got - want).abs()[~close].max())
-        raise AssertionError(
-            f"node {NODE}: {int((~close).sum())} of {close.numel()} values differ between ONNX Runtime"
-            f" and torch beyond rtol {RTOL} / atol {ATOL} (max_abs {worst:.4g})"
-        )
-"""
+def _numerics_body(target: Target, *, float64: bool) -> str:
+    """The script's body for a mismatch: the last node's value from ONNX Runtime against
+    torch's, by the cell's rule (with the float64 run for eager's noise floor only where
+    the ops run in float64: written in where they ran so here, in the harness)."""
+    leaves = "[t.double() if t.is_floating_point() else t for t in leaves]"
+    noise = (
+        f"    want64 = Repro().double()(*{leaves})[-1]  # for eager's noise floor"
+        if float64
+        else "    want64 = want  # no float64 kernel for these ops: no noise floor"
+    )
+    lines = [
+        'model, leaves = Repro().eval(), tuple(SAVED["inputs"])',
+        f"path = {_ONNX_PATH}",
+        "try:",
+        export_line("model", target, names=True),
+        f"    session = ort.InferenceSession(path, providers={PROVIDERS})",
+        f"    got = session.run(None, {FEEDS})",
+        "    want = model(*leaves)[-1]",
+        noise,
+        *OTHER_FAILURE,
+        "if found := mismatch(torch.from_numpy(got[-1]), want, want64):",
+        '    print(f"REPRODUCED: node {NODE} differs", file=sys.stderr)',
+        '    raise AssertionError(f"node {NODE}: {found}")',
+        'print(f"not reproduced: node {NODE} matches torch within rtol {RTOL} / atol {ATOL}")',
+    ]
+    return "\n".join(lines)
 
-_LOAD_MODULE = '''
-def _load_module(name, path):
-    """Import a module from its file: it defines custom ops the program calls."""
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-'''
+def _runs_in_float64(candidate: Candidate) -> bool:
+    return torch_values(candidate)[1] is not None

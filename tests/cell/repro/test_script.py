@@ -1,5 +1,7 @@
 """A one-node repro is short enough to paste (issue 37): only the steps its failure needs,
-under 40 lines of code besides its docstring, and it still reproduces in a fresh process."""
+under 40 lines of code besides its docstring, and it still reproduces in a fresh process;
+a mismatch script keeps the cell's rule (eager's float64 noise floor included) and exits 0
+where the value is right by it."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cell.repro import script
+from harness.cell.repro import module_script, script
+from harness.cell.repro.modules import Call
 from harness.cell.repro.oracle import Target, judge
 from harness.cell.repro.program import Program
+from harness.cell.shapes import Inputs
+from harness.store.records import OutputCheck
 from harness.store.status import Stage
 
 pytestmark = pytest.mark.slow  # real exports and a fresh process
@@ -57,3 +62,88 @@ def test_a_one_node_export_failure_is_under_40_lines_and_reproduces(tmp_path: Pa
     )
     assert out.returncode == 1, out.stderr[-2000:]
     assert "REPRODUCED at export" in out.stderr
+
+
+class Log1p(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log1p(x)  # ONNX's Log(1 + x): a float32 1 + x loses a small x's digits
+
+
+class Exp(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x)
+
+
+def _mismatch_script(
+    folder: Path, model: torch.nn.Module, x: torch.Tensor, tolerance: tuple[float, float]
+) -> tuple[str, OutputCheck]:
+    """A one-node mismatch repro of `model` written into `folder`; its text and the cell's
+    verdict on the node (the harness's own rule, in this process)."""
+    program = Program(torch.export.export(model, (x,)), [x])
+    (node,) = program.dag.order
+    candidate = program.candidate([node], (node,))
+    target = Target("dynamo", 18, Stage.NUMERICS, node=node, tolerance=tolerance)
+    verdict = judge(candidate, target, folder / "judge")
+    assert verdict.check is not None
+    script.write(
+        folder, candidate, target, script.About("cell", "run", 1, program.size, "a program")
+    )
+    return (folder / script.SCRIPT).read_text(), verdict.check
+
+
+def _run(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(folder / script.SCRIPT)], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_one_node_mismatch_is_under_40_lines_and_reproduces(tmp_path: Path) -> None:
+    text, check = _mismatch_script(
+        tmp_path, Log1p(), torch.tensor([1e-6, 2e-6, 3e-7, 5e-6]), (1e-4, 1e-9)
+    )
+    assert not check.ok, check  # the cell's rule: beyond rtol / atol and eager's noise floor
+    assert code_lines(text) < 40, text
+    assert "def mismatch(" in text and "want64 = Repro().double()" in text
+    assert "step = " not in text and "onnx.checker" not in text  # no unused steps
+    out = _run(tmp_path)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "REPRODUCED: node log1p differs" in out.stderr
+    assert "AssertionError: node log1p: max_abs" in out.stderr
+
+
+def test_a_mismatch_script_whose_node_is_right_exits_zero(tmp_path: Path) -> None:
+    """Where Log(1 + x) keeps the digits (a graph that is fixed), the same script passes."""
+    text, check = _mismatch_script(tmp_path, Log1p(), torch.tensor([0.5, 1.0, 2.0]), (1e-4, 1e-9))
+    assert check.ok, check
+    assert code_lines(text) < 40, text
+    out = _run(tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "not reproduced: node log1p matches torch" in out.stdout
+
+
+def test_a_value_within_eagers_own_float32_error_is_no_mismatch(tmp_path: Path) -> None:
+    """ONNX Runtime's exp differs from torch's (no tolerance at all) but no more than 10x
+    torch float32's own error against float64: the cell passes it, and so does the script."""
+    torch.manual_seed(0)
+    text, check = _mismatch_script(tmp_path, Exp(), torch.randn(1000) * 10, (0.0, 0.0))
+    assert check.ok and check.note and "passed by float64 gate" in check.note, check
+    out = _run(tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "not reproduced: node exp matches torch" in out.stdout
+
+
+def test_a_module_mismatch_script_judges_by_the_cells_rule_and_exits_zero_where_it_matches(
+    tmp_path: Path,
+) -> None:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    call = Call(Inputs((torch.rand(2, 4),), {}))
+    target = Target("dynamo", 18, Stage.NUMERICS)
+    module_script.write(
+        tmp_path, module, call, target, module_script.Kept("c", "r", "0", 40, 20, 0)
+    )
+    text = (tmp_path / script.SCRIPT).read_text()
+    assert "def mismatch(" in text and "want64" in text and "np.allclose" not in text
+    out = _run(tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "not reproduced: outputs match eager" in out.stdout
