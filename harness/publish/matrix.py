@@ -1,6 +1,6 @@
 """The suite page's matrix (pure): one row per model, one column per exporter, and in each
 matrix cell the sub-cells of the other axes (opset, device, shapes, dtype, task, variant,
-patch), named only by the axes that vary within the suite."""
+patch, ORT optimisation), named only by the axes that vary within the suite."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.publish.read import CellResult
-from harness.store.records import NO_PATCH
+from harness.store.records import NO_PATCH, OrtOpt
 
 
 def axes(r: CellResult) -> dict[str, str]:
@@ -21,6 +21,7 @@ def axes(r: CellResult) -> dict[str, str]:
         "task": r.task,
         "variant": "" if r.cell.variant == "base" else r.cell.variant,
         "patch": "" if r.cell.patch == NO_PATCH else f"patch {r.cell.patch}",
+        "ort": "" if r.cell.ort_opt is OrtOpt.DEFAULT else f"ort {r.cell.ort_opt}",
     }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from harness.store.details import Divergence
 from harness.store.history import DB_SCHEMA, HistoryError
 from harness.store.manifest import Manifest
-from harness.store.records import Cell
+from harness.store.records import Cell, Dtype, OrtOpt
 from harness.store.status import Stage, Status
 
 _PASSING = ", ".join(f"'{s.value}'" for s in Status if s.passing)
@@ -34,6 +34,8 @@ _SCALARS = (
     "metadata.dtype",
     "metadata.task",
     "metadata.opinfo",
+    "dtype",
+    "ort_opt",
 )
 # The artifacts and first divergence of the newest night's failures only (what the site
 # links to): most cells pass, and parsing JSON objects in Python is what costs
@@ -114,16 +116,29 @@ def _divergence(found: dict[str, object]) -> str | None:
 
 def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
     run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
-    family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *failed = rest
-    artifacts, divergence = failed
+    family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *more = rest
+    cell_dtype, cell_ort_opt, artifacts, divergence = more
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
-    key = (model, exporter, opset, device, dynamic, variant, family, patch)
+    key = (
+        model,
+        exporter,
+        opset,
+        device,
+        dynamic,
+        variant,
+        family,
+        patch,
+        cell_dtype,
+        cell_ort_opt,
+    )
     cell = cells.get(key)
     if cell is None:  # one Cell per cell, not per night: 200 000 rows, 2 262 cells
         cell = cells[key] = Cell(
             str(model), str(exporter), int(opset), str(device), bool(dynamic), str(variant),
             family=_text(family) or "", patch=_text(patch) or "none",
+            dtype=Dtype(_text(cell_dtype) or Dtype.FLOAT32),
+            ort_opt=OrtOpt(_text(cell_ort_opt) or OrtOpt.DEFAULT),
         )  # fmt: skip
     return CellResult(
         cell=cell,
@@ -134,7 +149,7 @@ def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Ce
         export_s=_number(export_s),
         export_peak_rss_mb=_number(rss),
         ort_p50_ms=_number(p50),
-        dtype=_text(dtype) or "",
+        dtype=_text(dtype) or (cell.dtype.value if cell.dtype.reduced else ""),
         task=_text(task) or "",
         opinfo=_text(opinfo) or "",
         suite=suite,

@@ -22,7 +22,7 @@ from harness.store.records import Record
 from harness.store.runs import Run, comparability, read_run
 
 DEFAULT_DB = Path("results/history.sqlite")
-DB_SCHEMA = 1
+DB_SCHEMA = 2  # 2: records keyed by the run and the cell's id (patch, dtype, ORT optimisation)
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -41,11 +41,12 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_key ON runs (comparability_key, started);
 CREATE TABLE IF NOT EXISTS records (
     run_id TEXT NOT NULL,
+    cell TEXT NOT NULL,
     model TEXT NOT NULL, exporter TEXT NOT NULL, opset INTEGER NOT NULL,
     device TEXT NOT NULL, dynamic INTEGER NOT NULL, variant TEXT NOT NULL,
     status TEXT NOT NULL,
     record TEXT NOT NULL,
-    PRIMARY KEY (run_id, model, exporter, opset, device, dynamic, variant)
+    PRIMARY KEY (run_id, cell)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS records_by_cell ON records (model, exporter, opset, device, dynamic, variant);
 """
@@ -114,11 +115,29 @@ def _check_schema(conn: sqlite3.Connection, db_path: Path, *, create: bool) -> N
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(DB_SCHEMA),))
         conn.commit()
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is not None and row[0] == "1":
+        _update_to_2(conn)
+        row = (str(DB_SCHEMA),)
     if row is None or int(row[0]) > DB_SCHEMA:
         found = row[0] if row else None
         raise HistoryError(
             f"{db_path} has schema {found}; this harness reads {DB_SCHEMA}, upgrade it or rebuild the database"
         )
+
+
+def _update_to_2(conn: sqlite3.Connection) -> None:
+    """Schema 1 keyed a record by (run, model, exporter, opset, device, shapes, variant),
+    which two cells of one run share where they differ in patch, dtype or ORT optimisation
+    (the second one's ingestion failed); schema 2 keys it by the run and the cell's id."""
+    old = conn.execute(
+        "SELECT run_id, model, exporter, opset, device, dynamic, variant, status, record FROM records"
+    ).fetchall()
+    with conn:
+        conn.execute("DROP TABLE records")
+        conn.executescript(_TABLES)
+        rows = [(r[0], Record.from_json(r[-1]).cell.cell_id, *r[1:]) for r in old]
+        conn.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(DB_SCHEMA),))
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -147,6 +166,7 @@ def _run_row(run: Run, run_dir: Path) -> tuple[str | None, ...]:
 def _record_row(run_id: str, r: Record) -> tuple[str | int, ...]:
     return (
         run_id,
+        r.cell.cell_id,
         r.model,
         r.exporter,
         r.opset,
@@ -164,7 +184,7 @@ def _insert(conn: sqlite3.Connection, run: Run, run_dir: Path) -> None:
         "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _run_row(run, run_dir)
     )
     rows = [_record_row(run.run_id, r) for r in run.by_cell().values()]
-    conn.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", rows)
+    conn.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
 
 
 def add_runs(db_path: Path, run_dirs: Sequence[Path]) -> list[Run]:
@@ -198,7 +218,7 @@ def _load(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> li
     runs = []
     for run_id, started, manifest, run_dir in rows:
         lines = conn.execute(
-            "SELECT record FROM records WHERE run_id = ? ORDER BY model, exporter, opset, device, dynamic, variant",
+            "SELECT record FROM records WHERE run_id = ? ORDER BY model, exporter, opset, device, dynamic, variant, cell",
             (run_id,),
         )
         try:

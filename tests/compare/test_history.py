@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from harness.cli import main
 from harness.compare import BLOCKING, INFO, WARNING, Options, Thresholds, compare_history
 from harness.compare.against_history import Series, night_shift
 from harness.store import history
+from harness.store.records import Dtype, OrtOpt
 from harness.store.runs import read_run
 from tests.fixtures_compare import (
     HARDWARE,
@@ -72,6 +74,52 @@ def test_add_list_and_load_runs(tmp_path: Path, nights):
     assert [(s.run_id, s.cells, s.ok) for s in history.list_runs(db)] == [
         (f"night0{i}", 6, 6) for i in range(3)
     ]
+
+
+def test_cells_that_differ_only_in_patch_dtype_or_ort_optimisation_are_each_kept(
+    tmp_path: Path,
+):
+    plain = record("m", ort=[1.0, 1.1, 1.2])
+    others = [
+        plain.with_cell(patch="p"),
+        plain.with_cell(dtype=Dtype.FLOAT16),
+        plain.with_cell(ort_opt=OrtOpt.FUSIONS),
+    ]
+    run_dir = write_run(tmp_path / "r", manifest("r"), [plain, *others])
+    db = tmp_path / "h.sqlite"
+    history.add_runs(db, [run_dir])
+    (loaded,) = history.load_runs(db)
+    assert sorted(r.cell.cell_id for r in loaded.records) == sorted(
+        r.cell.cell_id for r in [plain, *others]
+    )
+
+
+def test_a_schema_1_database_is_migrated_with_its_records(tmp_path: Path, nights):
+    """Schema 1 keyed records without the cell's id; its rows are kept under the new key."""
+    db = tmp_path / "h.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(
+            history._TABLES.replace("    cell TEXT NOT NULL,\n", "").replace(
+                "PRIMARY KEY (run_id, cell)",
+                "PRIMARY KEY (run_id, model, exporter, opset, device, dynamic, variant)",
+            )
+        )
+        conn.execute("INSERT INTO meta VALUES ('schema', '1')")
+        run = read_run(nights[0])
+        rows = [history._record_row(run.run_id, r) for r in run.by_cell().values()]
+        conn.executemany(
+            "INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", [(r[0], *r[2:]) for r in rows]
+        )
+        conn.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            history._run_row(run, nights[0]),
+        )
+    (loaded,) = history.load_runs(db)
+    assert {r.cell.key: r for r in loaded.records} == run.by_cell()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        cells = {c for (c,) in conn.execute("SELECT cell FROM records")}
+    assert cells == {r.cell.cell_id for r in loaded.records}
 
 
 def test_missing_database_is_a_clear_error(tmp_path: Path):
