@@ -79,6 +79,9 @@ def warm_up_exporter(exporter: str, opset: int) -> None:
     cell a worker happens to run first, and makes its export time and memory look like a
     regression. Below opset 14 (where TorchScript cannot export `WarmUpModel`, and prints
     its whole graph saying so) a trivial model does."""
+    if own := exporters.get(exporter).sample():
+        _warm_up(exporter, opset, *own)
+        return
     if opset >= WARM_UP_MODEL_MIN_OPSET:
         inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
         if _warm_up(exporter, opset, WarmUpModel().eval(), inputs):
@@ -124,9 +127,13 @@ def measure_cold_start(exporter: str) -> None:
         return
     _ColdStarts.measured.add(exporter)
     workdir = Path(tempfile.mkdtemp(prefix="harness-coldstart-"))
+    model, inputs = exporters.get(exporter).sample() or (
+        _TrivialModel().eval(),
+        Inputs((torch.rand(2, 4),), {}, ("x",)),
+    )
     request = ExportRequest(
-        model=_TrivialModel().eval(),
-        inputs=Inputs((torch.rand(2, 4),), {}, ("x",)),
+        model=model,
+        inputs=inputs,
         opset=COLD_START_OPSET,
         path=workdir / "cold.onnx",
         output_names=("output_0",),

@@ -109,6 +109,8 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
     model32, inputs32 = build(spec, device)
+    if reason := exporters.get(task.cell.exporter).refuses(model32):
+        return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
     dtype = task.cell.dtype
     model, ref = at_dtype(model32, inputs32, dtype)
     inputs = ref.inputs

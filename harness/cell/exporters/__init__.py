@@ -18,14 +18,18 @@ from harness.cell.exporters.request import Exported, ExporterAdapter, ExportRequ
 from harness.store.details import Divergence, MismatchStage
 
 if TYPE_CHECKING:
-    from harness.cell.exporters import dynamo, dynamo_legacy, torchscript
+    import torch
+
+    from harness.cell.exporters import dynamo, dynamo_legacy, hf, torchscript
     from harness.cell.reference import Reference
+    from harness.cell.shapes import Inputs
 
     # mypy checks that each implementation satisfies the protocol.
     _ADAPTERS: tuple[type[ExporterAdapter], ...] = (
         dynamo.Adapter,
         dynamo_legacy.Adapter,
         torchscript.Adapter,
+        hf.Adapter,
     )
 
 
@@ -54,6 +58,14 @@ class Exporter:
     def unavailable(self) -> str | None:
         """None when the installed torch has this exporter, else why its cells are skipped."""
         return self.adapter().unavailable()
+
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        """Why this exporter does not take `model` (its cell is skipped), or None."""
+        return self.adapter().refuses(model)
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        """A small model this exporter takes, for warm-up and cold start (None: any)."""
+        return self.adapter().sample()
 
     def export(self, request: ExportRequest) -> Exported:
         """The user's export call; a failure is a `StageFailure` naming its phase."""
@@ -113,6 +125,14 @@ REGISTRY: dict[str, Exporter] = {
             20,
             "harness.cell.exporters.torchscript",
             (("scripted", True),),
+        ),
+        Exporter(
+            "transformers",
+            "transformers.exporters: OnnxExporter().export(model, inputs, OnnxConfig(...)),"
+            " then save_pretrained (transformers' patches and fixes around the dynamo exporter)",
+            18,
+            23,
+            "harness.cell.exporters.hf",
         ),
         Exporter(
             "dynamo-legacy",

@@ -14,6 +14,7 @@ from harness.cell.exporters.phases import Hook, PhaseClock, observe
 from harness.cell.exporters.registry_memo import memoised_cia_materialisation, memoised_registry
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
 from harness.cell.reference import Reference
+from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.store.details import Divergence, MismatchStage
 
@@ -126,6 +127,12 @@ def _count_aten_ops(program: torch.export.ExportedProgram | None) -> dict[str, i
 
 class Adapter:
     """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        return None
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        return None
 
     def unavailable(self) -> str | None:
         return None

@@ -7,12 +7,19 @@ import torch
 
 from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, Unavailable, quiet
 from harness.cell.reference import Reference
+from harness.cell.shapes import Inputs
 from harness.cell.stages import stage
 from harness.store.details import Divergence, MismatchStage
 
 
 class Adapter:
     """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        return None
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        return None
 
     def unavailable(self) -> str | None:
         if hasattr(torch.onnx, "dynamo_export"):

@@ -95,6 +95,15 @@ class ExporterAdapter(Protocol):
         """None when the installed torch has this exporter, else why its cells are skipped."""
         ...
 
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        """Why this exporter does not take `model` (its cell is skipped), or None."""
+        ...
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        """A small model this exporter takes, with its inputs, for the process's warm-up and
+        cold start where the harness's own models are not (None: those do)."""
+        ...
+
     def export(self, request: ExportRequest) -> Exported:
         """The user's export call; a failure is a `StageFailure` naming its phase."""
         ...

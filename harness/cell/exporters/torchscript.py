@@ -82,6 +82,12 @@ class Adapter:
     def __init__(self, *, scripted: bool) -> None:
         self.scripted = scripted
 
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        return None
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        return None
+
     def unavailable(self) -> str | None:
         return None
 

@@ -1,0 +1,148 @@
+"""transformers' own ONNX exporter (`transformers.exporters`, transformers 5.13 and later):
+the call a Hugging Face user makes, `OnnxExporter().export(model, inputs, OnnxConfig(...))`
+and `save_pretrained(folder)`, with the cell's opset and dynamic setting. It carries its own
+patches and FX fixes around torch.export and torch.onnx; the cell judges what it saves.
+
+Where the installed transformers has no `exporters`, its cells are skipped with the reason;
+a model that is not a transformers `PreTrainedModel` is not this exporter's to take (skipped).
+A zoo entry may wrap one in a module that holds it as `model` (the transformers zoo's
+`Exportable`, which flattens the outputs for the bare exporters' graphs): the user's call is
+on the wrapped PreTrainedModel, with the same keyword inputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
+from harness.cell.reference import Reference
+from harness.cell.shapes import Inputs
+from harness.cell.stages import StageFailure
+from harness.store.details import Divergence, MismatchStage
+
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedModel
+
+NAME = "transformers"
+COMPONENT = "model"  # the one component `export` (not `export_for_generation`) writes
+
+
+def _exporters() -> object | None:
+    try:
+        return importlib.import_module("transformers.exporters")
+    except ImportError:
+        return None
+
+
+def keyword_inputs(request: ExportRequest) -> dict[str, torch.Tensor | Cache]:
+    """The cell's inputs by the model's input names, as transformers' exporter takes them
+    (the zoo entry's graph input names, else the forward's parameters in order)."""
+    from transformers import Cache
+
+    inputs = request.inputs
+    names = inputs.input_names or inputs.params
+    given = {**dict(zip(names, inputs.args, strict=False)), **inputs.kwargs}
+    return {k: v for k, v in given.items() if isinstance(v, torch.Tensor | Cache)}
+
+
+def pretrained(model: torch.nn.Module) -> PreTrainedModel | None:
+    """The PreTrainedModel a user would export: `model`, or the one it wraps as `model`."""
+    from transformers import PreTrainedModel
+
+    for candidate in (model, getattr(model, "model", None)):
+        if isinstance(candidate, PreTrainedModel):
+            return candidate
+    return None
+
+
+class Adapter:
+    """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    def unavailable(self) -> str | None:
+        if _exporters() is not None:
+            return None
+        try:
+            import transformers
+
+            version = f"transformers {transformers.__version__}"
+        except ImportError:
+            return "transformers is not installed (the hf extra)"
+        return f"{version} has no transformers.exporters (it came in 5.13)"
+
+    def refuses(self, model: torch.nn.Module) -> str | None:
+        """Why this exporter does not take `model` (it exports PreTrainedModels only)."""
+        if pretrained(model) is not None:
+            return None
+        return f"transformers' exporter takes a PreTrainedModel, not a {type(model).__name__}"
+
+    def sample(self) -> tuple[torch.nn.Module, Inputs] | None:
+        """A one-layer BERT from its config (random weights, nothing downloaded)."""
+        from transformers import BertConfig, BertModel
+
+        config = BertConfig(
+            vocab_size=64,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+        ids = torch.randint(0, 64, (1, 8))
+        names = ("input_ids", "attention_mask")
+        inputs = Inputs((ids, torch.ones_like(ids)), {}, names, names)
+        model: torch.nn.Module = BertModel(config)
+        return model.eval(), inputs
+
+    def export(self, request: ExportRequest) -> Exported:
+        """`OnnxExporter().export(model, inputs, OnnxConfig(dynamic=..., opset_version=...))`,
+        then `save_pretrained` into the cell's folder: its `model.onnx` is the cell's graph."""
+        from transformers.exporters import OnnxConfig, OnnxExporter
+
+        r = request
+        model = pretrained(r.model)
+        assert model is not None  # the worker skipped the others (refuses)
+        config = OnnxConfig(dynamic=r.dynamic_shapes is not None, opset_version=r.opset)
+        start = time.perf_counter()
+        with quiet():
+            try:
+                exporter = OnnxExporter()  # type: ignore[no-untyped-call]  # transformers' own
+                exported = exporter.export(model, keyword_inputs(r), config)
+            except Exception as exc:
+                raise StageFailure("translate", exc) from exc
+        translate_s = time.perf_counter() - start
+        components = list(exported.components)
+        if components != [COMPONENT]:
+            problem = f"transformers' export wrote components {components}, not one {COMPONENT!r}"
+            raise StageFailure("save", RuntimeError(problem))
+        start = time.perf_counter()
+        try:
+            exported.save_pretrained(str(r.path.parent))
+        except Exception as exc:
+            raise StageFailure("save", exc) from exc
+        save_s = time.perf_counter() - start
+        phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
+        return Exported(r.path.parent / f"{COMPONENT}.onnx", phases, seconds=translate_s + save_s)
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        return None
+
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> Divergence:
+        return Divergence(reason="not located for transformers' exporter")
+
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Reference,
+        tolerance: tuple[float, float],
+    ) -> MismatchStage:
+        return MismatchStage(reason=f"{NAME}: no stage-by-stage comparison")
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        return FailureFacts()
