@@ -1,0 +1,62 @@
+"""transformers' own exporter as a cell (issue 40): the call a Hugging Face user makes on
+the zoo's PreTrainedModel, judged like any cell, and checked against a plain script in a
+fresh process (tests/cell/plain_hf_export.py). Real transformers, real exports, real ORT."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cell import exporters
+from harness.cell.worker import run_cell
+from harness.store.records import Cell, CellTask
+from harness.store.status import Status
+
+REPO = Path(__file__).resolve().parents[2]
+ARCHITECTURES = REPO / "model_zoo" / "transformers" / "architectures.py"
+PLAIN = Path(__file__).resolve().parent / "plain_hf_export.py"
+TINY = REPO / "tests" / "zoo_fixtures" / "precision" / "models.py"
+
+
+@pytest.mark.slow
+def test_a_bert_cell_is_what_a_direct_transformers_export_gives(tmp_path: Path) -> None:
+    cell = Cell("hf.bert", "transformers", 18)
+    record = run_cell(CellTask(cell, str(ARCHITECTURES), "t", str(tmp_path)))
+    done = subprocess.run(
+        [sys.executable, str(PLAIN), str(ARCHITECTURES), "hf.bert", "18"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=REPO,
+    )
+    plain = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record.status is Status.OK, record.error_message
+    assert record.export.onnx_ops == plain["ops"]
+    checks = record.numerics.checks or []
+    assert [c.name for c in checks] == ["last_hidden_state", "pooler_output"]
+    assert len(checks) == plain["outputs"]
+    for check, plain_abs in zip(checks, plain["max_abs"], strict=True):
+        assert check.max_abs == pytest.approx(plain_abs, rel=1e-6, abs=1e-9)
+    assert record.export.phases is not None and set(record.export.phases) == {"translate", "save"}
+
+
+def test_a_model_that_is_no_pretrained_model_is_skipped_naming_why(tmp_path: Path) -> None:
+    record = run_cell(CellTask(Cell("dense", "transformers", 18), str(TINY), "t", str(tmp_path)))
+    assert record.status is Status.SKIPPED
+    assert record.reason == "transformers' exporter takes a PreTrainedModel, not a Dense"
+
+
+def test_a_transformers_without_exporters_skips_its_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transformers older than 5.13 cannot be installed beside this one: the import of
+    `transformers.exporters` is made to fail (None in sys.modules), nothing else."""
+    assert exporters.get("transformers").unavailable() is None
+    monkeypatch.setitem(sys.modules, "transformers.exporters", None)
+    reason = exporters.get("transformers").unavailable()
+    assert reason is not None and reason.endswith("has no transformers.exporters (it came in 5.13)")
