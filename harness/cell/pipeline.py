@@ -23,10 +23,10 @@ from harness.cell.graph import check as check
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.precision import (
-    TORCH_DTYPE,
     KernelMissing,
     input_dtype_problems,
     kernel_missing,
+    rounding,
 )
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs
@@ -200,7 +200,7 @@ def _compare(
     names: Sequence[str],
     tolerance: tuple[float, float] | None,
     *,
-    reduced: bool = False,
+    rounding: float | None = None,
 ) -> list[OutputCheck]:
     real64 = None if want64 is None else [real_view(np.asarray(a)) for a in want64]
     return compare_outputs(
@@ -209,7 +209,7 @@ def _compare(
         real64,
         names,
         tolerance,
-        reduced=reduced,
+        rounding=rounding,
     )
 
 
@@ -222,11 +222,12 @@ def judge(
 ) -> list[OutputCheck]:
     """Export fidelity: ORT against eager at the cell's dtype. A reduced-precision cell is
     judged by the dtype's tolerance (torch's `assert_close` table, or the entry's where
-    looser) with the float32 model as its truth (harness.cell.numerics)."""
+    looser) with the float32 model as its truth and the dtype's rounding of it as noise
+    (harness.cell.numerics)."""
     if not dtype.reduced:
         return compare(got, ref.outputs, ref.outputs64, names, tolerance)
     loosest = _loosest(tolerance or DEFAULT_TOLERANCE, dtype.tolerance)
-    return _compare(got, ref.outputs, ref.outputs64, names, loosest, reduced=True)
+    return _compare(got, ref.outputs, ref.outputs64, names, loosest, rounding=rounding(dtype))
 
 
 def precision_loss(
@@ -235,8 +236,8 @@ def precision_loss(
     """Eager's and ORT's outputs at the cell's dtype against the float32 model's: which of
     them loses precision (a model not safe at the dtype, or an export that overflows where
     eager does not). Rounding to the dtype is no loss: an element is lost where it is off
-    by more than `LOSS_EPS` of the dtype's epsilons, relative to itself and to the output's
-    largest value (up to 1% of the elements may be)."""
+    by more than the dtype's `rounding`, relative to itself and to the output's largest
+    value (up to 1% of the elements may be)."""
     truth = [np.asarray(t, dtype=np.float32) for t in ref.outputs64 or []]
     eager = [np.asarray(a).astype(np.float32) for a in ref.outputs]
     ort = [np.asarray(a).astype(np.float32) for a in got]
@@ -246,18 +247,15 @@ def precision_loss(
     )
 
 
-LOSS_EPS = 8  # epsilons of the dtype an element may be off the float32 model's value
-
-
 def _against_float32(
     got: Sequence[np.ndarray], truth: Sequence[np.ndarray], names: Sequence[str], dtype: Dtype
 ) -> list[OutputCheck]:
-    rtol = LOSS_EPS * float(torch.finfo(TORCH_DTYPE[dtype]).eps)
+    lost = rounding(dtype)
     checks = []
     for g, t, name in zip(got, truth, names, strict=False):
         finite = np.abs(t[np.isfinite(t)])
         scale = float(finite.max()) if finite.size else 1.0
-        checks += _compare([g], [t], None, [name], (rtol, rtol * scale), reduced=True)
+        checks += _compare([g], [t], None, [name], (lost, lost * scale), rounding=lost)
     return checks
 
 

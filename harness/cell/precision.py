@@ -27,6 +27,15 @@ TORCH_DTYPE = {
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
+ROUNDING_EPS = 8  # epsilons of a reduced dtype that are its rounding, not a loss
+
+
+def rounding(dtype: Dtype) -> float:
+    """How far from the float32 model's value (relative to the element and to its output's
+    largest value) an element at `dtype` may be and still only have been rounded."""
+    return ROUNDING_EPS * float(torch.finfo(TORCH_DTYPE[dtype]).eps)
+
+
 def cast_model(model: torch.nn.Module, dtype: Dtype) -> torch.nn.Module:
     """A copy of `model` with its floating parameters and buffers at `dtype`; the float32
     model is kept for the truth at other shapes."""
