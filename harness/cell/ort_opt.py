@@ -36,6 +36,10 @@ from harness.store.records import OrtOpt
 SEARCH_BUDGET_S = 60.0  # the optimizer search of one cell stops after this long
 
 
+class FusionFailed(RuntimeError):
+    """onnxruntime.transformers' optimizer raised on the exported graph (`ort_session`)."""
+
+
 @dataclass(frozen=True)
 class Prepared:
     """The graph a cell's session loads, how, and what the optimisation did to it."""
@@ -58,7 +62,11 @@ def prepare(ort_opt: OrtOpt, exported: Path, model_type: str = "bert") -> Prepar
             changed = changed_by(exported, Optimisation("all", written_to=written))
             return Prepared(written, Optimisation("none"), fused_ops(exported, written), changed)
         fused = exported.with_name("ort_fused.onnx")
-        flags = fuse(exported, fused, model_type)
+        try:
+            flags = fuse(exported, fused, model_type)
+        except Exception as exc:  # the optimizer's own failure, named as such
+            problem = f"onnxruntime.transformers' optimizer failed on this graph: {exc!r}"
+            raise FusionFailed(problem) from exc
         return Prepared(fused, Optimisation("all"), fused_ops(exported, fused), flags)
 
 
