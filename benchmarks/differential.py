@@ -3,7 +3,9 @@ a direct `torch.onnx.export(...)` in a fresh plain process (benchmarks/plain_exp
 
 Verdict: where the cell stopped, at the level both sides can see: `export` (any failure
 of the exporter call), `check`, `ort_session`, `ort_run`, `numerics`, else `ok` (at the
-example shape; the harness's second-shape verdict has no plain counterpart). Graph: the
+example shape; the harness's second-shape verdict has no plain counterpart), and
+`runtime_missing` where ORT has no kernel for a reduced dtype. A cell's dtype and ORT
+optimisation go to the plain script (`--dtype`, `--ort-opt`). Graph: the
 multiset of the top-level graph's op_types and its initializer count. Every disagreement
 is a bug to fix, not a row to skip.
 
@@ -85,6 +87,8 @@ def harness_side(run_dir: Path, r: Record) -> Side:
     if r.status in (Status.TIMEOUT, Status.CRASHED, Status.OOM):
         return Side(str(r.status))
     verdict = "ok" if r.stage is None else COARSE.get(r.stage, str(r.stage))
+    if r.status is Status.RUNTIME_MISSING:
+        verdict = str(r.status)
     kept = r.artifacts.get("onnx")
     if not kept:
         return Side(verdict, r.export.onnx_ops, error=r.error_signature)
@@ -100,6 +104,7 @@ def plain_side(source: str, r: Record, timeout_s: float = 900) -> Side:
         *("--source", source, "--model", r.model, "--exporter", r.exporter),
         *("--opset", str(r.opset)),
         *(["--dynamic"] if r.dynamic else []),
+        *("--dtype", str(r.cell.dtype), "--ort-opt", str(r.cell.ort_opt)),
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)

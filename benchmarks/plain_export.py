@@ -4,11 +4,20 @@ torchscript-script), then onnx.checker, an ONNX Runtime session, one run, and th
 against eager. The differential check (benchmarks/differential.py) compares its verdict
 and graph with the harness's cell.
 
-    python benchmarks/plain_export.py --source FILE --model NAME --exporter dynamo \
-        --opset 18 [--dynamic]
+`--dtype float16|bfloat16`: `model.to(dtype)` and the floating inputs cast, judged against
+eager at the dtype by the dtype's tolerance with the float32 model as the truth (the
+harness's gate, `reduced=True`); ORT's NOT_IMPLEMENTED at load is `runtime_missing`.
+`--ort-opt`: the session a user opens for each level: `default` ORT_ENABLE_ALL, `none`
+ORT_DISABLE_ALL, `all` ORT_ENABLE_ALL written out (optimized_model_filepath) and that file
+loaded with ORT_DISABLE_ALL, `fusions` onnxruntime.transformers' optimize_model (opt_level
+0) saved and loaded in a default session.
 
-Prints one JSON object: verdict (ok, export, check, ort_session, ort_run, numerics), the
-error, and the graph (op_type counts of the top-level graph, initializer count).
+    python benchmarks/plain_export.py --source FILE --model NAME --exporter dynamo \
+        --opset 18 [--dynamic] [--dtype float16] [--ort-opt fusions]
+
+Prints one JSON object: verdict (ok, export, check, ort_session, ort_run, numerics,
+runtime_missing), the error, and the graph (op_type counts of the top-level graph, as
+exported, initializer count).
 """
 
 from __future__ import annotations
@@ -22,16 +31,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
+from torch.utils._pytree import tree_map_only
 
 # Only to build the very same model and to judge its outputs the same way; the export
 # itself below is the direct call.
-from harness.cell.numerics import compare_outputs
+from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
+from harness.cell.precision import to_numpy
 from harness.cell.reference import reference64
 from harness.cell.shapes import Inputs, dynamic_axes, flatten_outputs
+from harness.store.axes import Dtype
 from harness.zoo.discovery import load_source
+
+LEVEL = {"default": "ORT_ENABLE_ALL", "none": "ORT_DISABLE_ALL", "all": "ORT_ENABLE_ALL"}
 
 
 def main() -> None:
@@ -41,6 +56,8 @@ def main() -> None:
     p.add_argument("--exporter", required=True)
     p.add_argument("--opset", type=int, required=True)
     p.add_argument("--dynamic", action="store_true")
+    p.add_argument("--dtype", choices=[d.value for d in Dtype], default="float32")
+    p.add_argument("--ort-opt", choices=[*LEVEL, "fusions"], default="default")
     a = p.parse_args()
     spec = next(s for s in load_source(a.source) if s.name == a.model)
     torch.manual_seed(0)
@@ -48,15 +65,31 @@ def main() -> None:
     torch.manual_seed(0)
     args = tuple(spec.example_inputs())
     kwargs = dict(spec.example_kwargs()) if spec.example_kwargs else {}
-    with torch.no_grad():
-        expected = [t.numpy() for t in flatten_outputs(model(*args, **kwargs))]
-    inputs = Inputs(args, kwargs, tuple(inspect.signature(model.forward).parameters))
+    params = tuple(inspect.signature(model.forward).parameters)
+    if a.dtype == "float32":
+        truth = reference64(model, Inputs(args, kwargs, params))
+    else:  # the float32 model's outputs are the truth at a reduced dtype
+        truth = _eager(model, args, kwargs)
+        dtype = getattr(torch, a.dtype)
+        model = model.to(dtype)
+        args, kwargs = tree_map_only(
+            torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, (args, kwargs)
+        )
+    expected = _eager(model, args, kwargs)
+    inputs = Inputs(args, kwargs, params)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        print(json.dumps(_verdict(model, inputs, path, a, spec, expected)))
+        print(json.dumps(_verdict(model, inputs, path, a, spec, expected, truth)))
 
 
-def _verdict(model: Any, inputs: Inputs, path: Path, a: Any, spec: Any, expected: list) -> dict:  # type: ignore[type-arg]
+def _eager(model: Any, args: Any, kwargs: Any) -> list[np.ndarray]:
+    with torch.no_grad():
+        return [to_numpy(t) for t in flatten_outputs(model(*args, **kwargs))]
+
+
+def _verdict(
+    model: Any, inputs: Inputs, path: Path, a: Any, spec: Any, expected: list[Any], truth: Any
+) -> dict[str, Any]:
     names = inputs.names()
     try:
         _export(model, inputs, path, a, spec.dynamic_shapes if a.dynamic else None, names)
@@ -71,14 +104,61 @@ def _verdict(model: Any, inputs: Inputs, path: Path, a: Any, spec: Any, expected
     try:
         onnx.checker.check_model(str(path), full_check=True)
         stage = "ort_session"
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = _session(path, a.ort_opt, spec)
         stage = "ort_run"
         by_name = dict(zip(names, inputs.leaves(), strict=True))
-        got = session.run(None, {i.name: by_name[i.name].numpy() for i in session.get_inputs()})
+        got = _run(session, {i.name: by_name[i.name] for i in session.get_inputs()})
     except Exception as exc:
+        if stage == "ort_session" and a.dtype != "float32" and "NOT_IMPLEMENTED" in str(exc):
+            stage = "runtime_missing"
         return {"verdict": stage, "error": _first(exc), **facts}
-    checks = compare_outputs(got, expected, reference64(model, inputs), [], spec.tolerance)
+    reduced = a.dtype != "float32"
+    checks = compare_outputs(got, expected, truth, [], _tolerance(spec, a.dtype), reduced=reduced)
     return {"verdict": "ok" if all(c.ok for c in checks) else "numerics", **facts}
+
+
+def _tolerance(spec: Any, dtype: str) -> tuple[float, float] | None:
+    """The entry's tolerance; at a reduced dtype the looser of it and assert_close's."""
+    if dtype == "float32":
+        return spec.tolerance  # type: ignore[no-any-return]
+    entry, torch_ = spec.tolerance or DEFAULT_TOLERANCE, Dtype(dtype).tolerance
+    return max(entry[0], torch_[0]), max(entry[1], torch_[1])
+
+
+def _session(path: Path, level: str, spec: Any) -> ort.InferenceSession:
+    """The session a user opens for the ORT optimisation `level`."""
+    if level == "fusions":
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        fused = path.with_name("fused.onnx")
+        model_type = str(spec.metadata.get("ort_model_type", "bert"))
+        optimize_model(str(path), model_type, opt_level=0).save_model_to_file(str(fused))
+        path, level = fused, "default"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVEL[level])
+    if level == "all":
+        written = path.with_name("optimized.onnx")
+        options.optimized_model_filepath = str(written)
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        path, options = written, ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _run(session: ort.InferenceSession, feeds: dict[str, torch.Tensor]) -> list[np.ndarray]:
+    """One run; bfloat16 feeds go in as OrtValues of ONNX's type (numpy has no bfloat16)."""
+    if not any(t.dtype == torch.bfloat16 for t in feeds.values()):
+        return list(session.run(None, {n: t.numpy() for n, t in feeds.items()}))
+    values = {
+        n: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            t.view(torch.uint16).numpy(), onnx.TensorProto.BFLOAT16
+        )
+        if t.dtype == torch.bfloat16
+        else ort.OrtValue.ortvalue_from_numpy(t.numpy())
+        for n, t in feeds.items()
+    }
+    got = session.run_with_ort_values(None, values)
+    return [to_numpy(torch.from_dlpack(v._ortvalue.to_dlpack())) for v in got]
 
 
 def _export(model: Any, inputs: Inputs, path: Path, a: Any, dynamic: Any, names: list[str]) -> None:

@@ -9,7 +9,9 @@ first, so expectations matching `^ErrorType:` still hold:
 - a guard on a data-dependent expression (which expression);
 - a dimension declared dynamic that tracing specialised (which inputs and axes), or that the
   exported graph holds fixed (which dimension names);
-- a translation missing (which op).
+- a translation missing (which op);
+- a graph onnx.checker's shape inference rejects (which op type and why, not which node:
+  the dynamo exporter numbers its nodes per model).
 
 Pure string work on the exception chain: no torch import.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+
+from harness.store.error_text import normalize
 
 Rule = Callable[[str], str | None]
 
@@ -128,10 +132,26 @@ def missing_translation(text: str) -> str | None:
     return f"no ONNX translation for {m.group(1)}.{m.group(2)}{complex_only}"
 
 
+_SHAPE_INFERENCE = re.compile(
+    r"\[ShapeInferenceError\] \(op_type:(\w+), node name: [^)\n]*\): ([^\n]*)"
+)
+
+
+def shape_inference(text: str) -> str | None:
+    """onnx.checker's shape inference rejected a node: its op type and the complaint, without
+    the node's name (`node_conv2d`, `node_Conv_261`, `/layer1/conv/Conv`), which would make one
+    cause (a bfloat16 Conv before opset 22) a cluster per model."""
+    m = _SHAPE_INFERENCE.search(text)
+    if not m:
+        return None
+    return f"[ShapeInferenceError] (op_type:{m.group(1)}): {normalize(m.group(2))}"
+
+
 RULES: tuple[Rule, ...] = (
     cache_not_flattenable,
     data_dependent_guard,
     dimension_specialised,
     fixed_in_graph,
     missing_translation,
+    shape_inference,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
 import pytest
 import torch
 from torch.export import Dim
@@ -134,6 +135,34 @@ def test_a_translation_missing_for_complex_inputs_says_so() -> None:
     assert failures.missing_translation(text) == (
         "no ONNX translation for aten.unsqueeze.default (complex input)"
     )
+
+
+class _ConvBn(torch.nn.Module):
+    def __init__(self, bn: bool) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4) if bn else torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x))
+
+
+def test_a_checker_failure_groups_across_node_names(tmp_path: Path) -> None:
+    """A bfloat16 Conv at opset 18 (ONNX's Conv takes bfloat16 from opset 22): one signature
+    whatever the node is called (dynamo's node_conv2d, node_Conv_N after folding a BatchNorm,
+    TorchScript's /conv/Conv)."""
+    found = set()
+    for exporter, bn in (("dynamo", False), ("dynamo", True), ("torchscript", False)):
+        path = tmp_path / f"{exporter}{bn}.onnx"
+        model = _ConvBn(bn).eval().to(torch.bfloat16)
+        x = torch.ones(1, 3, 8, 8, dtype=torch.bfloat16)
+        torch.onnx.export(model, (x,), str(path), dynamo=exporter == "dynamo", opset_version=18)
+        error = _raised(lambda: onnx.checker.check_model(str(path), full_check=True))  # noqa: B023
+        found.add(failures.signature(error))
+    assert found == {
+        "InferenceError: [ShapeInferenceError] (op_type:Conv): X typestr: T, has unsupported"
+        " type: tensor(bfloat16)"
+    }
 
 
 def test_other_failures_keep_the_generic_signature() -> None:
