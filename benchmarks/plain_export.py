@@ -6,7 +6,7 @@ and graph with the harness's cell.
 
 `--dtype float16|bfloat16`: `model.to(dtype)` and the floating inputs cast, judged against
 eager at the dtype by the dtype's tolerance with the float32 model as the truth (the
-harness's gate, `reduced=True`); ORT's NOT_IMPLEMENTED at load is `runtime_missing`.
+harness's gate, with the dtype's rounding); ORT's NOT_IMPLEMENTED at load is `runtime_missing`.
 `--ort-opt`: the session a user opens for each level: `default` ORT_ENABLE_ALL, `none`
 ORT_DISABLE_ALL, `all` ORT_ENABLE_ALL written out (optimized_model_filepath) and that file
 loaded with ORT_DISABLE_ALL, `fusions` onnxruntime.transformers' optimize_model (opt_level
@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_map_only
 # Only to build the very same model and to judge its outputs the same way; the export
 # itself below is the direct call.
 from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
-from harness.cell.precision import to_numpy
+from harness.cell.precision import rounding, to_numpy
 from harness.cell.reference import reference64
 from harness.cell.shapes import Inputs, dynamic_axes, flatten_outputs
 from harness.store.axes import Dtype
@@ -112,8 +112,8 @@ def _verdict(
         if stage == "ort_session" and a.dtype != "float32" and "NOT_IMPLEMENTED" in str(exc):
             stage = "runtime_missing"
         return {"verdict": stage, "error": _first(exc), **facts}
-    reduced = a.dtype != "float32"
-    checks = compare_outputs(got, expected, truth, [], _tolerance(spec, a.dtype), reduced=reduced)
+    lost = None if a.dtype == "float32" else rounding(Dtype(a.dtype))
+    checks = compare_outputs(got, expected, truth, [], _tolerance(spec, a.dtype), rounding=lost)
     return {"verdict": "ok" if all(c.ok for c in checks) else "numerics", **facts}
 
 
