@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import torch
 
-from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, Unavailable, quiet
-from harness.cell.reference import Reference
+from harness.cell.exporters.request import Exported, ExportRequest, Opaque, Unavailable, quiet
 from harness.cell.shapes import Inputs
 from harness.cell.stages import stage
-from harness.store.details import Divergence, MismatchStage
 
 
-class Adapter:
+class Adapter(Opaque):
     """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    name, call = "dynamo-legacy", "torch.onnx.dynamo_export"
 
     def refuses(self, model: torch.nn.Module) -> str | None:
         return None
@@ -38,23 +38,3 @@ class Adapter:
             with stage("save") as s:
                 program.save(str(r.path))
         return Exported(r.path, {"translate": t.seconds, "save": s.seconds})
-
-    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
-        return None
-
-    def first_divergence(
-        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
-    ) -> Divergence:
-        return Divergence(reason="not located for torch.onnx.dynamo_export")
-
-    def mismatch_stage(
-        self,
-        request: ExportRequest,
-        exported: Exported,
-        reference: Reference,
-        tolerance: tuple[float, float],
-    ) -> MismatchStage:
-        return MismatchStage(reason="dynamo-legacy: no stage-by-stage comparison")
-
-    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
-        return FailureFacts()

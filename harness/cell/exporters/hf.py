@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.cell.exporters.request import Exported, ExportRequest, FailureFacts, quiet
-from harness.cell.reference import Reference
+from harness.cell.exporters.request import Exported, ExportRequest, Opaque, quiet
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
-from harness.store.details import Divergence, MismatchStage
 
 if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
@@ -59,8 +57,10 @@ def pretrained(model: torch.nn.Module) -> PreTrainedModel | None:
     return None
 
 
-class Adapter:
+class Adapter(Opaque):
     """The exporter adapter (harness.cell.exporters.ExporterAdapter)."""
+
+    name, call = NAME, "transformers' exporter"
 
     def unavailable(self) -> str | None:
         if _exporters() is not None:
@@ -126,23 +126,3 @@ class Adapter:
         save_s = time.perf_counter() - start
         phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
         return Exported(r.path.parent / f"{COMPONENT}.onnx", phases, seconds=translate_s + save_s)
-
-    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
-        return None
-
-    def first_divergence(
-        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
-    ) -> Divergence:
-        return Divergence(reason="not located for transformers' exporter")
-
-    def mismatch_stage(
-        self,
-        request: ExportRequest,
-        exported: Exported,
-        reference: Reference,
-        tolerance: tuple[float, float],
-    ) -> MismatchStage:
-        return MismatchStage(reason=f"{NAME}: no stage-by-stage comparison")
-
-    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
-        return FailureFacts()

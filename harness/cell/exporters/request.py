@@ -85,6 +85,35 @@ def quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
+class Opaque:
+    """The diagnoses of an exporter whose own program the harness does not see: no ATen ops,
+    no first divergent node, no stage attribution, nothing more from a failure. `name` is
+    the registry's, `call` the exporter as the reasons name it."""
+
+    name = ""
+    call = ""
+
+    def aten_ops(self, request: ExportRequest, exported: Exported) -> dict[str, int] | None:
+        return None
+
+    def first_divergence(
+        self, request: ExportRequest, exported: Exported, tolerance: tuple[float, float]
+    ) -> Divergence:
+        return Divergence(reason=f"not located for {self.call}")
+
+    def mismatch_stage(
+        self,
+        request: ExportRequest,
+        exported: Exported,
+        reference: Reference,
+        tolerance: tuple[float, float],
+    ) -> MismatchStage:
+        return MismatchStage(reason=f"{self.name}: no stage-by-stage comparison")
+
+    def on_failure(self, request: ExportRequest, error: BaseException) -> FailureFacts:
+        return FailureFacts()
+
+
 @runtime_checkable
 class ExporterAdapter(Protocol):
     """What an exporter's implementation module gives the registry: its `Adapter`, built
