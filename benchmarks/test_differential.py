@@ -37,3 +37,30 @@ def test_differential_over_the_builtin_zoo(benchmark, figures: Figures, tmp_path
     benchmark.extra_info.update(cells=len(rows), agree=agree)
     figures.add("Differential check (harness vs direct export)", markdown(rows).splitlines())
     assert agree == len(rows), markdown(rows)
+
+
+PRECISION_MODELS = "resnet_small,mobilenet_v2_small,vit_tiny,convnext_small,hf.bert,hf.llama"
+
+
+def test_differential_of_reduced_precision_and_ort_optimisations(  # type: ignore[no-untyped-def]
+    benchmark, figures: Figures, tmp_path: Path
+) -> None:
+    """Issue 36's axes against a plain export, dtype cast and ORT session per cell: 6 models
+    x both exporters x float16/bfloat16 x default/none/fusions (72 cells, about 12 min)."""
+    out = tmp_path / "axes"
+    benchmark.pedantic(
+        lambda: harness(
+            "run",
+            *("--models", PRECISION_MODELS, "--exporters", "dynamo,torchscript"),
+            *("--opsets", "18", "--static-only", "--dtypes", "float16,bfloat16"),
+            *("--ort-opt", "default,none,fusions", "--keep-onnx", "--repro-bound", "0"),
+            *("--out", str(out), "--no-report"),
+        ),
+        rounds=1,
+        iterations=1,
+    )
+    rows = compare_run(out)
+    agree = sum(r.agrees for r in rows)
+    benchmark.extra_info.update(cells=len(rows), agree=agree)
+    figures.add("Differential check, dtypes and ORT optimisations", markdown(rows).splitlines())
+    assert agree == len(rows), markdown(rows)
