@@ -4,8 +4,8 @@ protocol they carry is harness.store.protocol). Every problem is a `UsageError` 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -170,44 +170,32 @@ def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tu
 
 
 def validate_exporters(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
-    for name in names:
-        if name not in exporters.REGISTRY:
-            known = ", ".join(exporters.NAMES)
-            raise UsageError(f"{source}: unknown exporter {name!r} (known: {known})")
-    return tuple(dict.fromkeys(names))
+    return _known(names, exporters.NAMES, "exporter", source)
 
 
 def validate_patches(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
-    for name in names:
-        if name not in patches.REGISTRY:
-            known = ", ".join(patches.NAMES)
-            raise UsageError(f"{source}: unknown patch {name!r} (known: {known})")
-    return tuple(dict.fromkeys(names))
+    return _known(names, patches.NAMES, "patch", source)
 
 
 def validate_dtypes(names: tuple[str, ...] | list[str], source: str) -> tuple[Dtype, ...]:
-    return tuple(Dtype(n) for n in _known(names, Dtype, "dtype", source))
+    return tuple(Dtype(n) for n in _known(names, tuple(Dtype), "dtype", source))
 
 
 def validate_ort_opts(names: tuple[str, ...] | list[str], source: str) -> tuple[OrtOpt, ...]:
-    return tuple(OrtOpt(n) for n in _known(names, OrtOpt, "ORT optimisation", source))
-
-
-def _known(
-    names: tuple[str, ...] | list[str], values: type[StrEnum], what: str, source: str
-) -> tuple[str, ...]:
-    """`names` without repeats; UsageError naming the first one `values` lacks."""
-    for name in names:
-        if name not in {v.value for v in values}:
-            known = ", ".join(v.value for v in values)
-            raise UsageError(f"{source}: unknown {what} {name!r} (known: {known})")
-    return tuple(dict.fromkeys(names))
+    return tuple(OrtOpt(n) for n in _known(names, tuple(OrtOpt), "ORT optimisation", source))
 
 
 def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
+    return _known(names, DEVICES, "device", source)
+
+
+def _known(
+    names: tuple[str, ...] | list[str], known: Sequence[str], what: str, source: str
+) -> tuple[str, ...]:
+    """`names` without repeats; UsageError naming the first one that is not `known`."""
     for name in names:
-        if name not in DEVICES:
-            raise UsageError(f"{source}: unknown device {name!r} (known: {', '.join(DEVICES)})")
+        if name not in known:
+            raise UsageError(f"{source}: unknown {what} {name!r} (known: {', '.join(known)})")
     return tuple(dict.fromkeys(names))
 
 
