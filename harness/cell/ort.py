@@ -17,11 +17,9 @@ from harness.cell.precision import BFLOAT16, to_numpy
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
-# ORT's graph optimisation levels by the name a session's settings record.
+# ORT's graph optimisation levels the cells use, by the name a session's settings record.
 LEVELS = {
     "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 
@@ -75,7 +73,7 @@ class OrtRunner:
     ) -> None:
         self.settings = session_settings(threads, spinning=spinning, level=optimisation.level)
         self.path, self.threads, self.optimisation = path, threads, optimisation
-        options = _options(self.settings, optimisation)
+        options = session_options(self.settings, optimisation)
         providers: list[str | tuple[str, dict[str, str]]] = ["CPUExecutionProvider"]
         if device == "cuda":
             use_tf32 = "1" if tf32 else "0"
@@ -166,7 +164,11 @@ def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
     return to_numpy(torch.from_dlpack(value._ortvalue.to_dlpack()))
 
 
-def _options(settings: dict[str, int | str], optimisation: Optimisation) -> ort.SessionOptions:
+def session_options(
+    settings: dict[str, int | str], optimisation: Optimisation
+) -> ort.SessionOptions:
+    """ORT's options for a session with these `settings` (`session_settings`) and this
+    optimisation."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(settings["intra_op_num_threads"])
     options.inter_op_num_threads = 1

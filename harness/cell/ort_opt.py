@@ -29,7 +29,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from harness.cell.ort import LEVELS, Optimisation
+from harness.cell.ort import Optimisation, session_options, session_settings
 from harness.cell.stages import stage
 from harness.store.records import OrtOpt
 
@@ -87,11 +87,8 @@ _MODIFIED = re.compile(r"GraphTransformer (\w+) modified: 1")
 def changed_by(path: Path, optimisation: Optimisation) -> list[str]:
     """ORT's graph transformers that changed the graph while a session at `optimisation`
     loaded it, in the order they ran (ORT's INFO log, read from stderr)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = LEVELS[optimisation.level]
-    options.log_severity_level = 1
-    if optimisation.written_to is not None:
-        options.optimized_model_filepath = str(optimisation.written_to)
+    options = session_options(session_settings(1), optimisation)
+    options.log_severity_level = 1  # INFO: where ORT says which transformer changed the graph
     with _stderr_captured() as log:
         ort.InferenceSession(
             str(path),
@@ -165,18 +162,23 @@ def culprit(
     if ort_opt is OrtOpt.NONE or not passes(exported, Optimisation("none")):
         return None
     deadline = time.monotonic() + SEARCH_BUDGET_S
-    if ort_opt is OrtOpt.FUSIONS:
-        candidate = exported.with_name("ort_fused_search.onnx")
-        for flag in FUSION_FLAGS:
-            fuse(exported, candidate, model_type, without=flag)
-            if passes(candidate, Optimisation("all")):
-                return flag
-            if time.monotonic() > deadline:
-                return None
-        return None
-    for name in changed_by(exported, Optimisation("all")):
-        if passes(exported, Optimisation("all", disabled=(name,))):
+    for name, path, optimisation in _without_each(ort_opt, exported, model_type):
+        if passes(path, optimisation):
             return name
         if time.monotonic() > deadline:
             return None
     return None
+
+
+def _without_each(
+    ort_opt: OrtOpt, exported: Path, model_type: str
+) -> Iterator[tuple[str, Path, Optimisation]]:
+    """Each optimizer `ort_opt` ran, with the graph and session that leave it out alone."""
+    if ort_opt is OrtOpt.FUSIONS:
+        candidate = exported.with_name("ort_fused_search.onnx")
+        for flag in FUSION_FLAGS:
+            fuse(exported, candidate, model_type, without=flag)
+            yield flag, candidate, Optimisation("all")
+        return
+    for name in changed_by(exported, Optimisation("all")):
+        yield name, exported, Optimisation("all", disabled=(name,))
