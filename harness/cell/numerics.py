@@ -148,12 +148,17 @@ def _within_rounding(
     if rounding is None or truth is None or truth.shape != got.shape:
         return np.zeros(got.shape, dtype=bool)
     t = truth.astype(np.float64)
-    finite = np.abs(t[np.isfinite(t)])
-    scale = float(finite.max()) if finite.size else 0.0
+    scale = largest_finite(t) or 0.0
     with np.errstate(invalid="ignore"):
         near = np.abs(got - t) <= rounding * (np.abs(t) + scale)
     found: np.ndarray = np.isfinite(got) & np.isfinite(t) & near
     return found
+
+
+def largest_finite(a: np.ndarray) -> float | None:
+    """The largest magnitude among `a`'s finite values (None: there are none)."""
+    finite = np.abs(a[np.isfinite(a)])
+    return float(finite.max()) if finite.size else None
 
 
 def _nonfinite_misplaced(got: np.ndarray, want: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from harness.cell import exporters, failures, limits, ort_opt, patches
 from harness.cell.artifacts import write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check as check
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
+from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs, largest_finite
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.precision import (
     KernelMissing,
@@ -253,8 +253,8 @@ def _against_float32(
     lost = rounding(dtype)
     checks = []
     for g, t, name in zip(got, truth, names, strict=False):
-        finite = np.abs(t[np.isfinite(t)])
-        scale = float(finite.max()) if finite.size else 1.0
+        found = largest_finite(t)
+        scale = 1.0 if found is None else found
         checks += _compare([g], [t], None, [name], (lost, lost * scale), rounding=lost)
     return checks
 

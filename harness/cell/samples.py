@@ -32,6 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from harness.cell import exporters, mismatch, pipeline
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.numerics import DEFAULT_TOLERANCE
+from harness.cell.precision import TORCH_DTYPE
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure, stage
@@ -39,7 +40,7 @@ from harness.cell.warmup import measure_cold_start, warm_up_exporter
 from harness.store.details import SampleFailure, SampleSkip, SampleSummary, SampleTolerance
 from harness.store.error_text import first_line
 from harness.store.measures import ExportMeasures
-from harness.store.records import CellTask, Measurements, OutputCheck, Record
+from harness.store.records import CellTask, Dtype, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
 
@@ -169,8 +170,9 @@ def _stages(
 def _reduced_dtype(inputs: Inputs) -> str | None:
     """float16 or bfloat16 where a sample's floating inputs are: ORT's missing kernels for
     them are the runtime's gap (`runtime_missing`), as in a whole model's reduced cell."""
-    found = {str(t.dtype).removeprefix("torch.") for t in inputs.leaves() if t.is_floating_point()}
-    return next((d for d in ("bfloat16", "float16") if d in found), None)
+    found = {t.dtype for t in inputs.leaves()}
+    reduced = (Dtype.BFLOAT16, Dtype.FLOAT16)
+    return next((d.value for d in reduced if TORCH_DTYPE[d] in found), None)
 
 
 def _reference(

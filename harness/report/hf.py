@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from harness.report.document import Section, Text, sub, table
 from harness.report.layout import unique_cells
@@ -28,11 +29,11 @@ def _outcome(bare: Record, hf: Record) -> str:
 
 def _pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
     """The (bare dynamo, transformers) records of each cell both exporters ran."""
-    by_key = {(r.exporter, r.cell.key[2:], r.model): r for r in records}
+    by_cell = {r.cell: r for r in records}
     pairs = []
-    for (exporter, rest, model), hf in sorted(by_key.items()):
-        bare = by_key.get((BARE, rest, model))
-        if exporter == HF and bare is not None and hf.status.applies and bare.status.applies:
+    for hf in sorted((r for r in records if r.exporter == HF), key=lambda r: r.cell):
+        bare = by_cell.get(replace(hf.cell, exporter=BARE))
+        if bare is not None and hf.status.applies and bare.status.applies:
             pairs.append((bare, hf))
     return pairs
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from harness.report.document import Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
+from harness.report.precision import worst_abs
 from harness.stats import median
 from harness.store.records import Cell, OrtOpt, Record
 
@@ -72,16 +73,16 @@ def broken_table(records: Sequence[Record]) -> Table | None:
     if not broken:
         return None
     rows = [
-        (Text(r.cell.label()), Text(r.ort.broken_by or ""), Text(_worst(r)), Text(r.status.value))
+        (
+            Text(r.cell.label()),
+            Text(r.ort.broken_by or ""),
+            Text(worst_abs(r.numerics.checks)),
+            Text(r.status.value),
+        )
         for r in broken
     ]
     headers = ("cell", "the optimizer whose removal restores the numbers", "max abs", "status")
     return table(headers, rows, noun="cells")
-
-
-def _worst(r: Record) -> str:
-    sizes = [c.max_abs for c in r.numerics.checks or () if c.max_abs is not None]
-    return fmt(max(sizes) if sizes else None)
 
 
 def ort_opt_section(records: Sequence[Record]) -> Section | None:

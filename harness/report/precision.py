@@ -61,7 +61,8 @@ def counts_table(records: Sequence[Record]) -> Table:
     return table(COUNT_HEADERS, rows)
 
 
-def _worst(checks: Sequence[OutputCheck] | None) -> str:
+def worst_abs(checks: Sequence[OutputCheck] | None) -> str:
+    """The largest `max_abs` of the checks, as a table shows it."""
     sizes = [c.max_abs for c in checks or () if c.max_abs is not None]
     return fmt(max(sizes)) if sizes else fmt(None)
 
@@ -82,10 +83,10 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
     return (
         Text(r.cell.label()),
         Text(r.status.value),
-        Text(_worst(r.numerics.checks)),
+        Text(worst_abs(r.numerics.checks)),
         Text(_fraction(r.numerics.checks)),
-        Text(_worst(None if loss is None else loss.eager)),
-        Text(_worst(None if loss is None else loss.ort)),
+        Text(worst_abs(None if loss is None else loss.eager)),
+        Text(worst_abs(None if loss is None else loss.ort)),
         Text(kernel or _who(loss)),
     )
 
