@@ -12,31 +12,26 @@ from benchmarks.differential import compare_run, markdown
 FAMILIES = "family:vision,family:nlp,family:audio,family:seed,family:hf,family:exportable,family:large,family:ops"
 
 
-def test_differential_over_the_builtin_zoo(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    out = tmp_path / "zoo"
-    benchmark.pedantic(
-        lambda: harness(
-            "run",
-            "--models",
-            FAMILIES,
-            "--exporters",
-            "dynamo,torchscript,torchscript-script",
-            "--opsets",
-            "18",
-            "--dynamic",
-            "--keep-onnx",
-            "--out",
-            str(out),
-            "--no-report",
-        ),
-        rounds=1,
-        iterations=1,
-    )
+def _differential(benchmark, figures: Figures, out: Path, title: str, *args: str) -> None:  # type: ignore[no-untyped-def]
+    """`harness run ARGS --keep-onnx` timed once, then each cell against the plain way."""
+    run = ("run", *args, "--keep-onnx", "--out", str(out), "--no-report")
+    benchmark.pedantic(lambda: harness(*run), rounds=1, iterations=1)
     rows = compare_run(out)
     agree = sum(r.agrees for r in rows)
     benchmark.extra_info.update(cells=len(rows), agree=agree)
-    figures.add("Differential check (harness vs direct export)", markdown(rows).splitlines())
+    figures.add(title, markdown(rows).splitlines())
     assert agree == len(rows), markdown(rows)
+
+
+def test_differential_over_the_builtin_zoo(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _differential(
+        benchmark,
+        figures,
+        tmp_path / "zoo",
+        "Differential check (harness vs direct export)",
+        *("--models", FAMILIES, "--exporters", "dynamo,torchscript,torchscript-script"),
+        *("--opsets", "18", "--dynamic"),
+    )
 
 
 PRECISION_MODELS = "resnet_small,mobilenet_v2_small,vit_tiny,convnext_small,hf.bert,hf.llama"
@@ -47,20 +42,12 @@ def test_differential_of_reduced_precision_and_ort_optimisations(  # type: ignor
 ) -> None:
     """Issue 36's axes against a plain export, dtype cast and ORT session per cell: 6 models
     x both exporters x float16/bfloat16 x default/none/fusions (72 cells, about 12 min)."""
-    out = tmp_path / "axes"
-    benchmark.pedantic(
-        lambda: harness(
-            "run",
-            *("--models", PRECISION_MODELS, "--exporters", "dynamo,torchscript"),
-            *("--opsets", "18", "--static-only", "--dtypes", "float16,bfloat16"),
-            *("--ort-opt", "default,none,fusions", "--keep-onnx", "--repro-bound", "0"),
-            *("--out", str(out), "--no-report"),
-        ),
-        rounds=1,
-        iterations=1,
+    _differential(
+        benchmark,
+        figures,
+        tmp_path / "axes",
+        "Differential check, dtypes and ORT optimisations",
+        *("--models", PRECISION_MODELS, "--exporters", "dynamo,torchscript"),
+        *("--opsets", "18", "--static-only", "--dtypes", "float16,bfloat16"),
+        *("--ort-opt", "default,none,fusions", "--repro-bound", "0"),
     )
-    rows = compare_run(out)
-    agree = sum(r.agrees for r in rows)
-    benchmark.extra_info.update(cells=len(rows), agree=agree)
-    figures.add("Differential check, dtypes and ORT optimisations", markdown(rows).splitlines())
-    assert agree == len(rows), markdown(rows)
