@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_map_only
 
 # Only to build the very same model and to judge its outputs the same way; the export
 # itself below is the direct call.
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs
+from harness.cell.numerics import compare_outputs, tolerance_at
 from harness.cell.precision import rounding, to_numpy
 from harness.cell.reference import reference64
 from harness.cell.shapes import Inputs, dynamic_axes, flatten_outputs
@@ -113,16 +113,10 @@ def _verdict(
             stage = "runtime_missing"
         return {"verdict": stage, "error": _first(exc), **facts}
     lost = None if a.dtype == "float32" else rounding(Dtype(a.dtype))
-    checks = compare_outputs(got, expected, truth, [], _tolerance(spec, a.dtype), rounding=lost)
+    checks = compare_outputs(
+        got, expected, truth, [], tolerance_at(Dtype(a.dtype), spec.tolerance), rounding=lost
+    )
     return {"verdict": "ok" if all(c.ok for c in checks) else "numerics", **facts}
-
-
-def _tolerance(spec: Any, dtype: str) -> tuple[float, float] | None:
-    """The entry's tolerance; at a reduced dtype the looser of it and assert_close's."""
-    if dtype == "float32":
-        return spec.tolerance  # type: ignore[no-any-return]
-    entry, torch_ = spec.tolerance or DEFAULT_TOLERANCE, Dtype(dtype).tolerance
-    return max(entry[0], torch_[0]), max(entry[1], torch_[1])
 
 
 def _session(path: Path, level: str, spec: Any) -> ort.InferenceSession:

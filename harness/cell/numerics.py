@@ -30,11 +30,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from harness.cell.precision import is_float
-from harness.store.records import OutputCheck
+from harness.store.records import Dtype, OutputCheck
 
 DEFAULT_TOLERANCE = (1e-4, 1e-5)
 NOISE_MULTIPLE = 10.0
 MAX_FRACTION = 0.01  # of a reduced-precision output's elements that may fail
+
+
+def tolerance_at(dtype: Dtype, entry: tuple[float, float] | None) -> tuple[float, float]:
+    """(rtol, atol) a cell at `dtype` is judged by: the entry's (or the default) at float32;
+    at a reduced dtype the looser of it and torch's `assert_close` tolerance for the dtype."""
+    rtol, atol = entry or DEFAULT_TOLERANCE
+    if not dtype.reduced:
+        return rtol, atol
+    return max(rtol, dtype.tolerance[0]), max(atol, dtype.tolerance[1])
 
 
 def compare_outputs(

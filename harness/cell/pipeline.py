@@ -20,7 +20,7 @@ from harness.cell import exporters, failures, limits, ort_opt, patches
 from harness.cell.artifacts import write_failure_artifacts
 from harness.cell.exporters.request import Exported, ExportRequest, Unavailable
 from harness.cell.graph import check as check
-from harness.cell.numerics import DEFAULT_TOLERANCE, compare_outputs, largest_finite
+from harness.cell.numerics import compare_outputs, largest_finite, tolerance_at
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
 from harness.cell.precision import (
     KernelMissing,
@@ -226,8 +226,8 @@ def judge(
     (harness.cell.numerics)."""
     if not dtype.reduced:
         return compare(got, ref.outputs, ref.outputs64, names, tolerance)
-    loosest = _loosest(tolerance or DEFAULT_TOLERANCE, dtype.tolerance)
-    return _compare(got, ref.outputs, ref.outputs64, names, loosest, rounding=rounding(dtype))
+    at = tolerance_at(dtype, tolerance)
+    return _compare(got, ref.outputs, ref.outputs64, names, at, rounding=rounding(dtype))
 
 
 def precision_loss(
@@ -257,10 +257,6 @@ def _against_float32(
         scale = 1.0 if found is None else found
         checks += _compare([g], [t], None, [name], (lost, lost * scale), rounding=lost)
     return checks
-
-
-def _loosest(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    return max(a[0], b[0]), max(a[1], b[1])
 
 
 def require_input_dtypes(runner: OrtRunner, inputs: Inputs) -> None:

@@ -27,7 +27,8 @@ import torch
 
 from harness.cell import exporters, failures
 from harness.cell.exporters.request import ExportRequest
-from harness.cell.numerics import DEFAULT_TOLERANCE
+from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
+from harness.cell.precision import cast_inputs, cast_model
 from harness.cell.reference import build
 from harness.cell.repro import module_script, modules, script
 from harness.cell.repro.ddmin import ddmin
@@ -192,9 +193,11 @@ def _by_module(
 
 def _subject(job: Job, record: Record) -> Subject:
     spec = find_spec(job.source, record.model)
-    if spec.samples is None:
+    if spec.samples is None:  # the model as the cell ran it, at the cell's dtype
         model, inputs = build(spec, "cpu")
-        return Subject(model, inputs, spec.tolerance or DEFAULT_TOLERANCE)
+        dtype = record.cell.dtype
+        at = tolerance_at(dtype, spec.tolerance)
+        return Subject(cast_model(model, dtype), cast_inputs(inputs, dtype), at)
     index = _failing_sample(record)
     sample = next(s for s in spec.samples().samples if s.index == index)
     assert sample.build is not None, f"sample {index} has no model"

@@ -72,6 +72,19 @@ class QuantConv(torch.nn.Module):
         return _fake_quant(y, 0.05)
 
 
+class SmallConv(torch.nn.Module):
+    """Two convolutions: ONNX's Conv takes bfloat16 only from opset 22, and the exporters
+    write one at opset 18 anyway (`checker_failed` at bfloat16, ok at float32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.second = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.first(x).relu())
+
+
 SPECS = [
     ModelSpec("large_rmsnorm", "precision", LargeRMSNorm, lambda: (torch.randn(2, 64) * 30 + 300,)),
     ModelSpec(
@@ -80,4 +93,5 @@ SPECS = [
     ModelSpec("norm", "precision", Norm, lambda: (torch.randn(4, 16),)),
     ModelSpec("gelu_block", "precision", GeluBlock, lambda: (torch.randn(2, 8, 64) + 30,)),
     ModelSpec("quant_conv", "precision", QuantConv, lambda: (torch.randn(1, 8, 8, 8),)),
+    ModelSpec("small_conv", "precision", SmallConv, lambda: (torch.randn(1, 3, 8, 8),)),
 ]
