@@ -20,12 +20,21 @@ from typing import TypeVar
 
 import torch
 
-from harness.cell import exporters, limits, mismatch, ort_opt, patches, pipeline
+from harness.cell import (
+    components,
+    exporters,
+    generation,
+    limits,
+    mismatch,
+    ort_opt,
+    patches,
+    pipeline,
+)
 from harness.cell.artifacts import artifacts_dir, keep_onnx
 from harness.cell.dynamic import fixed_dims, latency_shapes, specialised_error, verification_shapes
-from harness.cell.exporters.request import Exported, ExportRequest
+from harness.cell.exporters.request import Components, Exported, ExportRequest
 from harness.cell.graph_store import keep_graph
-from harness.cell.numerics import DEFAULT_TOLERANCE
+from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import Optimisation, OrtRunner
 from harness.cell.precision import cast_inputs
 from harness.cell.reference import Reference, at_dtype, build, reference_at
@@ -114,17 +123,28 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     dtype = task.cell.dtype
     model, ref = at_dtype(model32, inputs32, dtype)
     inputs = ref.inputs
+    how = generation.recipe(spec, task.cell)
+    tokens = generation.reference(model, how) if how is not None else None
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
         try:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
+            if exported.components is not None:
+                _judge_components(task, spec, exported.components, tokens, m)
+                return Record.finished(task.cell, task.run_id, m)
             pipeline.check(request.path, m)
             runner = pipeline.session(task, request, m, model_type=_model_type(spec))
             diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
             _verify(runner, ref, spec, dtype, m, diagnose)
             if task.cell.dynamic:
                 _verify_dynamic(runner, (model32, model), inputs32, spec, dtype, m)
+            if tokens is not None and how is not None:
+                ids, eager = tokens
+                ort = generation.graph_tokens(runner, model, spec, inputs, ids, how)
+                generation.require_same(
+                    eager, ort, tolerance_at(task.cell.dtype, spec.tolerance), m
+                )
             shapes = _timed_shapes(task, spec, model32, inputs32)
             _latency(runner, model, shapes, task.protocol or Protocol(), m)
         finally:  # a model that exported and then failed is the one a user keeps to debug
@@ -134,6 +154,28 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)
+
+
+def _judge_components(
+    task: CellTask,
+    spec: ModelSpec,
+    parts: Components,
+    tokens: tuple[torch.Tensor, generation.Greedy] | None,
+    m: Measurements,
+) -> None:
+    """A generative export (transformers' `export_for_generation`): each component checked
+    and judged on the kwargs transformers traced it with, then generation through them."""
+    components.check_graphs(parts, m)
+    found = components.judge(parts, spec.tolerance, task.protocol or Protocol())
+    m.numerics = replace(m.numerics, components=found)
+    components.step_latency(found, m)
+    components.require_ok(found)
+    if tokens is not None:
+        ids, eager = tokens
+        traced = {name: kwargs for name, (_, kwargs) in parts.traced.items()}
+        with stage("ort_run"):
+            ort = generation.greedy(generation.component_step(parts.exported.runners, traced), ids)
+        generation.require_same(eager, ort, tolerance_at(task.cell.dtype, spec.tolerance), m)
 
 
 def _request(

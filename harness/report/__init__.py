@@ -39,6 +39,7 @@ from harness.report.outcomes import (
     verdict,
 )
 from harness.report.precision import precision_section
+from harness.report.tokens import tokens_section
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
 from harness.store.files import folder_inside, write_inside
@@ -124,6 +125,7 @@ def build_report(
         precision_section(records),
         ort_opt_section(records),
         hf_section(records),
+        tokens_section(records),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))
         if baseline is not None

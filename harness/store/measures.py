@@ -175,6 +175,39 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """Greedy generation of `new_tokens` tokens from a fixed prompt with the exported
+    graph(s) run in ORT, against eager `generate` on the same model and prompt: how many
+    leading tokens agree, the first that differs, and ORT's largest logits error at each
+    step up to it. A first difference where eager's two best logits are within the cell's
+    tolerance of each other is a tie (`tie_gap`: their gap), not counted against the export."""
+
+    new_tokens: Count
+    agree: Count
+    first_difference: Count | None  # 0-based, among the new tokens; None: all agree
+    max_logits_abs: list[Error]  # per step, up to the first difference
+    tie_gap: Error | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_difference is None or self.tie_gap is not None
+
+
+@dataclass(frozen=True)
+class ComponentCheck:
+    """One component of a generative export (prefill, decode, an encoder) on the inputs
+    transformers captured for it: its outputs against the eager submodule's, its latency."""
+
+    checks: list[OutputCheck]
+    ort_latency_ms: Latency | None = None
+    eager_latency_ms: Latency | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+@dataclass(frozen=True)
 class ExportMeasures(Group):
     """The export call and the graph it saved."""
 
@@ -252,12 +285,17 @@ class Numerics(Group):
     first_divergence: Divergence | None = None
     mismatch_stage: MismatchStage | None = None
     precision_loss: PrecisionLoss | None = None  # reduced-precision cells only
+    # A generative export's components, each judged on its own (harness.cell.generation).
+    components: dict[str, ComponentCheck] | None = None
+    generation: Generation | None = None  # generative cells: tokens against eager's
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "numerics": "checks",
         "first_divergence": "first_divergence",
         "mismatch_stage": "mismatch_stage",
         "precision_loss": "precision_loss",
+        "components": "components",
+        "generation": "generation",
     }
 
 

@@ -40,7 +40,7 @@ from harness.store.measures import ShapeLatency as ShapeLatency
 from harness.store.protocol import Protocol
 from harness.store.status import Stage, Status
 
-SCHEMA = 5
+SCHEMA = 6
 
 DEVICES = ("cpu", "cuda")
 
@@ -421,6 +421,8 @@ def upgrade(d: JsonObject) -> JsonObject:
         d = _update_to_4(d)
     if d["schema"] < 5:
         d = _update_to_5(d)
+    if d["schema"] < 6:
+        d = {**d, "components": None, "generation": None, "schema": 6}  # generative cells
     return d
 
 

@@ -128,7 +128,35 @@ def test_a_schema_2_record_reads_with_no_repro_and_no_stage() -> None:
     d.pop("minimal_repro"), d.pop("mismatch_stage")
     record = Record.from_dict(d)
     assert (record.minimal_repro, record.numerics.mismatch_stage) == (None, None)
-    assert record.export.seconds == 1.5 and record.to_dict()["schema"] == SCHEMA == 5
+    assert record.export.seconds == 1.5 and record.to_dict()["schema"] == SCHEMA == 6
+
+
+def test_a_schema_5_record_reads_with_no_components_and_no_generation() -> None:
+    d = json.loads(_ok_record().to_json())
+    d["schema"] = 5
+    d.pop("components"), d.pop("generation")
+    record = Record.from_dict(d)
+    assert (record.numerics.components, record.numerics.generation) == (None, None)
+
+
+def test_a_generative_cells_components_and_tokens_survive_the_round_trip() -> None:
+    check = {"name": "decode.logits", "max_abs": 1e-7, "max_rel": 1e-6, "rmse": 1e-8}
+    check |= {"rtol": 1e-4, "atol": 1e-5, "ok": True}
+    latency = {"samples": [1.0, 3.0], "p50": 2.0, "p90": 3.0, "p99": 3.0, "mean": 2.0}
+    latency |= {"stdev": 1.0, "n": 2}
+    d = json.loads(_ok_record().to_json())
+    d["components"] = {"decode": {"checks": [check], "ort_latency_ms": latency}}
+    d["generation"] = {"new_tokens": 16, "agree": 5, "first_difference": 5}
+    d["generation"] |= {"max_logits_abs": [0.0] * 6, "tie_gap": 1e-6}
+    record = Record.from_json(json.dumps(d))
+    parts, tokens = record.numerics.components, record.numerics.generation
+    assert parts is not None and parts["decode"].ok and parts["decode"].eager_latency_ms is None
+    assert parts["decode"].ort_latency_ms is not None and parts["decode"].ort_latency_ms.p50 == 2.0
+    assert tokens is not None and tokens.ok and tokens.first_difference == 5
+    assert Record.from_json(record.to_json()) == record
+    d["generation"]["agree"] = -1
+    with pytest.raises(Malformed):
+        Record.from_json(json.dumps(d))
 
 
 def test_a_minimal_repro_and_a_mismatch_stage_survive_the_round_trip() -> None:

@@ -1,7 +1,14 @@
 """transformers' own ONNX exporter (`transformers.exporters`, transformers 5.13 and later):
-the call a Hugging Face user makes, `OnnxExporter().export(model, inputs, OnnxConfig(...))`
-and `save_pretrained(folder)`, with the cell's opset and dynamic setting. It carries its own
-patches and FX fixes around torch.export and torch.onnx; the cell judges what it saves.
+the call a Hugging Face user makes, with the cell's opset and dynamic setting, then
+`save_pretrained(folder)`. It carries its own patches and FX fixes around torch.export and
+torch.onnx; the cell judges what it saves.
+
+- A model that can generate: `OnnxExporter().export_for_generation(model, {input_ids,
+  attention_mask}, OnnxConfig(...))` on a fixed prompt (harness.cell.generation), one graph
+  per generation stage (`prefill.onnx`, `decode.onnx`, a multimodal model's encoders): the
+  cell judges each component on the kwargs transformers captured for it
+  (harness.cell.components), then generation token by token.
+- Any other: `OnnxExporter().export(model, inputs, OnnxConfig(...))`, one `model.onnx`.
 
 Where the installed transformers has no `exporters`, its cells are skipped with the reason;
 a model that is not a transformers `PreTrainedModel` is not this exporter's to take (skipped).
@@ -14,11 +21,14 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.cell.exporters.request import Exported, ExportRequest, Opaque, quiet
+from harness.cell import generation
+from harness.cell.exporters.request import Components, Exported, ExportRequest, Opaque, quiet
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 
@@ -98,31 +108,69 @@ class Adapter(Opaque):
         return model.eval(), inputs
 
     def export(self, request: ExportRequest) -> Exported:
-        """`OnnxExporter().export(model, inputs, OnnxConfig(dynamic=..., opset_version=...))`,
-        then `save_pretrained` into the cell's folder: its `model.onnx` is the cell's graph."""
-        from transformers.exporters import OnnxConfig, OnnxExporter
+        """The user's call (`export_for_generation` for a model that generates, else
+        `export`), then `save_pretrained` into the cell's folder."""
+        from transformers.exporters import OnnxConfig
 
         r = request
         model = pretrained(r.model)
         assert model is not None  # the worker skipped the others (refuses)
         config = OnnxConfig(dynamic=r.dynamic_shapes is not None, opset_version=r.opset)
-        start = time.perf_counter()
-        with quiet():
-            try:
-                exporter = OnnxExporter()  # type: ignore[no-untyped-call]  # transformers' own
-                exported = exporter.export(model, keyword_inputs(r), config)
-            except Exception as exc:
-                raise StageFailure("translate", exc) from exc
-        translate_s = time.perf_counter() - start
+        if model.can_generate():
+            return _for_generation(model, config, r.path.parent)
+        exported, translate_s = _timed_export(lambda e: e.export(model, keyword_inputs(r), config))
         components = list(exported.components)
         if components != [COMPONENT]:
             problem = f"transformers' export wrote components {components}, not one {COMPONENT!r}"
             raise StageFailure("save", RuntimeError(problem))
-        start = time.perf_counter()
-        try:
-            exported.save_pretrained(str(r.path.parent))
-        except Exception as exc:
-            raise StageFailure("save", exc) from exc
-        save_s = time.perf_counter() - start
+        paths, save_s = _saved(exported, r.path.parent)
         phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
-        return Exported(r.path.parent / f"{COMPONENT}.onnx", phases, seconds=translate_s + save_s)
+        return Exported(paths[COMPONENT], phases, seconds=translate_s + save_s)
+
+
+def _timed_export(call: Callable[[Any], Any]) -> tuple[Any, float]:
+    """transformers' exporter called as `call(OnnxExporter())`, and its wall time; its
+    failure is the translate stage's."""
+    from transformers.exporters import OnnxExporter
+
+    start = time.perf_counter()
+    with quiet():
+        try:
+            exported = call(OnnxExporter())  # type: ignore[no-untyped-call]  # transformers' own
+        except Exception as exc:
+            raise StageFailure("translate", exc) from exc
+    return exported, time.perf_counter() - start
+
+
+def _saved(exported: Any, folder: Path) -> tuple[dict[str, Path], float]:
+    """`save_pretrained(folder)`: each component's graph there, and the time it took."""
+    start = time.perf_counter()
+    try:
+        exported.save_pretrained(str(folder))
+    except Exception as exc:
+        raise StageFailure("save", exc) from exc
+    paths = {name: folder / f"{name}.onnx" for name in exported.components}
+    missing = [str(p.name) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise StageFailure("save", FileNotFoundError(f"save_pretrained wrote no {missing}"))
+    return paths, time.perf_counter() - start
+
+
+def _for_generation(model: PreTrainedModel, config: object, folder: Path) -> Exported:
+    """`export_for_generation` on the harness's prompt (harness.cell.generation), saved; the
+    kwargs transformers captures for each component come from its own
+    `decompose_for_generation` on the same prompt (what `export_for_generation` runs)."""
+    from transformers.exporters.utils import decompose_for_generation
+
+    ids = generation.prompt(model)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    exported, translate_s = _timed_export(
+        lambda e: e.export_for_generation(model, dict(inputs), config)
+    )
+    paths, save_s = _saved(exported, folder)
+    with quiet():
+        traced = decompose_for_generation(model, dict(inputs))
+    parts = Components(exported, paths, traced)
+    phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
+    first = next(iter(paths.values()))
+    return Exported(first, phases, seconds=translate_s + save_s, components=parts)

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from harness.store.details import Divergence, MismatchStage
 
@@ -20,6 +20,17 @@ if TYPE_CHECKING:
     from harness.cell.reference import Reference
     from harness.cell.shapes import Inputs
     from harness.zoo.spec import DynamicShapes
+
+
+@dataclass
+class Components:
+    """What a generative export gives the cell (harness.cell.components): transformers'
+    `ExportedModel` (its runners), each component's saved graph, and each component's
+    eager submodule and the kwargs it was traced with."""
+
+    exported: Any  # transformers.exporters.ExportedModel
+    paths: dict[str, Path]
+    traced: dict[str, tuple[torch.nn.Module, dict[str, Any]]]
 
 
 @dataclass
@@ -34,6 +45,9 @@ class Exported:
     # dynamo: the program torch.export captured, before the exporter's decompositions.
     captured: torch.export.ExportedProgram | None = None
     notes: list[str] = field(default_factory=list)
+    # A generative export's components (transformers' `export_for_generation`): the cell
+    # judges each of them, not `path` alone (harness.cell.components).
+    components: Components | None = None
 
     @property
     def export_s(self) -> float:

@@ -1,0 +1,138 @@
+"""Generation token by token (issue 40; harness.cell.generation): the harness's greedy loop
+is what eager `generate` picks, a decode-suite graph and transformers' own components
+generate in ORT the tokens eager does, and a graph that picks others fails the cell at
+numerics. Real transformers models from shrunk configs, real exports, real ORT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+from onnx import helper
+
+from harness.cell import generation
+from harness.cell.ort import OrtRunner
+from harness.cell.stages import StageFailure
+from harness.cell.worker import find_spec, run_cell
+from harness.store.records import Cell, CellTask, Measurements
+from harness.store.status import Stage, Status
+from model_zoo.transformers._decode import build_lm
+
+REPO = Path(__file__).resolve().parents[2]
+DECODERS = REPO / "model_zoo" / "transformers" / "decoders.py"
+BROKEN = REPO / "tests" / "zoo_fixtures" / "generation" / "models.py"
+TOLERANCE = (1e-4, 1e-5)  # rtol, atol: the default
+
+
+def _logits(*values: float) -> torch.Tensor:
+    return torch.tensor(values)
+
+
+def test_the_first_different_token_is_found_with_the_logits_error_up_to_it() -> None:
+    eager = ([1, 0, 2], [_logits(0, 5, 1), _logits(5, 1, 0), _logits(0, 0, 3)])
+    ort = ([1, 2, 2], [_logits(0, 5, 1), _logits(1, 1, 4), _logits(0, 0, 3)])
+    found = generation.compare(eager, ort, TOLERANCE)
+    assert (found.agree, found.first_difference, found.tie_gap) == (1, 1, None)
+    assert found.max_logits_abs == [0.0, 4.0]
+    assert not found.ok
+
+
+def test_a_difference_where_eagers_best_two_are_within_orts_error_is_a_tie() -> None:
+    """ORT 2e-6 off eager (within tolerance), eager's best two 3e-6 apart: a tie. The same
+    gap with ORT off by more than the tolerance is the export's difference."""
+    eager = ([0, 0], [_logits(2.0, 1.0), _logits(1.0, 1.0 - 3e-6)])
+    ort = ([0, 1], [_logits(2.0, 1.0), _logits(1.0 - 2e-6, 1.0)])
+    found = generation.compare(eager, ort, TOLERANCE)
+    assert found.first_difference == 1
+    assert found.tie_gap == pytest.approx(3e-6, rel=0.02)  # float32 rounding of 1 - 3e-6
+    assert found.ok
+    far = ([0, 1], [_logits(2.0, 1.0), _logits(0.5, 1.0)])
+    assert not generation.compare(eager, far, TOLERANCE).ok
+
+
+def test_the_loop_picks_what_eager_generate_picks() -> None:
+    torch.manual_seed(0)
+    lm = build_lm("qwen2", "causal-lm")
+    ids = generation.prompt(lm)
+    tokens, logits = generation.greedy(generation.eager_step(lm), ids)
+    with torch.no_grad():
+        out = lm.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=16,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    assert tokens == out.sequences[0, ids.shape[1] :].tolist()
+    assert len(tokens) == generation.NEW_TOKENS
+    for mine, theirs in zip(logits, out.logits, strict=True):
+        torch.testing.assert_close(mine, theirs[0].float())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exporter", ["dynamo", "transformers"])
+def test_a_decode_cell_generates_eagers_tokens_in_ort(exporter: str, tmp_path: Path) -> None:
+    cell = Cell("hf.qwen2.decode", exporter, 18, dynamic=True)
+    record = run_cell(CellTask(cell, str(DECODERS), "t", str(tmp_path), keep_onnx=True))
+    assert record.status is Status.OK, record.error_message
+    found = record.numerics.generation
+    assert found is not None and found.agree == generation.NEW_TOKENS
+    assert len(found.max_logits_abs) == generation.NEW_TOKENS
+    assert max(found.max_logits_abs) < 1e-4
+    parts = record.numerics.components
+    if exporter == "transformers":
+        assert parts is not None and set(parts) == {"prefill", "decode"}
+        assert all(p.ok and p.checks[0].name.endswith(".logits") for p in parts.values())
+        assert record.ort.latency is parts["decode"].ort_latency_ms
+    else:
+        assert parts is None
+
+
+@pytest.mark.slow
+def test_a_graph_that_generates_other_tokens_fails_at_numerics(tmp_path: Path) -> None:
+    """The dynamo graph of a decode entry, its logits negated in the saved ONNX model (a
+    real graph ORT runs): the first token already differs."""
+    cell = Cell("hf.qwen2.decode", "dynamo", 18, dynamic=True)
+    record = run_cell(CellTask(cell, str(DECODERS), "t", str(tmp_path), keep_onnx=True))
+    path = tmp_path / record.artifacts["onnx"]
+    negated = _negate_output(path, "logits", tmp_path / "negated.onnx")
+    spec = find_spec(str(DECODERS), "hf.qwen2.decode")
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    how = generation.recipe(spec, cell)
+    assert how is not None
+    ids, eager = generation.reference(model, how)
+    from harness.cell.reference import build
+
+    _, inputs = build(spec, "cpu")
+    runner = OrtRunner(negated, 1, "cpu")
+    ort = generation.graph_tokens(runner, model, spec, inputs, ids, how)
+    m = Measurements()
+    with pytest.raises(StageFailure) as failed:
+        generation.require_same(eager, ort, None, m)
+    assert failed.value.stage is Stage.NUMERICS
+    assert str(failed.value.error).startswith("generated tokens differ from eager's\n")
+    found = m.numerics.generation
+    assert found is not None and found.first_difference == 0 and found.agree == 0
+
+
+def _negate_output(path: Path, name: str, target: Path) -> Path:
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        node.output[:] = [f"{name}_raw" if o == name else o for o in node.output]
+    model.graph.node.append(helper.make_node("Neg", [f"{name}_raw"], [name]))
+    onnx.save(model, str(target))
+    return target
+
+
+def test_a_model_eager_cannot_generate_with_is_a_harness_error_at_reference(
+    tmp_path: Path,
+) -> None:
+    cell = Cell("no_vocabulary", "dynamo", 18, dynamic=True)
+    record = run_cell(CellTask(cell, str(BROKEN), "t", str(tmp_path)))
+    assert record.status is Status.HARNESS_ERROR
+    assert record.stage is Stage.REFERENCE
+    assert "vocab_size" in (record.error_message or "")
