@@ -28,12 +28,13 @@ from harness.store.protocol import Protocol
 from harness.store.records import Measurements
 
 
-def check_graphs(parts: Components, m: Measurements) -> None:
-    """The checker over every component; the record's graph figures are their sums (nodes,
-    op counts), its fingerprint the first component's."""
+def check_graphs(parts: Components, m: Measurements, *, ort_only: bool = False) -> None:
+    """The checker over every component (`ort_only`: graphs fused for ORT, not checked);
+    the record's graph figures are their sums (nodes, op counts), its fingerprint the first
+    component's."""
     first, nodes, ops = None, 0, dict[str, int]()
     for path in parts.paths.values():
-        pipeline.check(path, m)
+        pipeline.check(path, m, ort_only=ort_only)
         first = first or m.export.graph_fingerprint
         nodes += m.export.onnx_nodes or 0
         for op, count in (m.export.onnx_ops or {}).items():
@@ -73,16 +74,17 @@ def step_latency(found: Mapping[str, ComponentCheck], m: Measurements) -> None:
         m.eager = replace(m.eager, latency=timed.eager_latency_ms)
 
 
-def require_ok(found: Mapping[str, ComponentCheck]) -> None:
-    """A numerics failure naming the first component that differs."""
+def require_ok(found: Mapping[str, ComponentCheck], fused: Mapping[str, int] | None) -> None:
+    """A numerics failure naming the first component that differs (and, for a graph the
+    exporter fused for ORT, the fused op types it holds)."""
     for name, check in found.items():
         bad = [c for c in check.checks if not c.ok]
         if bad:
-            text = pipeline.mismatch_text(bad, len(check.checks))
-            first, _, rest = text.partition("\n")
-            raise StageFailure(
-                "numerics", pipeline.NumericsMismatch(f"component {name}: {first}\n{rest}")
-            )
+            first, _, rest = pipeline.mismatch_text(bad, len(check.checks)).partition("\n")
+            ops = ", ".join(f"{op} x{n}" for op, n in (fused or {}).items())
+            rest += f"\nfused ops: {ops}" if ops else ""
+            problem = pipeline.NumericsMismatch(f"component {name}: {first}\n{rest}")
+            raise StageFailure("numerics", problem)
 
 
 def _leaves(output: Any) -> list[tuple[str, np.ndarray]]:

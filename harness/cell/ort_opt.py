@@ -21,7 +21,7 @@ import re
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +68,21 @@ def prepare(ort_opt: OrtOpt, exported: Path, model_type: str = "bert") -> Prepar
             problem = f"onnxruntime.transformers' optimizer failed on this graph: {exc!r}"
             raise FusionFailed(problem) from exc
         return Prepared(fused, Optimisation("all"), fused_ops(exported, fused), flags)
+
+
+def fused_at_export(exported: Path) -> Prepared:
+    """A graph the exporter fused for ORT itself (transformers' `ort_fusions`): a default
+    session, its contrib ops as the fused ones, the exporter's fusions as the optimizer."""
+    return Prepared(exported, Optimisation("all"), contrib_ops([exported]), ["exporter"])
+
+
+def contrib_ops(paths: Iterable[Path]) -> dict[str, int]:
+    """The op types of ORT's own domain (com.microsoft) in these graphs, with their counts."""
+    found: Counter[str] = Counter()
+    for path in paths:
+        graph = onnx.load(str(path), load_external_data=False).graph
+        found.update(n.op_type for n in graph.node if n.domain == "com.microsoft")
+    return dict(sorted(found.items()))
 
 
 def fused_ops(exported: Path, optimised: Path) -> dict[str, int]:

@@ -134,16 +134,22 @@ def session(
     m: Measurements,
     dtype: str | None = None,
     model_type: str = "bert",
+    fused: bool = False,
 ) -> OrtRunner:
     """The ORT session that checks numerics, on the cell's device (CUDA: the CUDA provider
     in float32, not TF32, or the cell fails at `ort_session` with `CudaProviderMissing`),
     over the graph the cell's ORT optimisation gives (harness.cell.ort_opt); its load time
     and what the optimisation did into `m.ort`. A reduced-precision graph (`dtype`: the
     cell's, or a sampled entry's) that ORT has no kernel for fails with `KernelMissing`
-    naming the op."""
+    naming the op. `fused`: the exporter made the cell's ORT fusions itself (a default
+    session judges its graph; the fused ops are its contrib ops)."""
     dtype = dtype or (task.cell.dtype.value if task.cell.dtype.reduced else None)
     try:
-        prepared = ort_opt.prepare(task.cell.ort_opt, request.path, model_type)
+        prepared = (
+            ort_opt.fused_at_export(request.path)
+            if fused
+            else ort_opt.prepare(task.cell.ort_opt, request.path, model_type)
+        )
         runner = OrtRunner(
             prepared.path,
             task.threads,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import torch
 
@@ -45,7 +45,7 @@ from harness.cell.timing import freeze_survivors, time_interleaved
 from harness.cell.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
-from harness.store.records import CellTask, Dtype, Measurements, Record, ShapeLatency
+from harness.store.records import CellTask, Dtype, Measurements, OrtOpt, Record, ShapeLatency
 from harness.store.status import Status
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
@@ -128,32 +128,58 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
+        saved, runner = request.path, None  # the graph a user keeps, the session that ran it
         try:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
+            saved = exported.path
             if exported.components is not None:
                 _judge_components(task, spec, exported.components, tokens, m)
-                return Record.finished(task.cell, task.run_id, m)
-            pipeline.check(request.path, m)
-            runner = pipeline.session(task, request, m, model_type=_model_type(spec))
-            diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
-            _verify(runner, ref, spec, dtype, m, diagnose)
-            if task.cell.dynamic:
-                _verify_dynamic(runner, (model32, model), inputs32, spec, dtype, m)
-            if tokens is not None and how is not None:
-                ids, eager = tokens
-                ort = generation.graph_tokens(runner, model, spec, inputs, ids, how)
-                generation.require_same(
-                    eager, ort, tolerance_at(task.cell.dtype, spec.tolerance), m
+            else:
+                models = (model32, model)
+                runner = _judge_graph(
+                    task, spec, request, exported, models, inputs32, ref, tokens, m
                 )
-            shapes = _timed_shapes(task, spec, model32, inputs32)
-            _latency(runner, model, shapes, task.protocol or Protocol(), m)
         finally:  # a model that exported and then failed is the one a user keeps to debug
             if m.export.seconds is not None:
-                keep_onnx(task, request.path, m)
-        keep_graph(task, request.path, runner.feeds(inputs), m)
+                keep_onnx(task, saved, m)
+        if runner is not None:
+            keep_graph(task, request.path, runner.feeds(inputs), m)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return Record.finished(task.cell, task.run_id, m)
+
+
+def _judge_graph(
+    task: CellTask,
+    spec: ModelSpec,
+    request: ExportRequest,
+    exported: Exported,
+    models: tuple[torch.nn.Module, torch.nn.Module],
+    inputs32: Inputs,
+    ref: Reference,
+    tokens: tuple[torch.Tensor, generation.Greedy] | None,
+    m: Measurements,
+) -> OrtRunner:
+    """One graph: checked, run against eager at the cell's dtype (and at other shapes in a
+    dynamic cell), generating eager's tokens where the entry generates, then timed.
+    `models`: the float32 model and the cell's at its dtype."""
+    model32, model = models
+    dtype = task.cell.dtype
+    fused = exported.fused_at_export
+    pipeline.check(request.path, m, ort_only=fused)
+    runner = pipeline.session(task, request, m, model_type=_model_type(spec), fused=fused)
+    diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
+    _verify(runner, ref, spec, dtype, m, diagnose)
+    if task.cell.dynamic:
+        _verify_dynamic(runner, models, inputs32, spec, dtype, m)
+    if tokens is not None:
+        ids, eager = tokens
+        how = generation.recipe(spec, task.cell) or {}
+        ort = generation.graph_tokens(runner, model, spec, ref.inputs, ids, how)
+        generation.require_same(eager, ort, tolerance_at(dtype, spec.tolerance), m)
+    shapes = _timed_shapes(task, spec, model32, inputs32)
+    _latency(runner, model, shapes, task.protocol or Protocol(), m)
+    return runner
 
 
 def _judge_components(
@@ -165,11 +191,15 @@ def _judge_components(
 ) -> None:
     """A generative export (transformers' `export_for_generation`): each component checked
     and judged on the kwargs transformers traced it with, then generation through them."""
-    components.check_graphs(parts, m)
+    fused = task.cell.ort_opt is OrtOpt.FUSIONS
+    components.check_graphs(parts, m, ort_only=fused)
+    if fused:
+        fused_ops = ort_opt.contrib_ops(parts.paths.values())
+        m.ort = replace(m.ort, fused_ops=fused_ops, optimizers=["exporter"])
     found = components.judge(parts, spec.tolerance, task.protocol or Protocol())
     m.numerics = replace(m.numerics, components=found)
     components.step_latency(found, m)
-    components.require_ok(found)
+    components.require_ok(found, m.ort.fused_ops)
     if tokens is not None:
         ids, eager = tokens
         traced = {name: kwargs for name, (_, kwargs) in parts.traced.items()}
@@ -194,7 +224,13 @@ def _request(
         dynamic_shapes=spec.dynamic_shapes if task.cell.dynamic else None,
         output_names=_output_names(spec, n_outputs),
         artifacts=artifacts_dir(task),
+        ort_fusions=_fusions_for(task.cell.device) if task.cell.ort_opt is OrtOpt.FUSIONS else None,
     )
+
+
+def _fusions_for(device: str) -> Literal["cpu", "cuda"]:
+    """The execution provider ORT fuses a cell's graph for."""
+    return "cuda" if device == "cuda" else "cpu"
 
 
 def _output_names(spec: ModelSpec, n_outputs: int) -> tuple[str, ...]:

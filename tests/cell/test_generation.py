@@ -5,6 +5,7 @@ numerics. Real transformers models from shrunk configs, real exports, real ORT."
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import onnx
@@ -12,11 +13,12 @@ import pytest
 import torch
 from onnx import helper
 
-from harness.cell import generation
+from harness.cell import components, generation
 from harness.cell.ort import OrtRunner
 from harness.cell.stages import StageFailure
 from harness.cell.worker import find_spec, run_cell
-from harness.store.records import Cell, CellTask, Measurements
+from harness.store.measures import ComponentCheck, OutputCheck
+from harness.store.records import Cell, CellTask, Measurements, OrtOpt
 from harness.store.status import Stage, Status
 from model_zoo.transformers._decode import build_lm
 
@@ -136,3 +138,37 @@ def test_a_model_eager_cannot_generate_with_is_a_harness_error_at_reference(
     assert record.status is Status.HARNESS_ERROR
     assert record.stage is Stage.REFERENCE
     assert "vocab_size" in (record.error_message or "")
+
+
+@pytest.mark.slow
+def test_transformers_fusions_are_a_cell_setting_judged_token_by_token(tmp_path: Path) -> None:
+    """`--ort-opt fusions` on transformers' exporter is its `OnnxConfig(ort_fusions="cpu")`:
+    the components hold ORT's fused ops (counted here from the saved graphs), are judged
+    and generate eager's tokens."""
+    cell = Cell("hf.qwen2.decode", "transformers", 18, dynamic=True, ort_opt=OrtOpt.FUSIONS)
+    record = run_cell(CellTask(cell, str(DECODERS), "t", str(tmp_path), keep_onnx=True))
+    assert record.status is Status.OK, record.error_message
+    saved = (tmp_path / record.artifacts["onnx"]).parent
+    counted: Counter[str] = Counter()
+    for name in ("prefill", "decode"):
+        graph = onnx.load(str(saved / f"{name}.onnx"), load_external_data=False).graph
+        counted.update(n.op_type for n in graph.node if n.domain == "com.microsoft")
+    assert counted and record.ort.fused_ops == dict(sorted(counted.items()))
+    assert record.ort.optimizers == ["exporter"]
+    found = record.numerics.generation
+    assert found is not None and found.ok and found.agree == generation.NEW_TOKENS
+
+
+def test_a_component_that_differs_fails_naming_it_and_the_fused_ops() -> None:
+    good = OutputCheck("prefill.logits", 0.0, 0.0, 0.0, 1e-4, 1e-5, ok=True)
+    bad = OutputCheck("decode.logits", 2.5, 0.1, 0.3, 1e-4, 1e-5, ok=False, mismatches=7)
+    found = {"prefill": ComponentCheck([good]), "decode": ComponentCheck([good, bad])}
+    with pytest.raises(StageFailure) as failed:
+        components.require_ok(found, {"GroupQueryAttention": 2})
+    text = str(failed.value.error)
+    assert (
+        text.splitlines()[0] == "component decode: 1 of 2 outputs differ: values beyond tolerance"
+    )
+    assert "decode.logits: max_abs 2.5" in text
+    assert text.endswith("fused ops: GroupQueryAttention x2")
+    components.require_ok({"prefill": ComponentCheck([good])}, None)

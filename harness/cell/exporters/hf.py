@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,9 +116,11 @@ class Adapter(Opaque):
         r = request
         model = pretrained(r.model)
         assert model is not None  # the worker skipped the others (refuses)
-        config = OnnxConfig(dynamic=r.dynamic_shapes is not None, opset_version=r.opset)
+        dynamic = r.dynamic_shapes is not None
+        config = OnnxConfig(dynamic=dynamic, opset_version=r.opset, ort_fusions=r.ort_fusions)
+        fused = r.ort_fusions is not None
         if model.can_generate():
-            return _for_generation(model, config, r.path.parent)
+            return replace(_for_generation(model, config, r.path.parent), fused_at_export=fused)
         exported, translate_s = _timed_export(lambda e: e.export(model, keyword_inputs(r), config))
         components = list(exported.components)
         if components != [COMPONENT]:
@@ -125,7 +128,8 @@ class Adapter(Opaque):
             raise StageFailure("save", RuntimeError(problem))
         paths, save_s = _saved(exported, r.path.parent)
         phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
-        return Exported(paths[COMPONENT], phases, seconds=translate_s + save_s)
+        seconds = translate_s + save_s
+        return Exported(paths[COMPONENT], phases, seconds=seconds, fused_at_export=fused)
 
 
 def _timed_export(call: Callable[[Any], Any]) -> tuple[Any, float]:

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from harness.store.details import Divergence, MismatchStage
 
@@ -48,6 +48,7 @@ class Exported:
     # A generative export's components (transformers' `export_for_generation`): the cell
     # judges each of them, not `path` alone (harness.cell.components).
     components: Components | None = None
+    fused_at_export: bool = False  # the exporter made the cell's ORT fusions itself
 
     @property
     def export_s(self) -> float:
@@ -66,6 +67,10 @@ class ExportRequest:
     dynamic_shapes: DynamicShapes | None = None  # None for static cells
     output_names: tuple[str, ...] = ()
     artifacts: Path | None = None  # where a failing export leaves the exporter's report
+    # The cell's ORT fusions (`--ort-opt fusions`) for the execution provider of its device
+    # ('cpu', 'cuda'): an exporter that fuses at export (transformers' `OnnxConfig(
+    # ort_fusions=...)`) does; for the others the session fuses the graph afterwards.
+    ort_fusions: Literal["cpu", "cuda"] | None = None
 
 
 @dataclass(frozen=True)
