@@ -99,8 +99,8 @@ def compare(eager: Greedy, ort: Greedy, tolerance: tuple[float, float]) -> Gener
             close = errors[-1] <= atol + rtol * float(want_logits[i].abs().max())
             gap = _top_two_gap(want_logits[i])
             tie = gap if close and gap <= 2 * errors[-1] else None
-            return Generation(len(want), i, i, errors, tie_gap=tie)
-    return Generation(len(want), len(want), None, errors)
+            return Generation(len(want), i, i, errors, tie, want, got)
+    return Generation(len(want), len(want), None, errors, None, want, got)
 
 
 def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:

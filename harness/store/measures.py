@@ -187,6 +187,8 @@ class Generation:
     first_difference: Count | None  # 0-based, among the new tokens; None: all agree
     max_logits_abs: list[Error]  # per step, up to the first difference
     tie_gap: Error | None = None
+    eager_tokens: list[Count] | None = None  # the new tokens each side picked
+    ort_tokens: list[Count] | None = None
 
     @property
     def ok(self) -> bool:

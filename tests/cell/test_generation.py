@@ -5,6 +5,9 @@ numerics. Real transformers models from shrunk configs, real exports, real ORT."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,13 +21,14 @@ from harness.cell.ort import OrtRunner
 from harness.cell.stages import StageFailure
 from harness.cell.worker import find_spec, run_cell
 from harness.store.measures import ComponentCheck, OutputCheck
-from harness.store.records import Cell, CellTask, Measurements, OrtOpt
+from harness.store.records import Cell, CellTask, Measurements, OrtOpt, Record
 from harness.store.status import Stage, Status
 from model_zoo.transformers._decode import build_lm
 
 REPO = Path(__file__).resolve().parents[2]
 DECODERS = REPO / "model_zoo" / "transformers" / "decoders.py"
 BROKEN = REPO / "tests" / "zoo_fixtures" / "generation" / "models.py"
+PLAIN = REPO / "benchmarks" / "plain_generate.py"
 TOLERANCE = (1e-4, 1e-5)  # rtol, atol: the default
 
 
@@ -84,13 +88,39 @@ def test_a_decode_cell_generates_eagers_tokens_in_ort(exporter: str, tmp_path: P
     assert found is not None and found.agree == generation.NEW_TOKENS
     assert len(found.max_logits_abs) == generation.NEW_TOKENS
     assert max(found.max_logits_abs) < 1e-4
+    assert found.ort_tokens == found.eager_tokens and len(found.ort_tokens or []) == 16
     parts = record.numerics.components
     if exporter == "transformers":
         assert parts is not None and set(parts) == {"prefill", "decode"}
         assert all(p.ok and p.checks[0].name.endswith(".logits") for p in parts.values())
         assert record.ort.latency is parts["decode"].ort_latency_ms
+        _same_as_the_plain_script(record)
     else:
         assert parts is None
+
+
+def _same_as_the_plain_script(record: Record) -> None:
+    """benchmarks/plain_generate.py in a fresh process (transformers' own `generate`, its
+    forward through transformers' ORT runners) on the harness's prompt: the same graphs
+    (op counts summed over the components) and the same tokens, eager's and ORT's."""
+    prompt = ",".join(str(t) for t in generation.prompt(build_lm("qwen2", "causal-lm"))[0].tolist())
+    done = subprocess.run(
+        [sys.executable, str(PLAIN), "--model", record.model, "--prompt", prompt],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        cwd=REPO,
+    )
+    plain = json.loads(done.stdout.strip().splitlines()[-1])
+    assert plain["components"] == ["prefill", "decode"]
+    summed: Counter[str] = Counter()
+    for ops in plain["ops"].values():
+        summed.update(ops)
+    assert record.export.onnx_ops == dict(sorted(summed.items()))
+    found = record.numerics.generation
+    assert found is not None
+    assert plain["eager"] == found.eager_tokens and plain["ort"] == found.ort_tokens
 
 
 @pytest.mark.slow

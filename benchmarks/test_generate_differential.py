@@ -1,0 +1,80 @@
+"""transformers' exporter for generation against a plain script (issue 40): for ten decode
+architectures, the harness's `transformers` cell (through the real CLI: components and
+generation token by token) and `export_for_generation` with transformers' own `generate`
+through its ORT runners in a fresh process (benchmarks/plain_generate.py) must give the
+same graphs (op counts summed over the components) and the same eager and ORT tokens.
+
+    python -m pytest benchmarks/test_generate_differential.py
+    HARNESS_GENERATE_MODELS="hf.llama.decode,hf.gpt2.decode" python -m pytest benchmarks/test_generate_differential.py
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+from benchmarks.conftest import Figures, harness, plain
+from harness.cell import generation
+from harness.store import rundir
+from harness.store.records import Record
+from model_zoo.transformers._decode import build_lm
+
+MODELS = (
+    "hf.llama.decode",
+    "hf.gemma2.decode",
+    "hf.qwen2.decode",
+    "hf.mistral.decode",
+    "hf.phi3.decode",
+    "hf.gpt2.decode",
+    "hf.granite.decode",
+    "hf.olmo2.decode",
+    "hf.gemma3_text.decode",
+    "hf.smollm3.decode",
+)
+
+
+def _plain(r: Record) -> list[str]:
+    """What differs between the cell and the plain script (nothing: [])."""
+    model_type = str((r.metadata or {}).get("model_type"))
+    ids = generation.prompt(build_lm(model_type, "causal-lm"))[0].tolist()
+    out = plain("plain_generate.py", "--model", r.model, "--prompt", ",".join(map(str, ids)))
+    summed: collections.Counter[str] = collections.Counter()
+    for ops in out["ops"].values():
+        summed.update(ops)
+    found, differs = r.numerics.generation, []
+    if r.export.onnx_ops != dict(sorted(summed.items())):
+        differs.append("graphs")
+    if found is None or (found.eager_tokens, found.ort_tokens) != (out["eager"], out["ort"]):
+        differs.append("tokens")
+    return differs
+
+
+def test_ten_architectures_generate_as_a_plain_script_does(
+    benchmark, figures: Figures, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    models = os.environ.get("HARNESS_GENERATE_MODELS", ",".join(MODELS))
+    out = tmp_path / "generate"
+    benchmark.pedantic(
+        lambda: harness(
+            "run", "--suite", "transformers-decode", "--models", models, "--exporters",
+            "transformers", "--patches", "none", "--out", str(out), "--no-report",
+        ),
+        rounds=1,
+        iterations=1,
+    )  # fmt: skip
+    records = sorted(rundir.read_records(out), key=lambda r: r.model)
+    lines = ["| model | status | tokens | plain script |", "|---|---|---|---|"]
+    agree = 0
+    for r in records:
+        differs = _plain(r) if r.numerics.generation is not None else ["not generated"]
+        agree += not differs
+        g = r.numerics.generation
+        tokens = "-" if g is None else f"{g.agree}/{g.new_tokens}"
+        lines.append(f"| {r.model} | {r.status} | {tokens} | {'; '.join(differs) or 'same'} |")
+    benchmark.extra_info.update(cells=len(records), agree=agree)
+    figures.add(
+        "transformers' exporter for generation vs a plain script",
+        [f"{agree}/{len(records)} agree", "", *lines],
+    )
+    assert agree == len(records), "\n".join(lines)
