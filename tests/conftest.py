@@ -21,6 +21,17 @@ E2E = Path(__file__).resolve().parent / "e2e"
 RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py", "test_publish_channels.py"}
 
 
+# Modules whose tests share a slow module-scoped fixture (real cells, minimizer processes or
+# a CLI run, tens of seconds): each is one scope under xdist, so that the fixture is made
+# once, on one worker, instead of once on each worker that gets one of its tests.
+SHARED_FIXTURE = {
+    "tests/cell/repro/test_minimize.py",
+    "tests/cell/repro/test_modules.py",
+    "tests/cell/test_isolation.py",
+    "tests/zoo/test_plugins.py",
+}
+
+
 def e2e_group(path: Path) -> str:
     return "e2e-ray" if path.name in RAY_ENVIRONMENTS else "e2e"
 
@@ -43,16 +54,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` with tests/e2e/ in its two groups, by path. xdist 3.8 groups by the
     `xdist_group` mark through the node id, which pytest 9.2 no longer lets it rename, so
     the marks alone group nothing. Only tests/e2e/ is grouped: the e2e tests elsewhere,
-    marked one by one, may run beside it (the controller sees node ids, not marks)."""
+    marked one by one, may run beside it (the controller sees node ids, not marks). Each
+    module of SHARED_FIXTURE is a scope of its own. The two e2e groups, the longest chains
+    of tests that run one after another, go out first (xdist orders the scopes by their
+    number of tests): one started last would keep its worker busy after the other is idle."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
     class E2EGroup(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
             if nodeid.startswith("tests/e2e/"):
-                return e2e_group(Path(nodeid.split("::", 1)[0]))
+                return e2e_group(Path(module))
+            if module in SHARED_FIXTURE:
+                return module
             return super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for group in ("e2e-ray", "e2e"):  # ends up first: e2e, then e2e-ray
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return E2EGroup(config, log)
 

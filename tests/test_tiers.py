@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from tests.conftest import E2E, RAY_ENVIRONMENTS, REPO, e2e_group
+from tests.conftest import E2E, RAY_ENVIRONMENTS, REPO, SHARED_FIXTURE, e2e_group
 
 
 def test_the_e2e_tests_are_marked_and_grouped(request: pytest.FixtureRequest) -> None:
@@ -25,6 +25,14 @@ def test_the_e2e_tests_are_marked_and_grouped(request: pytest.FixtureRequest) ->
         assert group is not None and group.args == (e2e_group(item.path),), item.nodeid
         if E2E in item.path.parents and item.path.name in RAY_ENVIRONMENTS:
             assert group.args == ("e2e-ray",), item.nodeid
+
+
+def test_each_module_xdist_keeps_together_shares_a_module_fixture() -> None:
+    """A module renamed or moved would silently be split across the workers again."""
+    for module in SHARED_FIXTURE:
+        path = REPO / module
+        assert path.is_file(), module
+        assert 'scope="module"' in path.read_text(), module
 
 
 def test_the_readme_test_command_is_the_whole_suite() -> None:

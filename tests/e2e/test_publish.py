@@ -1,7 +1,7 @@
 """`harness publish` in a real browser: headless Chromium (Debian's package, driven by
-Playwright's Python package) on a site built from a history of real runs (one real tiny run
-made into six nights per channel by tests/publish/simulate.py), served over HTTP as GitHub
-Pages would. Every kind of page loads with no console error, the filters change the rows
+Playwright's Python package) on a site built from a history of real runs (the e2e tier's
+one real tiny run, tests/e2e/conftest.py, made into six nights per channel by
+tests/publish/simulate.py), served over HTTP as GitHub Pages would. Every kind of page loads with no console error, the filters change the rows
 and the URL, every internal link resolves, a record with hostile names renders as text.
 HARNESS_SITE_SCREENSHOTS=DIR also saves the screenshots the docs show."""
 
@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import playwright.sync_api as playwright
 import pytest
 
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import run_cli
 from tests.publish.simulate import failed_like, real_records, write_night
 
 CHROMIUM = os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium")
@@ -56,16 +56,14 @@ def _edit(channel: str, failure: dict[str, Any]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> Path:
+    """The session's real tiny run (tests/e2e/conftest.py), its static cells at opset 18
+    (the tiny zoo, both exporters), made into nights: read, never written."""
     root = tmp_path_factory.mktemp("publish")
-    real = root / "real"
-    result = run_cli(
-        "run", "--zoo", str(FIXTURES / "tiny"), "--exporters", "dynamo,torchscript",
-        "--opsets", "18", "--static-only", "--repro-bound", "0", "--timeout", "300",
-        "--out", str(real), "--no-report",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    source = real_records([real])
+    source = [(d, r) for d, r in real_records([tiny_run]) if r["opset"] == 18 and not r["dynamic"]]
+    assert {(r["model"], r["exporter"]) for _, r in source} == {
+        (m, e) for m in ("tiny_mlp", "tiny_conv", "tiny_cummax") for e in ("dynamo", "torchscript")
+    }
     failure = next(
         r for _, r in source if r["exporter"] == "dynamo" and r["status"] == "export_failed"
     )

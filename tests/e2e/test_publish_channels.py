@@ -1,9 +1,10 @@
 """The site's two channels with real package sets, offline: the probe packages of the
 bisect tests (tests/bisect/probe_packages.py, real wheels served from a folder) installed
-into a Ray runtime environment by `harness run --variant`, one version per channel, as the
-nightly installs the newest pre-releases on top of the pinned packages. harness-probe-core
-1.5 makes `probe_widen` unexportable with the TorchScript exporter; 1.4 does not. The site
-must show exactly that cell as the one the channels disagree on."""
+into a Ray runtime environment by `harness run --variant`, one version per channel (both
+channels' variants in one run), as the nightly installs the newest pre-releases on top of
+the pinned packages. harness-probe-core STATUS_BAD makes `probe_widen` unexportable with
+the TorchScript exporter; the version before it does not. The site must show exactly that
+cell as the one the channels disagree on."""
 
 from __future__ import annotations
 
@@ -11,25 +12,39 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.bisect.probe_packages import CORE, STATUS_BAD, build_probe_wheels, write_probe_zoo
+from tests.bisect.probe_packages import (
+    CORE,
+    CORE_VERSIONS,
+    STATUS_BAD,
+    build_probe_wheels,
+    write_probe_zoo,
+)
 from tests.conftest import run_cli
 from tests.publish.simulate import real_records, write_night
 
-CHANNELS = {"stable": "1.4", "pre-release": STATUS_BAD}
+STABLE = CORE_VERSIONS[CORE_VERSIONS.index(STATUS_BAD) - 1]
+CHANNELS = {"stable": STABLE, "pre-release": STATUS_BAD}
 NIGHTS = 2
 
 
-def _run(zoo: Path, wheels: Path, out: Path, variant: str, version: str) -> Path:
-    (wheel,) = wheels.glob(f"{CORE.replace('-', '_')}-{version}-*.whl")
-    spec = f"{variant}={wheel}"
+def _run(zoo: Path, wheels: Path, out: Path) -> Path:
+    """One run, a variant per channel: each in its own runtime_env with its version."""
+    specs = []
+    for channel, version in CHANNELS.items():
+        (wheel,) = wheels.glob(f"{CORE.replace('-', '_')}-{version}-*.whl")
+        specs += ["--variant", f"{_variant(channel)}={wheel}"]
     result = run_cli(
         "run", "--zoo", str(zoo), "--exporters", "torchscript", "--opsets", "18",
         "--static-only", "--repro-bound", "0", "--timeout", "300", "--no-report",
-        "--variant", spec, "--out", str(out),
+        *specs, "--out", str(out),
         timeout=1200,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return out
+
+
+def _variant(channel: str) -> str:
+    return channel.replace("-", "")
 
 
 def _as_base(night: int, record: dict[str, Any]) -> dict[str, Any]:
@@ -42,11 +57,9 @@ def test_the_site_shows_the_cell_a_newer_package_breaks_as_the_channels_differen
     tmp_path: Path,
 ) -> None:
     wheels, zoo = build_probe_wheels(tmp_path), write_probe_zoo(tmp_path)
-    dbs = {}
-    for channel, version in CHANNELS.items():
-        variant = channel.replace("-", "")
-        run = _run(zoo, wheels, tmp_path / f"run-{channel}", variant, version)
-        source = [(d, r) for d, r in real_records([run]) if r["variant"] == variant]
+    run, dbs = _run(zoo, wheels, tmp_path / "run"), {}
+    for channel in CHANNELS:
+        source = [(d, r) for d, r in real_records([run]) if r["variant"] == _variant(channel)]
         assert {r["model"] for _, r in source} == {"probe_widen", "probe_chain"}
         nights = [
             write_night(source, tmp_path / channel, night=n, suite="probe", edit=_as_base)
