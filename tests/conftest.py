@@ -27,6 +27,7 @@ RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py", "test_publish_chan
 SHARED_FIXTURE = {
     "tests/cell/repro/test_minimize.py",
     "tests/cell/repro/test_modules.py",
+    "tests/cell/test_generation.py",
     "tests/cell/test_isolation.py",
     "tests/zoo/test_plugins.py",
 }

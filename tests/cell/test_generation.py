@@ -78,11 +78,25 @@ def test_the_loop_picks_what_eager_generate_picks() -> None:
         torch.testing.assert_close(mine, theirs[0].float())
 
 
+@pytest.fixture(scope="module")
+def qwen2_cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Record]]:
+    """The dynamic qwen2 decode cell under each exporter, run once for the module's tests
+    (its run directory and record; the graphs kept)."""
+    found = {}
+    for exporter in ("dynamo", "transformers"):
+        run_dir = tmp_path_factory.mktemp(exporter)
+        cell = Cell("hf.qwen2.decode", exporter, 18, dynamic=True)
+        task = CellTask(cell, str(DECODERS), "t", str(run_dir), keep_onnx=True)
+        found[exporter] = (run_dir, run_cell(task))
+    return found
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("exporter", ["dynamo", "transformers"])
-def test_a_decode_cell_generates_eagers_tokens_in_ort(exporter: str, tmp_path: Path) -> None:
-    cell = Cell("hf.qwen2.decode", exporter, 18, dynamic=True)
-    record = run_cell(CellTask(cell, str(DECODERS), "t", str(tmp_path), keep_onnx=True))
+def test_a_decode_cell_generates_eagers_tokens_in_ort(
+    exporter: str, qwen2_cells: dict[str, tuple[Path, Record]]
+) -> None:
+    _, record = qwen2_cells[exporter]
     assert record.status is Status.OK, record.error_message
     found = record.numerics.generation
     assert found is not None and found.agree == generation.NEW_TOKENS
@@ -124,12 +138,14 @@ def _same_as_the_plain_script(record: Record) -> None:
 
 
 @pytest.mark.slow
-def test_a_graph_that_generates_other_tokens_fails_at_numerics(tmp_path: Path) -> None:
+def test_a_graph_that_generates_other_tokens_fails_at_numerics(
+    qwen2_cells: dict[str, tuple[Path, Record]], tmp_path: Path
+) -> None:
     """The dynamo graph of a decode entry, its logits negated in the saved ONNX model (a
     real graph ORT runs): the first token already differs."""
-    cell = Cell("hf.qwen2.decode", "dynamo", 18, dynamic=True)
-    record = run_cell(CellTask(cell, str(DECODERS), "t", str(tmp_path), keep_onnx=True))
-    path = tmp_path / record.artifacts["onnx"]
+    run_dir, record = qwen2_cells["dynamo"]
+    cell = record.cell
+    path = run_dir / record.artifacts["onnx"]
     negated = _negate_output(path, "logits", tmp_path / "negated.onnx")
     spec = find_spec(str(DECODERS), "hf.qwen2.decode")
     torch.manual_seed(0)
