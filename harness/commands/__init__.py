@@ -20,6 +20,7 @@ VERBS = (
     "coverage",
     "zoo",
     "repro",
+    "debt",
 )
 
 

@@ -30,7 +30,7 @@ examples:
 """
 
 
-def _seconds(value: str) -> float:
+def seconds_bound(value: str) -> float:
     try:
         seconds = float(value)
     except ValueError:
@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--bound",
-        type=_seconds,
+        type=seconds_bound,
         default=DEFAULT_BOUND_S,
         metavar="SECONDS",
         help="time the search may take per cell (default %(default)g); the minimizer's process is"
@@ -81,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
     from harness.cell.repro import runner, select
     from harness.cell.repro.figures import figures
 
-    records = _finished_run_records(args.run_dir)
+    records = finished_run_records(args.run_dir)
     if args.cells and args.models:
         raise UsageError("repro: give CELL names or --models, not both")
     _check_cells(records, args.cells)
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     made = runner.make_repros(
         args.run_dir,
         chosen,
-        _sources(args.run_dir),
+        run_sources(args.run_dir),
         bound_s=args.bound,
         jobs=args.jobs or runner.default_jobs(),
         progress=lambda m: print(line(m.record), file=sys.stderr, flush=True),
@@ -120,7 +120,7 @@ def line(record: object) -> str:
     return f"[{verdict}] {record.cell.label()}: {nodes}{m.wall_s} s, {where}"
 
 
-def _finished_run_records(run_dir: Path) -> list:  # type: ignore[type-arg]
+def finished_run_records(run_dir: Path) -> list:  # type: ignore[type-arg]
     from harness.store import rundir
 
     if not run_dir.is_dir():
@@ -153,7 +153,7 @@ def _check_cells(records: list, cells: list[str]) -> None:  # type: ignore[type-
             )
 
 
-def _sources(run_dir: Path) -> dict[str, str]:
+def run_sources(run_dir: Path) -> dict[str, str]:
     """Where each model comes from: the zoo as the run saw it (its --zoo paths)."""
     from harness.plan.build import RunOptions
     from harness.store import rundir

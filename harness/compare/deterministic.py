@@ -47,7 +47,27 @@ def cell_findings(b: Record, c: Record, thresholds: Thresholds) -> list[Finding]
         *numerics,
         *sample_findings(b, c),
         *unsupported_op_findings(b, c),
+        *workaround_findings(b, c),
     ]
+
+
+def workaround_findings(b: Record, c: Record) -> list[Finding]:
+    """transformers' workarounds (`harness debt`) a cell needed in the baseline and no
+    longer needs (obsolete: an exporter bug fixed), and those it newly needs (a bug it
+    now works around), where both runs searched them."""
+    if b.workarounds is None or c.workarounds is None:
+        return []
+    before, now = set(b.workarounds.needed), set(c.workarounds.needed)
+    tried = set(c.workarounds.tried)
+    found = [
+        finding("workaround_obsolete", IMPROVEMENT, c, f"no longer needs {name}", "needed", "not")
+        for name in sorted((before - now) & tried)
+    ]
+    found += [
+        finding("workaround_needed", INFO, c, f"now needs {name}", "not", "needed")
+        for name in sorted(now - before)
+    ]
+    return found
 
 
 # -- status ---------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ FAMILY_OF_KIND = {
     "paired_regressed": "ort_latency",
     "paired_improved": "ort_latency",
     "paired_unknown": "ort_latency",
+    "workaround_obsolete": "workarounds",
+    "workaround_needed": "workarounds",
 }
 
 

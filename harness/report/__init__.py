@@ -17,7 +17,7 @@ from harness.report.data import DEFAULT_THRESHOLD, PLOT_TITLES
 from harness.report.document import Document, Image
 from harness.report.environment import environment_section
 from harness.report.generation import generation_section, patches_section
-from harness.report.hf import hf_section
+from harness.report.hf import hf_section, workarounds_section
 from harness.report.html import render_html
 from harness.report.layout import layout, unique_cells
 from harness.report.markdown import render_markdown
@@ -125,6 +125,7 @@ def build_report(
         precision_section(records),
         ort_opt_section(records),
         hf_section(records),
+        workarounds_section(records),
         tokens_section(records),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))

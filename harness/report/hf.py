@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.report.document import Section, Text, sub, table
+from harness.report.document import Paragraph, Section, Text, sub, table
 from harness.report.layout import unique_cells
 from harness.store.records import Record
 
@@ -56,3 +56,36 @@ def hf_section(records: Sequence[Record]) -> Section | None:
     ]
     detail = table(("cell", BARE, HF), rows, noun="cells") if rows else None
     return sub("transformers' exporter against the bare dynamo call", summary, detail)
+
+
+def workarounds_section(records: Sequence[Record]) -> Section | None:
+    """Per workaround of transformers' exporter (`harness debt`): the cells that still
+    need it and those that used it but pass without it; None before any search."""
+    searched = [r for r in unique_cells(records) if r.workarounds is not None]
+    if not searched:
+        return None
+    needed: dict[str, list[str]] = {}
+    obsolete: dict[str, list[str]] = {}
+    for r in searched:
+        assert r.workarounds is not None
+        label = r.cell.label().replace(f" {HF}@", " @")
+        for name in r.workarounds.needed:
+            needed.setdefault(name, []).append(label)
+        for name in r.workarounds.obsolete:
+            obsolete.setdefault(name, []).append(label)
+    rows = [
+        (
+            Text(name, code=True),
+            Text(str(len(needed.get(name, [])))),
+            Text("; ".join(needed.get(name, [])) or "-"),
+            Text("; ".join(obsolete.get(name, [])) or "-"),
+        )
+        for name in sorted({*needed, *obsolete}, key=lambda n: (-len(needed.get(n, [])), n))
+    ]
+    headers = ("workaround", "cells needing it", "needed by", "no longer needed by")
+    intro = Paragraph(
+        f"{len(searched)} cells where only transformers' exporter works, searched one"
+        " workaround at a time (harness debt): what each still works around in torch.export"
+        " and torch.onnx, and where it is obsolete."
+    )
+    return sub("transformers' workarounds: the exporters' known bugs", intro, table(headers, rows))

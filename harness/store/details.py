@@ -270,6 +270,30 @@ class SampleSummary(Open):
 
 
 @dataclass(frozen=True)
+class Workarounds:
+    """Which of transformers' workarounds around torch.export and torch.onnx a cell of its
+    exporter needs (harness.cell.debt, `harness debt`): those the export used, and of them
+    the ones tried one at a time, and of those the ones without which the cell fails (name
+    -> the failure's signature); the others tried are no longer needed at this torch and
+    onnxscript (obsolete for this model)."""
+
+    used: tuple[str, ...]
+    tried: tuple[str, ...]  # all of `used` unless the bound ran out or a few were asked
+    needed: dict[str, str]
+    seconds: Seconds
+    bound_s: Seconds
+
+    @property
+    def obsolete(self) -> list[str]:
+        """Tried, and the cell passes without them."""
+        return [name for name in self.tried if name not in self.needed]
+
+    @property
+    def complete(self) -> bool:
+        return set(self.tried) == set(self.used)
+
+
+@dataclass(frozen=True)
 class MinimalRepro(Open):
     """A minimal repro made after the run (harness.cell.repro): how, its node counts, and
     whether it reproduced in a fresh process; the script is in the record's `artifacts`."""

@@ -23,7 +23,14 @@ from harness.store.axes import Dtype as Dtype
 from harness.store.axes import OrtOpt as OrtOpt
 from harness.store.declare import Malformed, Positive, Ratio, Seconds, free, hints, read
 from harness.store.declare import SchemaError as SchemaError  # raised by the readers
-from harness.store.details import JsonObject, MinimalRepro, SampleSummary, WorkerInfo, plain
+from harness.store.details import (
+    JsonObject,
+    MinimalRepro,
+    SampleSummary,
+    Workarounds,
+    WorkerInfo,
+    plain,
+)
 from harness.store.error_text import clean, normalize, root_cause, signature_of
 from harness.store.measures import (
     EagerMeasures,
@@ -147,6 +154,7 @@ class Record:
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path in the run directory
     metadata: JsonObject | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
     minimal_repro: MinimalRepro | None = None  # harness.cell.repro; the script: `artifacts`
+    workarounds: Workarounds | None = None  # harness.cell.debt (`harness debt`)
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.
@@ -297,6 +305,7 @@ class Record:
             "samples": plain(self.samples),
             "metadata": self.metadata,
             "minimal_repro": plain(self.minimal_repro),
+            "workarounds": plain(self.workarounds),
             "shape_latency": None
             if shapes is None
             else {k: v.to_dict() for k, v in shapes.items()},
@@ -422,7 +431,7 @@ def upgrade(d: JsonObject) -> JsonObject:
     if d["schema"] < 5:
         d = _update_to_5(d)
     if d["schema"] < 6:
-        d = {**d, "components": None, "generation": None, "schema": 6}  # generative cells
+        d = {**d, **dict.fromkeys(("components", "generation", "workarounds")), "schema": 6}
     return d
 
 

@@ -133,7 +133,7 @@ def _run_child(job: Job, kind: str, timeout_s: float) -> Summary:
             str(job_path),
             str(result_path),
         ]
-        code, out, err = _run(command, timeout_s, cwd=None)
+        code, out, err = run_in_session(command, timeout_s, cwd=None)
         if result_path.is_file():
             return Summary.from_dict(json.loads(result_path.read_text()))
     why = f"killed past {timeout_s:.0f} s" if code is None else f"exit code {code}"
@@ -143,7 +143,9 @@ def _run_child(job: Job, kind: str, timeout_s: float) -> Summary:
     )
 
 
-def _run(command: list[str], timeout_s: float, cwd: Path | None) -> tuple[int | None, str, str]:
+def run_in_session(
+    command: list[str], timeout_s: float, cwd: Path | None
+) -> tuple[int | None, str, str]:
     """Run in a session of its own; past the timeout the whole group is killed. Returns
     the exit code (None when killed), its stdout and its stderr."""
     proc = subprocess.Popen(
@@ -176,7 +178,7 @@ def verified(run_dir: Path, summary: Summary) -> Summary:
     script = run_dir / summary.script
     start = time.monotonic()
     command = [sys.executable, "-c", _WITHOUT_HARNESS, str(script.resolve())]
-    code, out, err = _run(command, VERIFY_TIMEOUT_S, cwd=script.parent)
+    code, out, err = run_in_session(command, VERIFY_TIMEOUT_S, cwd=script.parent)
     seconds = round(time.monotonic() - start, 2)
     for name in ("repro_min.onnx", "repro_min.onnx.data"):  # what the script exported
         (script.parent / name).unlink(missing_ok=True)

@@ -1,0 +1,151 @@
+"""`harness debt`: which of transformers' workarounds each model still needs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.commands import name_list
+from harness.commands.repro import finished_run_records, run_sources, seconds_bound
+from harness.errors import UsageError
+
+HELP = "find which of transformers' exporter workarounds each model of a run still needs"
+DESCRIPTION = """\
+For each cell of a finished run where transformers' exporter works (`transformers`, ok) and
+the bare dynamo call on the same cell does not, run that cell again: once with every
+workaround transformers installs around torch.export and torch.onnx (its patches, FX node
+and program fixes, ONNX IR fixes), watching which did something, then once without each of
+those, one at a time. One without which the cell fails is needed; one without which it
+passes is obsolete for that model at the installed torch and onnxscript. The record says
+which (`workarounds`), and the report lists per workaround the models that still need it
+and those that no longer do. Each cell's search runs in a fresh process, within --bound.
+
+examples:
+  harness debt results/tfd                                   # every such cell
+  harness debt results/tfd --models 'hf.gemma*'
+  harness debt results/tfd --workarounds exporter_dynamo._patch_sliding_window_layer
+"""
+
+GRACE_S = 300.0  # past the bound: the last try's build, export and judgement
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from harness.cell.debt import DEFAULT_BOUND_S
+
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run directory")
+    p.add_argument(
+        "--models", type=name_list, default=(), metavar="GLOB[,GLOB]", help="only these models"
+    )
+    p.add_argument(
+        "--workarounds",
+        type=name_list,
+        default=(),
+        metavar="NAME[,NAME]",
+        help="try only these (default: every one the export used; the names are the record's"
+        " workarounds.used, e.g. exporter_onnx._patch_where)",
+    )
+    p.add_argument(
+        "--bound",
+        type=seconds_bound,
+        default=DEFAULT_BOUND_S,
+        metavar="SECONDS",
+        help="time each cell's search may take (default %(default)g)",
+    )
+    p.add_argument("--no-report", action="store_true", help="do not rewrite report.md/report.html")
+
+
+def main(args: argparse.Namespace) -> int:
+    from harness.store.amend import amend_records
+
+    records = finished_run_records(args.run_dir)
+    _check_names(args.workarounds)
+    chosen = chosen_cells(records, args.models)
+    if not chosen:
+        print("nothing to search: no cell where only transformers' exporter works", file=sys.stderr)
+        return 0
+    print(f"{len(chosen)} cells, search bound {args.bound:g} s each", file=sys.stderr)
+    sources = run_sources(args.run_dir)
+    amended = {}
+    for record in chosen:
+        found = _search(record, sources[record.model], args.bound, list(args.workarounds))
+        amended[record.cell.key] = record.with_changes(workarounds=found)
+        print(line(record, found), file=sys.stderr, flush=True)
+    amend_records(args.run_dir, amended)
+    if not args.no_report:
+        from harness.report import write_reports
+
+        write_reports(args.run_dir)
+    return 0
+
+
+def _check_names(names: tuple[str, ...]) -> None:
+    """Each name one the installed transformers registers (a typo would try nothing)."""
+    if not names:
+        return
+    from harness.cell.exporters.hf_debt import workarounds
+
+    known = workarounds()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(
+            f"debt: no workaround {', '.join(unknown)} in the installed transformers"
+            f" ({len(known)} known, e.g. {', '.join(known[:3])})"
+        )
+
+
+def chosen_cells(records: list[Any], models: tuple[str, ...] = ()) -> list[Any]:
+    """The `transformers` cells that pass whose bare `dynamo` twin (the same cell) does not
+    (an expected failure included), of the models asked."""
+    import fnmatch
+    from dataclasses import replace
+
+    from harness.store.status import Status
+
+    by_cell = {r.cell: r for r in records}
+    found = []
+    for r in records:
+        twin = by_cell.get(replace(r.cell, exporter="dynamo"))
+        if r.exporter != "transformers" or twin is None or not r.status.exported:
+            continue
+        if models and not any(fnmatch.fnmatchcase(r.model, m) for m in models):
+            continue
+        if not twin.passed or twin.status is Status.XFAIL:
+            found.append(r)
+    return sorted(found, key=lambda r: r.cell)
+
+
+def _search(record: Any, source: str, bound_s: float, only: list[str]) -> Any:
+    """One cell's search in a fresh process; None (and why, printed) where it gave none."""
+    from harness.cell.debt import DebtJob
+    from harness.cell.repro.runner import run_in_session
+    from harness.store.declare import read
+    from harness.store.details import Workarounds
+
+    job = DebtJob(record.to_dict(), source, bound_s, only)
+    with tempfile.TemporaryDirectory(prefix="harness-debt-job-") as tmp:
+        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
+        job_path.write_text(job.to_json())
+        command = [sys.executable, "-m", "harness.cell.debt", str(job_path), str(result_path)]
+        code, out, err = run_in_session(command, bound_s + GRACE_S, cwd=None)
+        result = json.loads(result_path.read_text()) if result_path.is_file() else {}
+    if "used" in result:
+        return read(Workarounds, result)
+    why = result.get("reason") or f"exit code {code}: {(err or out).strip()[-300:]}"
+    print(f"{record.cell.label()}: no search ({why})", file=sys.stderr)
+    return None
+
+
+def line(record: Any, found: Any) -> str:
+    """'cell: needs A, B; obsolete: C (3 of 3 used, 31.2 s)'."""
+    if found is None:
+        return f"{record.cell.label()}: -"
+    needs = ", ".join(found.needed) or "none"
+    obsolete = ", ".join(found.obsolete) or "none"
+    tried = f"{len(found.tried)} of {len(found.used)} used"
+    return (
+        f"{record.cell.label()}: needs {needs}; obsolete: {obsolete} ({tried}, {found.seconds} s)"
+    )

@@ -1,0 +1,91 @@
+"""transformers' workarounds one by one (issue 40; harness.cell.exporters.hf_debt,
+harness.cell.debt, `harness debt`'s choice of cells): the real registries of the installed
+transformers, observed and disabled, and left as they were."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from harness.cell.exporters import hf_debt
+from harness.commands.debt import chosen_cells
+from harness.compare.deterministic import workaround_findings
+from harness.store.details import Workarounds
+from harness.store.records import Cell, Record
+
+
+def _snapshot() -> tuple[object, ...]:
+    patches, fixes = hf_debt._registries()
+    return (
+        {backend: list(entries) for backend, entries in patches.items()},
+        [list(fix_list) for fix_list in fixes],
+    )
+
+
+def test_every_workaround_has_a_name_and_the_registries_come_back_as_they_were() -> None:
+    names = hf_debt.workarounds()
+    assert len(names) > 20 and len(set(names)) == len(names)
+    assert "exporter_dynamo._patch_sliding_window_layer" in names
+    before = _snapshot()
+    with hf_debt.observed() as used:
+        assert _snapshot() != before  # every factory and fix wrapped
+    assert _snapshot() == before and used == set()
+    with pytest.raises(RuntimeError), hf_debt.disabled(names[0]):
+        raise RuntimeError("an export that fails inside")
+    assert _snapshot() == before
+
+
+def test_a_disabled_patch_installs_the_original_and_an_observed_one_says_it_ran() -> None:
+    """`torch.where`'s patch as transformers' own `apply_patches` installs it."""
+    import torch
+    from transformers.exporters.utils import apply_patches
+
+    where = torch.where
+    name = next(n for n in hf_debt.workarounds() if n.endswith("._patch_where"))
+    with hf_debt.disabled(name), apply_patches("onnx"):
+        assert torch.where is where
+    with hf_debt.observed() as used, apply_patches("onnx"):
+        assert torch.where is not where
+        torch.where(torch.tensor([True]), torch.tensor([1.0]), torch.tensor([2.0]))
+    assert name in used and torch.where is where
+
+
+def _record(exporter: str, status: str, model: str = "m") -> Record:
+    cell = Cell(model, exporter, 18, dynamic=True)
+    return Record.without_run(cell, "r", status=status, reason="-")
+
+
+def test_the_cells_searched_are_the_ones_only_transformers_exporter_passes() -> None:
+    ok = Record.without_run(
+        Cell("m", "transformers", 18, dynamic=True), "r", status="ok", reason="-"
+    )
+    records = [
+        ok,
+        _record("dynamo", "export_failed"),
+        replace(ok, cell=replace(ok.cell, model="both")),
+        _record("dynamo", "ok", "both"),
+        replace(ok, cell=replace(ok.cell, model="xfail")),
+        _record("dynamo", "xfail", "xfail"),
+        _record("transformers", "numerics_mismatch", "neither"),
+        _record("dynamo", "export_failed", "neither"),
+        replace(ok, cell=replace(ok.cell, model="alone")),
+    ]
+    assert [r.model for r in chosen_cells(records)] == ["m", "xfail"]
+    assert [r.model for r in chosen_cells(records, ("x*",))] == ["xfail"]
+
+
+def test_compare_names_a_workaround_no_longer_needed_and_one_newly_needed() -> None:
+    base = _record("transformers", "ok")
+    before = Workarounds(("a", "b", "c"), ("a", "b", "c"), {"a": "E", "b": "E"}, 1.0, 60.0)
+    after = Workarounds(("a", "b", "c"), ("a", "b", "c"), {"b": "E", "c": "E"}, 1.0, 60.0)
+    found = workaround_findings(replace(base, workarounds=before), replace(base, workarounds=after))
+    assert [(f.kind, f.message) for f in found] == [
+        ("workaround_obsolete", "no longer needs a"),
+        ("workaround_needed", "now needs c"),
+    ]
+    untried = replace(after, tried=("b", "c"))
+    found = workaround_findings(
+        replace(base, workarounds=before), replace(base, workarounds=untried)
+    )
+    assert [f.kind for f in found] == ["workaround_needed"]  # `a` untried: not called obsolete
