@@ -38,7 +38,10 @@ def _plain(r: Record) -> list[str]:
     """What differs between the cell and the plain script (nothing: [])."""
     model_type = str((r.metadata or {}).get("model_type"))
     ids = generation.prompt(build_lm(model_type, "causal-lm"))[0].tolist()
-    out = plain("plain_generate.py", "--model", r.model, "--prompt", ",".join(map(str, ids)))
+    prompt = ",".join(map(str, ids))
+    out = plain(
+        "plain_generate.py", "--model", r.model, "--opset", str(r.opset), "--prompt", prompt
+    )
     summed: collections.Counter[str] = collections.Counter()
     for ops in out["ops"].values():
         summed.update(ops)
@@ -58,7 +61,8 @@ def test_ten_architectures_generate_as_a_plain_script_does(
     benchmark.pedantic(
         lambda: harness(
             "run", "--suite", "transformers-decode", "--models", models, "--exporters",
-            "transformers", "--patches", "none", "--out", str(out), "--no-report",
+            "transformers", "--opsets", "18", "--patches", "none", "--out", str(out),
+            "--no-report",
         ),
         rounds=1,
         iterations=1,
