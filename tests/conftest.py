@@ -56,9 +56,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     `xdist_group` mark through the node id, which pytest 9.2 no longer lets it rename, so
     the marks alone group nothing. Only tests/e2e/ is grouped: the e2e tests elsewhere,
     marked one by one, may run beside it (the controller sees node ids, not marks). Each
-    module of SHARED_FIXTURE is a scope of its own. The two e2e groups, the longest chains
-    of tests that run one after another, go out first (xdist orders the scopes by their
-    number of tests): one started last would keep its worker busy after the other is idle."""
+    module of SHARED_FIXTURE is a scope of its own. The two e2e groups are not sent out
+    first: sent side by side at the start, the compare e2e's A/A runs differed x1.30 in
+    their exporter cold start on a quiet machine (a warning), which they had not before."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -71,12 +71,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             if module in SHARED_FIXTURE:
                 return module
             return super()._split_scope(nodeid)
-
-        def _assign_work_unit(self, node: Any) -> None:
-            for group in ("e2e-ray", "e2e"):  # ends up first: e2e, then e2e-ray
-                if group in self.workqueue:
-                    self.workqueue.move_to_end(group, last=False)
-            super()._assign_work_unit(node)
 
     return E2EGroup(config, log)
 

@@ -77,7 +77,7 @@ def greedy(
     logits: list[torch.Tensor] = []
     new, past = ids, 0
     for _ in range(new_tokens):
-        last = step(new, past).detach().float().reshape(-1)
+        last = step(new, past).detach().float().cpu().reshape(-1)
         token = int(torch.argmax(last))
         tokens.append(token)
         logits.append(last)
@@ -133,10 +133,12 @@ def eager_step(lm: torch.nn.Module, *, mask_past: bool = True) -> Step:
     """The language model's forward with its own cache, as `generate` calls it."""
     params = inspect.signature(lm.forward).parameters
     cache_key = _cache_key(params) or "past_key_values"
+    device = next(lm.parameters(), torch.empty(0)).device
     state: dict[str, Any] = {"cache": None}
 
     def step(new: torch.Tensor, past: int) -> torch.Tensor:
         kwargs = _token_kwargs(new, past, mask_past=mask_past, positions="position_ids" in params)
+        kwargs = {k: v.to(device) for k, v in kwargs.items()}  # a CUDA cell's model
         with torch.no_grad():
             out = lm(**kwargs, **{cache_key: state["cache"]}, use_cache=True)
         state["cache"] = cache_of(out)
@@ -171,7 +173,7 @@ def graph_step(
     `position_ids`, `past_key_values.*` in; `logits`, `present.*` out): each step's present
     is the next one's past, starting from the empty cache's tensors."""
     past_of = {n: "past_key_values." + n.removeprefix("present.") for n in output_names}
-    state = {k: v.numpy() for k, v in empty_past.items()}
+    state = {k: v.cpu().numpy() for k, v in empty_past.items()}
     positions = "position_ids" in input_names
 
     def step(new: torch.Tensor, past: int) -> torch.Tensor:
