@@ -177,10 +177,11 @@ class Group:
 @dataclass(frozen=True)
 class Generation:
     """Greedy generation of `new_tokens` tokens from a fixed prompt with the exported
-    graph(s) run in ORT, against eager `generate` on the same model and prompt: how many
-    leading tokens agree, the first that differs, and ORT's largest logits error at each
-    step up to it. A first difference where eager's two best logits are within the cell's
-    tolerance of each other is a tie (`tie_gap`: their gap), not counted against the export."""
+    graph(s) run in ORT, against eager's greedy generation on the same model and prompt
+    (harness.cell.generation): how many leading tokens agree, the first that differs, and
+    ORT's largest logits error at each step up to it. A first difference where ORT's logits
+    are within the cell's tolerance of eager's and eager's two best are closer than twice
+    that error is a tie (`tie_gap`: eager's gap), not counted against the export."""
 
     new_tokens: Count
     agree: Count
@@ -287,7 +288,7 @@ class Numerics(Group):
     first_divergence: Divergence | None = None
     mismatch_stage: MismatchStage | None = None
     precision_loss: PrecisionLoss | None = None  # reduced-precision cells only
-    # A generative export's components, each judged on its own (harness.cell.generation).
+    # A generative export's components, each judged on its own (harness.cell.components).
     components: dict[str, ComponentCheck] | None = None
     generation: Generation | None = None  # generative cells: tokens against eager's
 
