@@ -67,9 +67,14 @@ def test_injected_regressions_are_flagged_exactly(runs: dict[str, Path], tmp_pat
 
 
 def test_a_a_comparison_flags_nothing(runs: dict[str, Path], tmp_path: Path) -> None:
+    """No cell alerts. The exporter's cold start is one sample per run, which the other
+    tests running beside it move (x1.28 seen for two runs a minute apart): with too few runs
+    for a noise estimate it may warn, never block."""
     code, report = _compare(runs["a"], runs["a2"], tmp_path)
     assert code == 0
-    assert [f for f in report["findings"] if f["severity"] in ("blocking", "warning")] == []
+    alerts = [f for f in report["findings"] if f["severity"] in ("blocking", "warning")]
+    assert [f for f in alerts if not f["family"].startswith("cold_start_")] == []
+    assert all(f["severity"] == "warning" and f["model"] is None for f in alerts)
 
 
 def test_a_changed_graph_is_re_measured_in_pairs_and_blocks(
