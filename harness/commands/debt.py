@@ -101,21 +101,17 @@ def chosen_cells(records: list[Any], models: tuple[str, ...] = ()) -> list[Any]:
     """The `transformers` cells that pass whose bare `dynamo` twin (the same cell) does not
     (an expected failure included), of the models asked."""
     import fnmatch
-    from dataclasses import replace
 
+    from harness.report.hf import pairs
     from harness.store.status import Status
 
-    by_cell = {r.cell: r for r in records}
-    found = []
-    for r in records:
-        twin = by_cell.get(replace(r.cell, exporter="dynamo"))
-        if r.exporter != "transformers" or twin is None or not r.status.exported:
-            continue
-        if models and not any(fnmatch.fnmatchcase(r.model, m) for m in models):
-            continue
-        if not twin.passed or twin.status is Status.XFAIL:
-            found.append(r)
-    return sorted(found, key=lambda r: r.cell)
+    return [
+        hf
+        for bare, hf in pairs(records)
+        if hf.status.exported
+        and (not bare.passed or bare.status is Status.XFAIL)
+        and (not models or any(fnmatch.fnmatchcase(hf.model, m) for m in models))
+    ]
 
 
 def _search(record: Any, source: str, bound_s: float, only: list[str]) -> Any:

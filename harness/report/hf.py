@@ -27,25 +27,25 @@ def _outcome(bare: Record, hf: Record) -> str:
     }.get(works, "neither")
 
 
-def _pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
+def pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
     """The (bare dynamo, transformers) records of each cell both exporters ran."""
     by_cell = {r.cell: r for r in records}
-    pairs = []
+    found = []
     for hf in sorted((r for r in records if r.exporter == HF), key=lambda r: r.cell):
         bare = by_cell.get(replace(hf.cell, exporter=BARE))
         if bare is not None and hf.status.applies and bare.status.applies:
-            pairs.append((bare, hf))
-    return pairs
+            found.append((bare, hf))
+    return found
 
 
 def hf_section(records: Sequence[Record]) -> Section | None:
     """None for a run without both exporters on the same cells."""
-    pairs = _pairs(unique_cells(records))
-    if not pairs:
+    both = pairs(unique_cells(records))
+    if not both:
         return None
-    counts = Counter(_outcome(bare, hf) for bare, hf in pairs)
+    counts = Counter(_outcome(bare, hf) for bare, hf in both)
     summary = table(("outcome", "cells"), [(Text(o), Text(str(counts[o]))) for o in OUTCOMES])
-    differ = [(bare, hf) for bare, hf in pairs if bare.status != hf.status]
+    differ = [(bare, hf) for bare, hf in both if bare.status != hf.status]
     rows = [
         (
             Text(hf.cell.label().replace(f" {HF}@", " @")),
