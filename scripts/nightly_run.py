@@ -31,7 +31,7 @@ from pathlib import Path
 
 from harness.store import graphs
 
-DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode"
+DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode,transformers-tasks"
 
 
 def split_list(text: str) -> list[str]:

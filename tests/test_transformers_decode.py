@@ -134,8 +134,7 @@ def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:
     reason=f"the decode inventory is for transformers {INVENTORY['transformers']}; refresh it",
 )
 def test_the_inventory_covers_the_installed_heads() -> None:
-    from harness.zoo.generated.transformers import _decode_named
-    from model_zoo.transformers._refresh import decode_registry
+    from model_zoo.transformers._refresh import _decode_named, decode_registry
 
     assert sorted(ENTRIES) == sorted(_decode_named({item: {} for item in decode_registry()}))
 

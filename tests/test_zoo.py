@@ -22,12 +22,12 @@ ZOO = discovery.discover(entry_points=False)
 # each; tests/coverage/test_opinfo.py checks them as a family.
 SAMPLED = sorted(n for n, s in ZOO.models.items() if s.samples is not None)
 MODELS = sorted(set(ZOO.models) - set(SAMPLED))
-# The generated transformers zoos (hundreds of model types and LM heads,
-# model_zoo/transformers/) are tested by samples in tests/test_transformers_zoo.py and
-# tests/test_transformers_decode.py; their full sweeps are benchmarks
-# (benchmarks/test_transformers_sweep.py, test_transformers_decode.py). Their metadata is
-# checked here like any other.
-GENERATED_FAMILIES = {"transformers", "transformers-decode"}
+# The generated transformers zoos (hundreds of model types, LM heads and task heads,
+# model_zoo/transformers/) are tested by samples in tests/test_transformers_zoo.py,
+# tests/test_transformers_decode.py and tests/test_transformers_tasks.py; their full sweeps
+# are benchmarks (benchmarks/test_transformers_sweep.py, test_transformers_decode.py,
+# test_transformers_tasks.py). Their metadata is checked here like any other.
+GENERATED_FAMILIES = {"transformers", "transformers-decode", "transformers-tasks"}
 HAND_WRITTEN = [n for n in MODELS if ZOO.get(n).family not in GENERATED_FAMILIES]
 # Only what this machine can build is parametrized (nothing is skipped): models whose
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere

@@ -65,7 +65,7 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         type=name_list,
         default=(),
         metavar="LIST",
-        help="dynamo,torchscript,torchscript-script,dynamo-legacy (default: the suite's)",
+        help="dynamo,torchscript,torchscript-script,dynamo-legacy,transformers (default: the suite's)",
     )
     p.add_argument(
         "--opsets",

@@ -10,7 +10,7 @@ from harness.commands import name_list
 from harness.errors import UsageError
 from harness.zoo.generated.catalog import REFRESHABLE, update_expected
 
-HELP = "regenerate a generated zoo (ops, opinfo, transformers) or its expected failures"
+HELP = "regenerate a generated zoo (ops, opinfo, transformers*) or its expected failures"
 DESCRIPTION = """\
 The generated zoos are built from inventories committed in model_zoo/, regenerated on
 purpose (after a torch or transformers upgrade, or after adding zoo models) so that
@@ -24,10 +24,13 @@ discovering the zoo stays fast and its cells stay the same from run to run:
                        processes (model_zoo/transformers/_inventory.json; 15-20 min)
   transformers-decode  every causal-LM and seq2seq-LM head, one step with a KV cache
                        (model_zoo/transformers/_decode_inventory.json)
+  transformers-tasks   every task head (sequence classification, QA, detection, ...)
+                       with its inputs and dynamic dimensions
+                       (model_zoo/transformers/_tasks_inventory.json; about 40 min)
 
 `expected RUN_DIR` rewrites the expected failures of each generated zoo the run holds cells
 of (model_zoo/opinfo/_expected.csv, model_zoo/transformers/_expected.csv,
-_decode_expected.csv): failing cells get a row with their status, stage and a reason, fixed
+_decode_expected.csv, _tasks_expected.csv): failing cells get a row with their status, stage and a reason, fixed
 ones lose theirs, a reason edited by hand stays while the failure does. Review and commit.
 (CI's expected-status ratchet, expected/status.csv, is `harness compare --update-expected`.)
 
@@ -38,19 +41,21 @@ examples:
   harness zoo refresh opinfo --ops add,nn.functional.conv2d --merge
   harness zoo refresh transformers --types bert,gpt2 --merge
   harness zoo refresh transformers-decode
+  harness zoo refresh transformers-tasks --types bert:BertForMultipleChoice --merge
   harness zoo expected results/opinfo                    # known failures, as data
 """
 
+HF_ZOOS = ("transformers", "transformers-decode", "transformers-tasks")
 # Which refresh flags each zoo takes (dest -> zoos); the others are refused.
 FLAGS = {
     "zoo": ("ops",),
     "models": ("ops",),
     "ops": ("opinfo",),
-    "merge": ("opinfo", "transformers", "transformers-decode"),
-    "types": ("transformers", "transformers-decode"),
-    "jobs": ("transformers", "transformers-decode"),
-    "timeout": ("transformers", "transformers-decode"),
-    "memory_gb": ("transformers", "transformers-decode"),
+    "merge": ("opinfo", *HF_ZOOS),
+    "types": HF_ZOOS,
+    "jobs": HF_ZOOS,
+    "timeout": HF_ZOOS,
+    "memory_gb": HF_ZOOS,
 }
 
 
@@ -91,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=name_list,
         metavar="TYPE[,TYPE]",
         help="transformers: only these model types (transformers-decode: TYPE:causal-lm, "
-        "TYPE:seq2seq-lm)",
+        "TYPE:seq2seq-lm; transformers-tasks: TYPE:HeadClass)",
     )
     refresh.add_argument(
         "--merge",
@@ -161,7 +166,7 @@ def _refresh_transformers(args: argparse.Namespace) -> str:
         raise UsageError("zoo refresh: --jobs, --timeout and --memory-gb take positive numbers")
     return transformers.refresh(
         args.types,
-        decode=args.name == "transformers-decode",
+        zoo=args.name,
         out=args.out,
         merge=bool(args.merge),
         probing=probing,

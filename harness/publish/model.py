@@ -10,7 +10,6 @@ from harness.compare.thresholds import Thresholds
 from harness.publish import cells
 from harness.publish.nights import (
     Night,
-    PassRate,
     Point,
     SeriesKey,
     VersionMove,
@@ -21,6 +20,7 @@ from harness.publish.nights import (
     resample,
 )
 from harness.publish.read import CellResult, NightRun
+from harness.store.tasks import PassRate
 
 
 @dataclass(frozen=True)

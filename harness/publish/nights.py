@@ -11,6 +11,7 @@ from functools import cached_property
 
 from harness.publish.read import CellResult, NightRun
 from harness.store.manifest import Node
+from harness.store.tasks import PassRate
 
 MAX_POINTS = 300  # a series keeps at most this many points (asv#438: sites that grew past 1 GB)
 STABLE, PRE_RELEASE = "stable", "pre-release"
@@ -60,19 +61,6 @@ class SeriesKey:
 
     def label(self) -> str:
         return " · ".join(p for p in (self.suite, self.exporter, self.dtype, self.task) if p)
-
-
-@dataclass(frozen=True)
-class PassRate:
-    passing: int
-    total: int  # attempted cells (skipped ones left out, as the report's pass rate)
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * self.passing / self.total if self.total else 0.0
-
-    def text(self) -> str:
-        return f"{self.percent:.0f}%, {self.passing}/{self.total}"
 
 
 @dataclass(frozen=True)

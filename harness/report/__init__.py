@@ -39,6 +39,7 @@ from harness.report.outcomes import (
     verdict,
 )
 from harness.report.precision import precision_section
+from harness.report.tasks import tasks_section
 from harness.report.tokens import tokens_section
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
@@ -124,6 +125,7 @@ def build_report(
         generation_section(records, figure.get("generation_latency")),
         precision_section(records),
         ort_opt_section(records),
+        tasks_section(records),
         hf_section(records),
         workarounds_section(records),
         tokens_section(records),

@@ -144,13 +144,24 @@ def exportable(model: torch.nn.Module, names: tuple[str, ...]) -> Exportable:
 
 def output_tensors(value: Any) -> list[torch.Tensor]:
     """The tensors of a model output in order: tuples, lists, dicts and ModelOutputs
-    (through to_tuple) walked depth first; anything else (a cache, a None) dropped."""
+    walked depth first; anything else (a cache, a None) dropped."""
+    return [t for _, t in named_outputs(value)]
+
+
+def named_outputs(value: Any, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
+    """`output_tensors` with a name for each: a ModelOutput's or dict's keys and a tuple's
+    or list's positions joined by dots (`logits`, `hidden_states.1`,
+    `image_outputs.pooler_output.0`); a bare tensor is `output`."""
     if isinstance(value, torch.Tensor):
-        return [value]
-    if hasattr(value, "to_tuple"):
-        value = value.to_tuple()
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, tuple | list):
-        return [t for v in value for t in output_tensors(v)]
-    return []
+        return [(prefix or "output", value)]
+    if isinstance(value, dict):  # ModelOutputs are ordered dicts of their non-None fields
+        items = [(str(k), v) for k, v in value.items()]
+    elif isinstance(value, tuple | list):
+        items = [(str(i), v) for i, v in enumerate(value)]
+    else:
+        return []
+    return [
+        named
+        for key, v in items
+        for named in named_outputs(v, f"{prefix}.{key}" if prefix else key)
+    ]

@@ -1,10 +1,10 @@
-"""The older spelling of `harness zoo expected RUN_DIR` for the `transformers` and
-`transformers-decode` suites' known failures (`_expected.csv` and `_decode_expected.csv`
-beside this file, rewritten from a run by harness.zoo.expected; see harness.zoo.generated):
+"""The older spelling of `harness zoo expected RUN_DIR` for the transformers suites' known
+failures (`_expected.csv`, `_decode_expected.csv` and `_tasks_expected.csv` beside this
+file, rewritten from a run by harness.zoo.expected; see harness.zoo.generated):
 
     python -m model_zoo.transformers._expected RUN_DIR [--out PATH]
 
-It says so and runs the same function, for these two zoos only.
+It says so and runs the same function, for these zoos only.
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from harness.errors import UsageError
 from harness.zoo.generated.catalog import update_expected
 from harness.zoo.generated.transformers import expected_files
 
-ZOO, DECODE_ZOO = expected_files()
+ZOOS = expected_files()
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "run_dir", type=Path, help="a run of the transformers or transformers-decode suite"
-    )
+    p.add_argument("run_dir", type=Path, help="a run of a transformers suite")
     p.add_argument("--out", type=Path, help="the file to write (default: the suite's own)")
     args = p.parse_args(argv)
     print(
@@ -34,9 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     try:
-        lines = update_expected(
-            args.run_dir, path=args.out, families=(ZOO.family, DECODE_ZOO.family)
-        )
+        lines = update_expected(args.run_dir, path=args.out, families=[z.family for z in ZOOS])
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from harness.store.error_text import error_signature
 from model_zoo.transformers._build import (
     build_model,
     candidate_classes,
-    exportable,
+    named_outputs,
     offline,
 )
 from model_zoo.transformers._inputs import (
@@ -63,7 +63,7 @@ def _probe_class(model_type: str, class_name: str) -> dict[str, Any]:
     build_s = time.perf_counter() - start
     failure: dict[str, Any] | None = None
     for recipe in candidate_recipes(model):
-        entry = _try_recipe(model, recipe)
+        entry = try_recipe(model, recipe)
         if "reason" not in entry:
             parameters = sum(p.numel() for p in model.parameters())
             return {
@@ -80,26 +80,35 @@ def _probe_class(model_type: str, class_name: str) -> dict[str, Any]:
     }
 
 
-def _try_recipe(model: torch.nn.Module, recipe: tuple[str, ...]) -> dict[str, Any]:
+def try_recipe(
+    model: torch.nn.Module, recipe: tuple[str, ...], *, choices: int = 0, eos: int = 0
+) -> dict[str, Any]:
+    """The inventory's facts of `model` run in eager on `recipe` (inputs, outputs, image
+    tokens, choices, eos position), or the stage and reason it failed at."""
     image_tokens = 0
     try:
         if "pixel_values" in recipe and image_token(model.config) is not None:
-            image_tokens = image_feature_count(model)
+            image_tokens = image_feature_count(model, recipe)
         torch.manual_seed(SEED)
-        inputs = generate(model.config, recipe, image_tokens=image_tokens)
+        inputs = generate(model.config, recipe, image_tokens=image_tokens, choices=choices, eos=eos)
     except Exception as exc:
         return failure_entry("inputs", exc)
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            outputs = exportable(model, recipe)(*inputs)
+            outputs = named_outputs(model(**dict(zip(recipe, inputs, strict=True))))
     except Exception as exc:
         return failure_entry("eager", exc)
-    if not any(t.is_floating_point() for t in outputs):
+    if not any(t.is_floating_point() for _, t in outputs):
         return {"stage": "eager", "reason": "the model returns no float tensor"}
-    entry: dict[str, Any] = {"inputs": list(recipe), "outputs": len(outputs)}
+    entry: dict[str, Any] = {
+        "inputs": list(recipe),
+        "outputs": len(outputs),
+        "output_names": [name for name, _ in outputs],
+    }
     if image_tokens:
         entry["image_tokens"] = image_tokens
+    entry.update({k: v for k, v in (("choices", choices), ("eos", eos)) if v})
     entry["forward_s"] = round(time.perf_counter() - start, 3)
     return entry
 

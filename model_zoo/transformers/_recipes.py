@@ -4,10 +4,14 @@ The zoo file reads these for every model type, so they stay free of torch and tr
 
 from __future__ import annotations
 
-TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "bbox")  # bbox: layout models
 DECODER_INPUTS = ("decoder_input_ids", "decoder_attention_mask")
-VISION_INPUTS = ("pixel_values",)
+GRID = "image_grid_thw"  # Qwen-VL-style models: each image's patches as (frames, rows, columns)
+MM_TYPES = "mm_token_type_ids"  # and which of the text's tokens are an image's
+SIZES = "image_sizes"  # Pixtral-style models: each image's (height, width)
+VISION_INPUTS = ("pixel_values", GRID, SIZES, MM_TYPES)
 AUDIO_INPUTS = ("input_values", "input_features")
+LAYOUT = ("image_tokens", "choices", "eos")  # _inputs.Layout's fields, as inventories keep them
 GENERATED = (*TOKEN_INPUTS, *DECODER_INPUTS, *VISION_INPUTS, *AUDIO_INPUTS)
 
 
@@ -16,6 +20,8 @@ def dynamic_axes(recipe: tuple[str, ...]) -> dict[str, dict[int, str]]:
     sequence for text without images (image tokens fix the text's length); samples for
     raw audio. Images and audio features keep their size (learned position embeddings)."""
     with_images = "pixel_values" in recipe
+    if GRID in recipe:
+        return {name: {} for name in recipe}  # the batch moves every image's patch rows
     axes: dict[str, dict[int, str]] = {}
     for name in recipe:
         dims = {0: "batch"}

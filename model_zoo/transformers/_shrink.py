@@ -339,7 +339,7 @@ def _shrunk_rope(rope: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     half = head_dim // 2
     section = rope.get("mrope_section")
     if isinstance(section, list) and section and sum(section) != half:
-        rope["mrope_section"] = _split(half, section)
+        rope["mrope_section"] = split_sizes(half, section)
     for key in ("short_factor", "long_factor"):
         if isinstance(rope.get(key), list) and len(rope[key]) != half:
             rope[key] = (rope[key] * half)[:half]
@@ -358,7 +358,7 @@ def _head_dim(out: dict[str, Any]) -> int:
     return HEAD_DIM
 
 
-def _split(total: int, parts: list[int]) -> list[int]:
+def split_sizes(total: int, parts: list[int]) -> list[int]:
     """`total` split in len(parts) integer parts in the proportions of `parts`."""
     weight = sum(parts)
     split = [max(1, total * p // weight) for p in parts]

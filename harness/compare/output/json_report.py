@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import SEVERITIES
+from harness.compare.tasks import task_changes
 from harness.store.runs import Run
 
 JSON_SCHEMA = 1
@@ -28,6 +29,7 @@ def to_json(c: Comparison) -> dict[str, object]:
             "not_compared": c.not_compared,
         },
         "notes": list(c.notes),
+        "tasks": [t.to_dict() for t in task_changes(c)],
         "findings": [f.to_dict() for f in c.findings],
     }
 

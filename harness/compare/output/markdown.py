@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from harness.compare.comparison import Comparison
 from harness.compare.findings import IMPROVEMENT, INFO, SEVERITIES, WARNING, Finding
+from harness.compare.tasks import task_changes
 from harness.store.markdown import md_code, md_link, md_text
 from harness.store.runs import Run
 
@@ -27,6 +28,7 @@ def to_markdown(c: Comparison) -> str:
         *(f"> {md_text(note)}" for note in c.notes),
         "",
         *_counts_table(c),
+        *_tasks_table(c),
     ]
     if c.blocking:
         lines += ["", "### Blocking", "", *findings_table(c.blocking, c.candidate.path)]
@@ -104,6 +106,18 @@ def _counts_table(c: Comparison) -> list[str]:
         ]
         lines.append(f"| {fam} | " + " | ".join(str(n) for n in counts) + " |")
     return lines if families else ["No findings."]
+
+
+def _tasks_table(c: Comparison) -> list[str]:
+    """Which tasks regressed (task heads' runs): pass rates before and after."""
+    changes = task_changes(c)
+    if not changes:
+        return []
+    lines = ["", "| task | baseline | candidate | regressed | fixed |", "|---|---|---|---|---|"]
+    for t in changes:
+        row = (t.task, t.before.text(), t.after.text(), str(t.regressed), str(t.fixed))
+        lines.append("| " + " | ".join(md_text(x) for x in row) + " |")
+    return lines
 
 
 def _fmt(value: object) -> str:

@@ -13,7 +13,7 @@ from harness.zoo.expected import ZooExpected
 from harness.zoo.expected_file import ExpectedFileError
 
 # What `harness zoo refresh NAME` rewrites: each one's inventory in model_zoo/.
-REFRESHABLE = ("ops", "opinfo", "transformers", "transformers-decode")
+REFRESHABLE = ("ops", "opinfo", "transformers", "transformers-decode", "transformers-tasks")
 
 
 def expected_files() -> tuple[ZooExpected, ...]:

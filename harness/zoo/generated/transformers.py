@@ -1,16 +1,17 @@
-"""The `transformers` and `transformers-decode` zoos' generator (`harness zoo refresh
-transformers`, `harness zoo refresh transformers-decode`): probe every model type of the
-installed transformers' registry (or every causal-LM and seq2seq-LM head, with a KV cache),
-each in a worker process with a memory ceiling and a time limit, so one that hangs, crashes
-or eats the machine becomes a reason and the others still get probed; then rewrite the
-inventory the zoo's entry file reads (`model_zoo/transformers/_inventory.json`,
-`_decode_inventory.json`).
+"""The generated transformers zoos' generator (`harness zoo refresh transformers`,
+`transformers-decode`, `transformers-tasks`): probe every model type of the installed
+transformers' registry (or every causal-LM and seq2seq-LM head, with a KV cache; or every
+task head), each in a worker process with a memory ceiling and a time limit, so one that
+hangs, crashes or eats the machine becomes a reason and the others still get probed; then
+rewrite the inventory the zoo's entry file reads (`model_zoo/transformers/_inventory.json`,
+`_decode_inventory.json`, `_tasks_inventory.json`).
 
 The probing itself imports transformers and lives beside the zoo's contents
-(model_zoo/transformers/_probe.py, _decode_probe.py, served by `_refresh.py --serve`); this
-module only drives the processes and writes the file. About 800 model types take 15-20
-minutes on 2 cores: run it when transformers is upgraded, commit the file, and rewrite the
-expected failures from a run of the suite (`harness zoo expected RUN_DIR`).
+(model_zoo/transformers/_probe.py, _decode_probe.py, _task_probe.py, served by
+`_refresh.py --serve`); this module only drives the processes and writes the file. About
+800 model types take 15-20 minutes on 2 cores: run it when transformers is upgraded,
+commit the file, and rewrite the expected failures from a run of the suite (`harness zoo
+expected RUN_DIR`).
 """
 
 from __future__ import annotations
@@ -34,20 +35,20 @@ PROBE_MEMORY_GB = 6.0
 JOBS = 2
 
 
-def expected_files() -> tuple[ZooExpected, ZooExpected]:
-    """The transformers and transformers-decode zoos' expected failures (rows pin the
-    error's type)."""
+def expected_files() -> tuple[ZooExpected, ...]:
+    """The transformers zoos' expected failures (rows pin the error's type)."""
     from model_zoo.transformers._decode_inventory import DECODE_EXPECTED, DECODE_FAMILY
     from model_zoo.transformers._inventory import EXPECTED, FAMILY
+    from model_zoo.transformers._tasks import TASKS_EXPECTED, TASKS_FAMILY
 
-    return (
-        ZooExpected(EXPECTED, FAMILY, _header(FAMILY, "architectures.py"), pin_error_type=True),
-        ZooExpected(
-            DECODE_EXPECTED,
-            DECODE_FAMILY,
-            _header(DECODE_FAMILY, "decoders.py"),
-            pin_error_type=True,
-        ),
+    zoos = (
+        (EXPECTED, FAMILY, "architectures.py"),
+        (DECODE_EXPECTED, DECODE_FAMILY, "decoders.py"),
+        (TASKS_EXPECTED, TASKS_FAMILY, "tasks.py"),
+    )
+    return tuple(
+        ZooExpected(path, family, _header(family, reader), pin_error_type=True)
+        for path, family, reader in zoos
     )
 
 
@@ -77,51 +78,47 @@ class Probing:
 def refresh(
     types: Sequence[str] | None,
     *,
-    decode: bool = False,
+    zoo: str = "transformers",
     out: Path | None = None,
     merge: bool = False,
     probing: Probing = Probing(),
     say: Callable[[str], None] = print,
 ) -> str:
-    """Probe `types` (default: the whole registry; with `decode`, `TYPE:HEAD` items) and
-    write the inventory to `out` (default: the zoo's own); with `merge`, the other entries
-    of `out` stay. The summary line."""
-    from model_zoo.transformers import _refresh as probes
-    from model_zoo.transformers._decode_inventory import DECODE_INVENTORY
+    """Probe `types` (default: the zoo's whole registry: model types, `TYPE:HEAD` decode
+    heads or `TYPE:Class` task heads) and write the inventory to `out` (default: the zoo's
+    own); with `merge`, the other entries of `out` stay. The summary line."""
     from model_zoo.transformers._inventory import (
-        INVENTORY,
         inventory_document,
         read_inventory,
         write_inventory,
     )
+    from model_zoo.transformers._refresh import ZOOS
 
-    out = out or (DECODE_INVENTORY if decode else INVENTORY)
-    known = probes.decode_registry() if decode else probes.registry()
+    probed = ZOOS[zoo]
+    out = out or probed.inventory
+    known = probed.registry()
     start = time.perf_counter()
-    entries = probe_all(list(types or known), probing=probing, say=say, decode=decode)
+    entries = probe_all(list(types or known), probing=probing, say=say, zoo=zoo)
     seconds = time.perf_counter() - start
     if merge and out.is_file():
         old = read_inventory(out)
-        kept = _decode_items(old["models"]) if decode else old["models"]
-        entries, seconds = {**kept, **entries}, old["probe_s"]  # the full probe's
+        entries, seconds = (
+            {**probed.items(old["models"]), **entries},
+            old["probe_s"],
+        )  # the full probe's
     unknown = sorted(set(entries) - set(known))
     if unknown:
         say(f"not in this transformers' registry, dropped: {', '.join(unknown)}")
     entries = {t: e for t, e in entries.items() if t not in unknown}
     built = sum("reason" not in e for e in entries.values())
     document = inventory_document(
-        _decode_named(entries) if decode else entries,
+        probed.named(entries),
         registry_size=len(known),
         seconds=seconds,
-        command=f"harness zoo refresh {'transformers-decode' if decode else 'transformers'}",
+        command=f"harness zoo refresh {zoo}",
     )
     write_inventory(document, out)
-    what = (
-        "heads build and run a step with a cache"
-        if decode
-        else "model types build and run in eager"
-    )
-    return f"{built} of {len(entries)} {what}; wrote {out}"
+    return f"{built} of {len(entries)} {probed.built}; wrote {out}"
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -130,13 +127,13 @@ def refresh(
 @dataclass
 class _Worker:
     process: subprocess.Popen[str]
-    decode: bool = False
+    zoo: str
     current: str | None = None
     started: float = 0.0
     buffer: str = field(default="")
 
 
-def _spawn(memory_gb: float, decode: bool) -> _Worker:
+def _spawn(memory_gb: float, zoo: str) -> _Worker:
     """A probing process (model_zoo/transformers/_refresh.py --serve)."""
     process = subprocess.Popen(
         [
@@ -146,7 +143,8 @@ def _spawn(memory_gb: float, decode: bool) -> _Worker:
             "--serve",
             "--memory-gb",
             str(memory_gb),
-            *(["--decode"] if decode else []),
+            "--zoo",
+            zoo,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -159,7 +157,7 @@ def _spawn(memory_gb: float, decode: bool) -> _Worker:
             "OMP_NUM_THREADS": "1",
         },
     )
-    return _Worker(process, decode=decode)
+    return _Worker(process, zoo)
 
 
 def probe_all(
@@ -167,14 +165,13 @@ def probe_all(
     *,
     probing: Probing = Probing(),
     say: Callable[[str], None] = print,
-    decode: bool = False,
+    zoo: str = "transformers",
 ) -> dict[str, Probed]:
-    """Probe every model type (or decode head) across `jobs` processes; one entry per
-    item, always."""
+    """Probe every item of `zoo` across `jobs` processes; one entry per item, always."""
     pending = list(reversed(model_types))
     results: dict[str, Probed] = {}
     jobs, timeout_s, memory_gb = probing.jobs, probing.timeout_s, probing.memory_gb
-    workers = [_spawn(memory_gb, decode) for _ in range(min(jobs, len(model_types)) or 1)]
+    workers = [_spawn(memory_gb, zoo) for _ in range(min(jobs, len(model_types)) or 1)]
     selector = selectors.DefaultSelector()
     for w in workers:
         selector.register(_stdout(w), selectors.EVENT_READ, w)
@@ -236,25 +233,4 @@ def _reap(
         results[w.current] = {"stage": "build", "reason": reason}
     w.process.kill()
     w.process.wait()
-    return _spawn(memory_gb, w.decode)
-
-
-def _decode_named(items: dict[str, Probed]) -> dict[str, Probed]:
-    """`type:head` -> the entry's zoo name, with its type and head inside."""
-    from model_zoo.transformers._decode_inventory import decode_name
-
-    named = {}
-    for item, entry in items.items():
-        model_type, _, head = item.partition(":")
-        named[decode_name(model_type, head)] = {"model_type": model_type, "head": head, **entry}
-    return named
-
-
-def _decode_items(named: dict[str, Probed]) -> dict[str, Probed]:
-    """The inverse of `_decode_named`, for --merge."""
-    return {
-        f"{e['model_type']}:{e['head']}": {
-            k: v for k, v in e.items() if k not in ("model_type", "head")
-        }
-        for e in named.values()
-    }
+    return _spawn(memory_gb, w.zoo)
