@@ -51,3 +51,26 @@ def test_differential_of_reduced_precision_and_ort_optimisations(  # type: ignor
         *("--opsets", "18", "--static-only", "--dtypes", "float16,bfloat16"),
         *("--ort-opt", "default,none,fusions", "--repro-bound", "0"),
     )
+
+
+# One head per task, twelve tasks: each input layout the task zoo makes (choices, boxes,
+# eos, images whose size moves, raw audio, speech features with decoder ids, a grid VLM).
+TASK_HEADS = (
+    "hf.bert.multiple-choice,hf.layoutlm.token-classification,hf.bart.sequence-classification,"
+    "hf.convnext.image-classification,hf.wav2vec2.ctc,hf.speech_to_text.speech-seq2seq,"
+    "hf.qwen2_vl.image-text-to-text,hf.distilbert.question-answering,hf.roberta.fill-mask,"
+    "hf.detr.object-detection,hf.owlvit.zero-shot-object-detection,hf.wav2vec2.audio-classification"
+)
+
+
+def test_differential_of_task_heads(benchmark, figures: Figures, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 35's heads against a direct export in a fresh process: 12 heads over 12 tasks,
+    both exporters, opset 18, static and dynamic (48 cells)."""
+    _differential(
+        benchmark,
+        figures,
+        tmp_path / "tasks",
+        "Differential check, task heads",
+        *("--suite", "transformers-tasks", "--models", TASK_HEADS),
+        *("--opsets", "18", "--dynamic", "--repro-bound", "0"),
+    )

@@ -136,10 +136,13 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     )
 
 
-def dynamic_shapes(entry: dict[str, Any]) -> tuple[dict[int, str], ...]:
+def dynamic_shapes(entry: dict[str, Any]) -> tuple[dict[int, str], ...] | None:
     """One {axis: dimension} per input, as the probe found them (every dimension it names
-    ran in eager at the second verification shape)."""
+    ran in eager at the second verification shape); None for a head with none (it gets no
+    dynamic cell)."""
     dims: dict[str, dict[str, str]] = entry.get("dims", {})
+    if not dims:
+        return None
     return tuple({int(a): d for a, d in dims.get(n, {}).items()} for n in entry["inputs"])
 
 
