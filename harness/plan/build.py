@@ -222,8 +222,8 @@ def _opsets_for(
 ) -> dict[str, tuple[int, ...]]:
     if options.opsets:
         return {e: validate_opsets(list(options.opsets), e, "--opsets") for e in exporters}
-    if suite is not None:
-        return {e: suite.opsets_for(e) for e in exporters}
+    if suite is not None:  # an exporter the suite does not name takes the suite's `*` opsets
+        return {e: validate_opsets(list(suite.opsets_for(e)), e, suite.source) for e in exporters}
     return {e: validate_opsets(list(DEFAULT_OPSETS), e, "default opsets") for e in exporters}
 
 

@@ -155,17 +155,20 @@ def _string_list(
 
 
 def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tuple[int, ...]]:
-    """`opsets = [17, 18, 20]` for every exporter, or a table `[opsets] dynamo = [...]`."""
+    """`opsets = [17, 18, 20]` for every exporter (those `--exporters` adds too, under `*`),
+    or a table `[opsets] dynamo = [...]`."""
     if isinstance(value, list):
-        return {e: validate_opsets(value, e, source) for e in exporters}
+        every = {e: validate_opsets(value, e, source) for e in exporters}
+        return {**every, "*": _opset_list(value, source)}
     if isinstance(value, dict):
-        unknown = sorted(set(value) - set(exporters))
+        unknown = sorted(set(value) - {*exporters, "*"})
         if unknown:
             raise UsageError(
                 f"{source}: [opsets] names exporter {unknown[0]!r}, which the suite does not run"
             )
         default = value.get("*", list(DEFAULT_OPSETS))
-        return {e: validate_opsets(value.get(e, default), e, source) for e in exporters}
+        every = {e: validate_opsets(value.get(e, default), e, source) for e in exporters}
+        return {**every, "*": _opset_list(default, source)}
     raise UsageError(f"{source}: 'opsets' must be a list of integers or a table per exporter")
 
 
@@ -200,12 +203,20 @@ def _known(
 
 
 def validate_opsets(values: Any, exporter: str, source: str) -> tuple[int, ...]:
-    if not isinstance(values, list | tuple) or not values:
-        raise UsageError(f"{source}: opsets for {exporter} must be a non-empty list of integers")
+    opsets = _opset_list(values, source, f"opsets for {exporter}")
     registered = exporters.get(exporter)
+    for v in opsets:
+        if problem := registered.opset_problem(v):
+            raise UsageError(f"{source}: {problem}")
+    return opsets
+
+
+def _opset_list(values: Any, source: str, what: str = "opsets") -> tuple[int, ...]:
+    """A non-empty list of integers, sorted without repeats (which exporter can take each
+    is checked where the exporter is known: `validate_opsets`)."""
+    if not isinstance(values, list | tuple) or not values:
+        raise UsageError(f"{source}: {what} must be a non-empty list of integers")
     for v in values:
         if not isinstance(v, int) or isinstance(v, bool):
             raise UsageError(f"{source}: opset {v!r} is not an integer")
-        if problem := registered.opset_problem(v):
-            raise UsageError(f"{source}: {problem}")
     return tuple(sorted(set(values)))

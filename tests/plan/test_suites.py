@@ -58,6 +58,8 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
         ('models = ["a"]\nmodles = 1', "unknown key 'modles'"),
         ('models = ["a"]\n[protocol]\nmin_itres = 3', "unknown \\[protocol\\] key 'min_itres'"),
         ('models = ["a"]\ndevices = ["tpu"]', "unknown device 'tpu'"),
+        ('models = ["a"]\n[opsets]\n"*" = 5', "must be a non-empty list of integers"),
+        ('models = ["a"]\n[opsets]\n"*" = [18.5]', "opset 18.5 is not an integer"),
     ],
 )
 def test_suite_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -107,3 +109,23 @@ def test_a_suite_names_its_ort_optimisations_default_by_default(tmp_path: Path) 
 def test_suite_shape_and_patch_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         load_suite(_write(tmp_path, text))
+
+
+def test_an_exporter_the_suite_does_not_name_takes_its_opsets(tmp_path: Path) -> None:
+    """`--suite transformers-tasks --exporters transformers` runs opset 18, the suite's, not
+    the harness's defaults (17, 18, 20); a per-exporter table's `*` the same."""
+    from harness.plan.build import make_plan
+    from harness.store.options import RunOptions
+
+    suite = parse_suite({"models": ["a"], "opsets": [18]}, name="s", source="s.toml")
+    assert suite.opsets_for("transformers") == (18,)
+    plan = make_plan(
+        RunOptions(suite="transformers-tasks", models=("hf.bert.sequence-classification",),
+                   exporters=("dynamo", "transformers")),
+        run_id="t",
+    )  # fmt: skip
+    assert sorted({(c.exporter, c.opset) for c in plan.matrix.cells}) == [
+        ("dynamo", 18), ("transformers", 18),
+    ]  # fmt: skip
+    table = parse_suite({"models": ["a"], "opsets": {"*": [17]}}, name="s", source="s.toml")
+    assert table.opsets_for("transformers") == (17,)

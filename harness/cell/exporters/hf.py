@@ -3,11 +3,13 @@ the call a Hugging Face user makes, with the cell's opset and dynamic setting, t
 `save_pretrained(folder)`. It carries its own patches and FX fixes around torch.export and
 torch.onnx; the cell judges what it saves.
 
-- A model that can generate: `OnnxExporter().export_for_generation(model, {input_ids,
-  attention_mask}, OnnxConfig(...))` on a fixed prompt (harness.cell.generation), one graph
-  per generation stage (`prefill.onnx`, `decode.onnx`, a multimodal model's encoders): the
-  cell judges each component on the kwargs transformers captured for it
-  (harness.cell.components), then generation token by token.
+- A model that can generate: `OnnxExporter().export_for_generation(model, inputs,
+  OnnxConfig(...))`, one graph per generation stage (`prefill.onnx`, `decode.onnx`, a
+  multimodal model's encoders, language model and head): a language model from a fixed
+  prompt (harness.cell.generation), a model fed more than text (Whisper's audio features, a
+  vision-language model's images) from the zoo entry's own inputs. The cell judges each
+  component on the kwargs transformers captured for it (harness.cell.components), then,
+  where the entry generates, token by token.
 - Any other: `OnnxExporter().export(model, inputs, OnnxConfig(...))`, one `model.onnx`.
 
 Where the installed transformers has no `exporters`, its cells are skipped with the reason;
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 NAME = "transformers"
 COMPONENT = "model"  # the one component `export` (not `export_for_generation`) writes
+# A language model's inputs: it generates from the harness's prompt instead.
+TEXT_INPUTS = {"input_ids", "attention_mask", "token_type_ids", "position_ids"}
 
 
 def _exporters() -> object | None:
@@ -120,7 +124,9 @@ class Adapter(Opaque):
         config = OnnxConfig(dynamic=dynamic, opset_version=r.opset, ort_fusions=r.ort_fusions)
         fused = r.ort_fusions is not None
         if model.can_generate():
-            return replace(_for_generation(model, config, r.path.parent), fused_at_export=fused)
+            inputs = generation_inputs(model, keyword_inputs(r))
+            exported = _for_generation(model, inputs, config, r.path.parent)
+            return replace(exported, fused_at_export=fused)
         exported, translate_s = _timed_export(lambda e: e.export(model, keyword_inputs(r), config))
         components = list(exported.components)
         if components != [COMPONENT]:
@@ -160,14 +166,29 @@ def _saved(exported: Any, folder: Path) -> tuple[dict[str, Path], float]:
     return paths, time.perf_counter() - start
 
 
-def _for_generation(model: PreTrainedModel, config: object, folder: Path) -> Exported:
-    """`export_for_generation` on the harness's prompt (harness.cell.generation), saved; the
-    kwargs transformers captures for each component come from its own
-    `decompose_for_generation` on the same prompt (what `export_for_generation` runs)."""
+def generation_inputs(
+    model: PreTrainedModel, given: Mapping[str, torch.Tensor | Cache]
+) -> dict[str, torch.Tensor]:
+    """What a user generates from: a language model's text, the harness's prompt (the one
+    the token-by-token check generates from, harness.cell.generation); a model fed more
+    than text (a speech recogniser's audio features, a vision-language model's images and
+    the text holding their tokens), the zoo entry's own inputs, as its processor gives
+    them."""
+    tensors = {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
+    if set(tensors) - TEXT_INPUTS:
+        return tensors
+    ids = generation.prompt(model)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _for_generation(
+    model: PreTrainedModel, inputs: dict[str, torch.Tensor], config: object, folder: Path
+) -> Exported:
+    """`export_for_generation` on `inputs`, saved; the kwargs transformers captures for each
+    component come from its own `decompose_for_generation` on the same inputs (what
+    `export_for_generation` runs)."""
     from transformers.exporters.utils import decompose_for_generation
 
-    ids = generation.prompt(model)
-    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     exported, translate_s = _timed_export(
         lambda e: e.export_for_generation(model, dict(inputs), config)
     )
