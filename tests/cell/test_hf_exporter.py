@@ -60,3 +60,39 @@ def test_a_transformers_without_exporters_skips_its_cells(
     monkeypatch.setitem(sys.modules, "transformers.exporters", None)
     reason = exporters.get("transformers").unavailable()
     assert reason is not None and reason.endswith("has no transformers.exporters (it came in 5.13)")
+
+
+TASKS = REPO / "model_zoo" / "transformers" / "tasks.py"
+
+
+def test_a_model_fed_more_than_text_generates_from_its_own_inputs() -> None:
+    """A language model generates from the harness's prompt; Whisper from its audio
+    features, a VLM from its images and the text holding their tokens, as users call it."""
+    import torch
+
+    from harness.cell.exporters.hf import generation_inputs
+    from harness.cell.generation import PROMPT_TOKENS
+    from model_zoo.transformers._task_build import build_head
+
+    whisper = build_head("whisper", "WhisperForConditionalGeneration")
+    features = torch.randn(2, 80, 3000)
+    assert generation_inputs(whisper, {"input_features": features}) == {"input_features": features}
+    text = {"input_ids": torch.zeros(2, 16, dtype=torch.int64)}
+    prompt = generation_inputs(whisper, {**text, "attention_mask": torch.ones(2, 16)})
+    assert set(prompt) == {"input_ids", "attention_mask"}
+    assert prompt["input_ids"].shape == (1, PROMPT_TOKENS)
+
+
+@pytest.mark.slow
+def test_whisper_exports_for_generation_from_its_audio_and_each_component_is_judged(
+    tmp_path: Path,
+) -> None:
+    cell = Cell("hf.whisper.speech-seq2seq", "transformers", 18, family="transformers-tasks")
+    record = run_cell(CellTask(cell, str(TASKS), "t", str(tmp_path)))
+    assert record.status is Status.OK, record.error_message
+    components = record.numerics.components or {}
+    assert list(components) == ["prefill", "decode"]
+    for name, check in components.items():
+        assert check.ok and check.checks, name
+        # Each component runs on the audio: the encoder's output is one of its outputs.
+        assert f"{name}.encoder_last_hidden_state" in {c.name for c in check.checks}
