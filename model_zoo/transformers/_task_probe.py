@@ -32,8 +32,8 @@ from model_zoo.transformers._recipes import DECODER_INPUTS, GENERATED, GRID, LAY
 from model_zoo.transformers._task_build import build_head, head_config
 
 MULTIPLE_CHOICE = "multiple-choice"
-MOVES_WITH = {"batch": ("patches",)}
-MOVED = {"patches"}
+# A grid model's patch rows (every image's, stacked) move with the batch.
+PATCHES = "patches"
 # Where an encoder-decoder classifier's text has its end-of-sentence token: inside the half
 # of the sequence the second shape keeps.
 EOS = SEQUENCE // 2 - 1
@@ -129,7 +129,7 @@ def candidate_dims(
         elif name == "input_features":
             axes |= _frames_axis(config)
         elif name == "pixel_values" and GRID in recipe:
-            axes = {0: "patches"}  # every image's patch rows, stacked
+            axes = {0: PATCHES}
         elif name == "pixel_values" and not with_image_tokens:
             axes |= {-2: "height", -1: "width"}
         dims[name] = axes
@@ -159,8 +159,7 @@ def dynamic_dims(
     candidates = _absolute(candidate_dims(recipe, entry, config), example)
     sizes = _second_sizes(candidates, example, config)
     names = list(dict.fromkeys(d for axes in candidates.values() for d in axes.values()))
-    # A grid model's patch rows move with the batch: one dimension to the probe.
-    groups = [{n, *MOVES_WITH.get(n, ())} & set(names) for n in names if n not in MOVED]
+    groups = [{n, PATCHES} & set(names) if n == "batch" else {n} for n in names if n != PATCHES]
 
     def runs(kept: list[set[str]]) -> bool:
         other = second_shape(example, _only(candidates, set().union(*kept)), sizes)
@@ -188,7 +187,7 @@ def _second_sizes(dims: dict[str, dict[int, str]], example: Inputs, config: Any)
         for axis, dim in dims.get(name, {}).items():
             if dim in ("height", "width"):
                 sizes[dim] = 2 * tensor.shape[axis]  # type: ignore[attr-defined]
-            elif dim == "patches":
+            elif dim == PATCHES:
                 sizes[dim] = grid_patches(config) ** 2
     return sizes
 
