@@ -93,6 +93,25 @@ def run_cli(
     )
 
 
+def load_zoo_file_fresh(path: Path) -> tuple[int, float, bool, bool]:
+    """A generated zoo's entry file loaded in a fresh process, as a worker and `harness
+    list` load it: its entries, the seconds it took, and whether transformers and torch
+    got imported (the file must only read its inventory)."""
+    script = f"""
+import sys, time
+start = time.perf_counter()
+from harness.zoo import discovery
+specs = discovery.load_file(discovery.Path({str(path)!r}))
+print(len(specs), round(time.perf_counter() - start, 3), "transformers" in sys.modules, "torch" in sys.modules)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    count, seconds, transformers_loaded, torch_loaded = result.stdout.split()
+    return int(count), float(seconds), transformers_loaded == "True", torch_loaded == "True"
+
+
 def run_cli_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real command line with `folder` read-only: its mode where that binds (not
     root), else a read-only bind mount in a mount namespace of the command's own (root

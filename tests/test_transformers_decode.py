@@ -7,8 +7,6 @@ whole suite is run by benchmarks/test_transformers_decode.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _decode_inventory, _inventory
 from model_zoo.transformers._decode_probe import input_dims
-from tests.conftest import REPO, run_cli
+from tests.conftest import load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "decoders.py"
 INVENTORY = _inventory.read_inventory(_decode_inventory.DECODE_INVENTORY)
@@ -97,17 +95,9 @@ def test_the_probe_names_each_axis_by_how_it_moved() -> None:
 
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
-    script = f"""
-import sys
-from harness.zoo import discovery
-specs = discovery.load_file(discovery.Path({str(ZOO_FILE)!r}))
-print(len(specs), "transformers" in sys.modules, "torch" in sys.modules)
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == [str(len(ENTRIES)), "False", "False"]
+    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    assert count == len(ENTRIES) and not transformers_loaded and not torch_loaded
+    assert seconds < 3.0
 
 
 def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:

@@ -8,8 +8,6 @@ to end through the real CLI with a real local Ray. Every head is the sweep's
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from harness.store.tasks import by_task, pass_rate, tasks_of
 from harness.zoo import discovery
 from model_zoo.transformers import _inputs, _tasks
 from model_zoo.transformers._inventory import read_inventory
-from tests.conftest import REPO, run_cli
+from tests.conftest import load_zoo_file_fresh, run_cli
 from tests.fixtures_compare import record, typed_manifest
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "tasks.py"
@@ -111,21 +109,9 @@ def test_the_registry_names_every_head_once() -> None:
 
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
-    script = f"""
-import sys, time
-start = time.perf_counter()
-from harness.zoo import discovery
-specs = discovery.load_file(discovery.Path({str(ZOO_FILE)!r}))
-print(len(specs), round(time.perf_counter() - start, 3), "transformers" in sys.modules, "torch" in sys.modules)
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    count, seconds, transformers_loaded, torch_loaded = result.stdout.split()
-    assert int(count) == len(ENTRIES)
-    assert transformers_loaded == "False" and torch_loaded == "False"
-    assert float(seconds) < 3.0
+    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    assert count == len(ENTRIES) and not transformers_loaded and not torch_loaded
+    assert seconds < 3.0
 
 
 def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:

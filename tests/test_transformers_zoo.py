@@ -20,7 +20,7 @@ from harness.store import rundir as store
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "architectures.py"
 INVENTORY = _inventory.read_inventory()
@@ -174,21 +174,9 @@ def test_dynamic_dimensions_follow_the_recipe() -> None:
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
     """Workers import the zoo file for every cell: it reads the inventory, nothing more."""
-    script = f"""
-import sys, time
-start = time.perf_counter()
-from harness.zoo import discovery
-specs = discovery.load_file(discovery.Path({str(ZOO_FILE)!r}))
-print(len(specs), round(time.perf_counter() - start, 3), "transformers" in sys.modules, "torch" in sys.modules)
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    count, seconds, transformers_loaded, torch_loaded = result.stdout.split()
-    assert int(count) == len(MODELS)
-    assert transformers_loaded == "False" and torch_loaded == "False"
-    assert float(seconds) < 3.0
+    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    assert count == len(MODELS) and not transformers_loaded and not torch_loaded
+    assert seconds < 3.0
 
 
 def test_every_model_type_is_an_entry_and_the_unbuildable_say_why() -> None:

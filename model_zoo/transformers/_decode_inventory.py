@@ -14,7 +14,14 @@ from typing import Any
 
 from harness.zoo import ModelSpec
 from harness.zoo.expect import Expect
-from model_zoo.transformers._inventory import HERE, REQUIRES, model_name, skip_reason
+from model_zoo.transformers._inventory import (
+    HERE,
+    REQUIRES,
+    expected_for,
+    model_name,
+    skip_reason,
+    unbuildable,
+)
 
 DECODE_INVENTORY = HERE / "_decode_inventory.json"
 DECODE_EXPECTED = HERE / "_decode_expected.csv"
@@ -63,8 +70,8 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     if reason is not None:
         return ModelSpec(
             **common,
-            build=partial(_unbuildable, reason),
-            example_inputs=partial(_unbuildable, reason),
+            build=partial(unbuildable, reason),
+            example_inputs=partial(unbuildable, reason),
             # a dynamic spec, so that the suite's dynamic-only matrix records the skip
             dynamic_shapes=({0: "batch"},),
             tags=(DECODE_FAMILY, head, "does-not-build", entry.get("stage", "build")),
@@ -95,7 +102,7 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
         input_names=tuple(entry["inputs"]),
         output_names=tuple(entry["outputs"]),
         tags=(DECODE_FAMILY, head, entry.get("cache") or "cache"),
-        expect=tuple(e for e in expected if _selects_model(e, name)),
+        expect=expected_for(expected, name),
         description=(
             f"transformers {entry['class']} ({model_type}), one generation step with a"
             f" {entry.get('cache')} of the past, shrunk config"
@@ -114,16 +121,6 @@ def dynamic_shapes(entry: dict[str, Any]) -> tuple[Any, ...]:
     if entry.get("step") == "decoder" and "position_ids" not in names:
         plain.append(None)  # the position_ids argument the model does not take
     return (*plain, [dims.get(n) or None for n in cache])
-
-
-def _selects_model(expect: Expect, name: str) -> bool:
-    import fnmatch
-
-    return fnmatch.fnmatchcase(name, expect.model)
-
-
-def _unbuildable(reason: str) -> Any:
-    raise RuntimeError(reason)
 
 
 def _build(model_type: str, head: str, mask_past: bool) -> Any:

@@ -126,8 +126,8 @@ def _spec(model_type: str, entry: dict[str, Any], expected: tuple[Expect, ...]) 
         return ModelSpec(
             name=name,
             family=FAMILY,
-            build=partial(_unbuildable, reason),
-            example_inputs=partial(_unbuildable, reason),
+            build=partial(unbuildable, reason),
+            example_inputs=partial(unbuildable, reason),
             tags=(FAMILY, "does-not-build", entry.get("stage", "build")),
             requires=REQUIRES,
             skip_reason=reason,
@@ -143,19 +143,21 @@ def _spec(model_type: str, entry: dict[str, Any], expected: tuple[Expect, ...]) 
         dynamic_shapes=dynamic_shapes(recipe),
         input_names=recipe,  # the graph's inputs carry the model's input names
         tags=(FAMILY, modality(recipe), "base" if class_name.endswith("Model") else "task-head"),
-        expect=tuple(e for e in expected if _selects_model(e, name)),
+        expect=expected_for(expected, name),
         requires=REQUIRES,
         description=f"transformers {class_name} ({model_type}), shrunk config, inputs {', '.join(recipe)}",
     )
 
 
-def _selects_model(expect: Expect, name: str) -> bool:
+def expected_for(expected: tuple[Expect, ...], name: str) -> tuple[Expect, ...]:
+    """The rows of a generated zoo's expected failures that name this entry (by glob)."""
     import fnmatch
 
-    return fnmatch.fnmatchcase(name, expect.model)
+    return tuple(e for e in expected if fnmatch.fnmatchcase(name, e.model))
 
 
-def _unbuildable(reason: str) -> Any:
+def unbuildable(reason: str) -> Any:
+    """The build and inputs of an entry that does not build: its skip reason, raised."""
     raise RuntimeError(reason)
 
 

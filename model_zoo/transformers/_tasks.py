@@ -16,7 +16,14 @@ from typing import Any
 
 from harness.zoo import ModelSpec
 from harness.zoo.expect import Expect
-from model_zoo.transformers._inventory import HERE, REQUIRES, model_name, skip_reason
+from model_zoo.transformers._inventory import (
+    HERE,
+    REQUIRES,
+    expected_for,
+    model_name,
+    skip_reason,
+    unbuildable,
+)
 
 TASKS_INVENTORY = HERE / "_tasks_inventory.json"
 TASKS_EXPECTED = HERE / "_tasks_expected.csv"
@@ -102,8 +109,8 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     if reason is not None:
         return ModelSpec(
             **common,
-            build=partial(_unbuildable, reason),
-            example_inputs=partial(_unbuildable, reason),
+            build=partial(unbuildable, reason),
+            example_inputs=partial(unbuildable, reason),
             dynamic_shapes=({0: "batch"},),  # so that a dynamic-only matrix records the skip
             tags=(TASKS_FAMILY, *task_tags, "does-not-build", entry.get("stage", "build")),
             skip_reason=reason,
@@ -127,7 +134,7 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
         input_names=recipe,
         output_names=tuple(entry["output_names"]),
         tags=(TASKS_FAMILY, *task_tags, modality(recipe), *reduced),
-        expect=tuple(e for e in expected if _selects_model(e, name)),
+        expect=expected_for(expected, name),
         description=(
             f"transformers {class_name} ({model_type}), task {entry['task']}, shrunk config,"
             f" inputs {', '.join(recipe)}"
@@ -152,16 +159,6 @@ def _layout(entry: dict[str, Any]) -> dict[str, int]:
     from model_zoo.transformers._recipes import LAYOUT
 
     return {k: entry[k] for k in LAYOUT if entry.get(k)}
-
-
-def _selects_model(expect: Expect, name: str) -> bool:
-    import fnmatch
-
-    return fnmatch.fnmatchcase(name, expect.model)
-
-
-def _unbuildable(reason: str) -> Any:
-    raise RuntimeError(reason)
 
 
 def _build(model_type: str, class_name: str, recipe: tuple[str, ...]) -> Any:
