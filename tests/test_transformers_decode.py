@@ -7,7 +7,6 @@ whole suite is run by benchmarks/test_transformers_decode.py."""
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import onnx
@@ -22,20 +21,13 @@ from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _decode_inventory, _inventory
 from model_zoo.transformers._decode_probe import input_dims
-from tests.conftest import load_zoo_file_fresh, run_cli
+from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "decoders.py"
 INVENTORY = _inventory.read_inventory(_decode_inventory.DECODE_INVENTORY)
 ENTRIES = INVENTORY["models"]
 BUILT = sorted(n for n, e in ENTRIES.items() if "reason" not in e)
 FAMILY = _decode_inventory.DECODE_FAMILY
-
-
-def _installed_transformers() -> str | None:
-    try:
-        return metadata.version("transformers")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _spec(name: str):  # type: ignore[no-untyped-def]
@@ -120,7 +112,7 @@ def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:
 
 
 @pytest.mark.skipif(
-    _installed_transformers() != INVENTORY["transformers"],
+    installed_version("transformers") != INVENTORY["transformers"],
     reason=f"the decode inventory is for transformers {INVENTORY['transformers']}; refresh it",
 )
 def test_the_inventory_covers_the_installed_heads() -> None:

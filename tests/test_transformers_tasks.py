@@ -8,7 +8,6 @@ to end through the real CLI with a real local Ray. Every head is the sweep's
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from harness.store.tasks import by_task, pass_rate, tasks_of
 from harness.zoo import discovery
 from model_zoo.transformers import _inputs, _tasks
 from model_zoo.transformers._inventory import read_inventory
-from tests.conftest import load_zoo_file_fresh, run_cli
+from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
 from tests.fixtures_compare import record, typed_manifest
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "tasks.py"
@@ -49,13 +48,6 @@ SAMPLE = [
     "hf.detr.object-detection",
     "hf.distilbert.question-answering",
 ]
-
-
-def _installed(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 # -- names (pure) ---------------------------------------------------------------------------------
@@ -143,7 +135,7 @@ def test_a_head_needing_an_input_no_recipe_makes_is_skipped_naming_it() -> None:
 
 
 @pytest.mark.skipif(
-    _installed("transformers") != INVENTORY["transformers"],
+    installed_version("transformers") != INVENTORY["transformers"],
     reason=f"the tasks inventory is for transformers {INVENTORY['transformers']}; refresh it",
 )
 def test_the_inventory_covers_the_installed_heads() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from harness.store import rundir as store
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
-from tests.conftest import REPO, load_zoo_file_fresh, run_cli
+from tests.conftest import REPO, installed_version, load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "architectures.py"
 INVENTORY = _inventory.read_inventory()
@@ -41,13 +40,6 @@ SAMPLE = [
     "bamba",
     "gemma3",
 ]
-
-
-def _installed(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _llama_like(**changes: object) -> dict[str, object]:
@@ -201,7 +193,7 @@ def test_every_model_type_is_an_entry_and_the_unbuildable_say_why() -> None:
 
 
 @pytest.mark.skipif(
-    _installed("transformers") != INVENTORY["transformers"],
+    installed_version("transformers") != INVENTORY["transformers"],
     reason=f"the inventory is for transformers {INVENTORY['transformers']}; refresh it for this one",
 )
 def test_the_inventory_covers_the_installed_registry() -> None:
@@ -333,7 +325,7 @@ def test_compare_across_transformers_versions_with_a_variant(tmp_path: Path) -> 
     assert all(r.status is Status.OK for r in records.values()), outcome
     versions = store.read_manifest(out).versions
     assert versions["old"]["transformers"] == VARIANT_TRANSFORMERS.split("==")[1]
-    assert versions["base"]["transformers"] == _installed("transformers")
+    assert versions["base"]["transformers"] == installed_version("transformers")
     compared = run_cli("compare", str(out), "--variants", "old,base", "--no-expected")
     assert compared.returncode in (0, 1), compared.stderr[-2000:]
     assert f"transformers {versions['old']['transformers']}" in compared.stdout
