@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from harness.commands import name_list
-from harness.commands.repro import finished_run_records, run_sources, seconds_bound
+from harness.commands.repro import finished_run_records, jobs_count, run_sources, seconds_bound
 from harness.errors import UsageError
 
 HELP = "find which of transformers' exporter workarounds each model of a run still needs"
@@ -28,6 +29,7 @@ examples:
   harness debt results/tfd                                   # every such cell
   harness debt results/tfd --models 'hf.gemma*'
   harness debt results/tfd --workarounds exporter_dynamo._patch_sliding_window_layer
+  harness debt results/tfd --jobs 1                          # one cell's search at a time
 """
 
 GRACE_S = 300.0  # past the bound: the last try's build, export and judgement
@@ -55,10 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="time each cell's search may take (default %(default)g)",
     )
+    p.add_argument(
+        "--jobs", type=jobs_count, metavar="N", help="cells searched at once (default: the CPUs)"
+    )
     p.add_argument("--no-report", action="store_true", help="do not rewrite report.md/report.html")
 
 
 def main(args: argparse.Namespace) -> int:
+    from harness.cell.repro.runner import default_jobs
     from harness.store.amend import amend_records
 
     records = finished_run_records(args.run_dir)
@@ -69,11 +75,16 @@ def main(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(chosen)} cells, search bound {args.bound:g} s each", file=sys.stderr)
     sources = run_sources(args.run_dir)
+    only = list(args.workarounds)
+
+    def search(record: Any) -> Any:
+        return record, _search(record, sources[record.model], args.bound, only)
+
     amended = {}
-    for record in chosen:
-        found = _search(record, sources[record.model], args.bound, list(args.workarounds))
-        amended[record.cell.key] = record.with_changes(workarounds=found)
-        print(line(record, found), file=sys.stderr, flush=True)
+    with ThreadPoolExecutor(args.jobs or default_jobs()) as pool:  # each a process of its own
+        for record, found in pool.map(search, chosen):
+            amended[record.cell.key] = record.with_changes(workarounds=found)
+            print(line(record, found), file=sys.stderr, flush=True)
     amend_records(args.run_dir, amended)
     if not args.no_report:
         from harness.report import write_reports

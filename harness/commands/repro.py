@@ -40,7 +40,7 @@ def seconds_bound(value: str) -> float:
     return seconds
 
 
-def _jobs(value: str) -> int:
+def jobs_count(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, not {value!r}")
     return int(value)
@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " killed 120 s past it",
     )
     p.add_argument(
-        "--jobs", type=_jobs, metavar="N", help="cells minimized at once (default: the CPUs)"
+        "--jobs", type=jobs_count, metavar="N", help="cells minimized at once (default: the CPUs)"
     )
     p.add_argument("--no-report", action="store_true", help="do not rewrite report.md/report.html")
 
