@@ -24,6 +24,7 @@ from model_zoo.transformers._inventory import (
     skip_reason,
     unbuildable,
 )
+from model_zoo.transformers._recipes import LAYOUT, modality
 
 TASKS_INVENTORY = HERE / "_tasks_inventory.json"
 TASKS_EXPECTED = HERE / "_tasks_expected.csv"
@@ -116,8 +117,6 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
             skip_reason=reason,
             description=f"transformers {class_name} ({model_type}): {reason[:120]}",
         )
-    from model_zoo.transformers._recipes import modality
-
     recipe = tuple(entry["inputs"])
     layout = _layout(entry)
     dropped = entry.get("dropped")
@@ -156,8 +155,6 @@ def dynamic_shapes(entry: dict[str, Any]) -> tuple[dict[int, str], ...] | None:
 def _layout(entry: dict[str, Any]) -> dict[str, int]:
     """How the inputs are laid out beyond their names (`_inputs.Layout`: image tokens per
     image, choices, the eos position)."""
-    from model_zoo.transformers._recipes import LAYOUT
-
     return {k: entry[k] for k in LAYOUT if entry.get(k)}
 
 
