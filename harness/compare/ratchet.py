@@ -18,7 +18,7 @@ from harness.zoo.expected_file import ExpectedFile
 
 WORSE, DIFFERENTLY, BETTER = "worse", "differently", "better"
 # The cell fields an exact row names: what `--update-expected` writes one row for.
-PinKey = tuple[str, str, str, str]
+PinKey = tuple[str, str, str, str, str, str]  # model, exporter, opset, device, dtype, ort_opt
 
 
 def outcome(r: Record, expect: Expect | None) -> str | None:
@@ -99,14 +99,15 @@ def updated_expected(
 ) -> list[Expect]:
     """The rows that make `records` exactly as expected. Rows written by hand (globs, or
     naming a shape or variant) are kept. Each model, exporter, opset and device of this run
-    gets an exact row (shape and variant `*`) where those do not already say how its cells
-    end: the worst status over its shapes and variants, and the stage it ended at. Exact
-    rows of cells outside this run are kept."""
+    (at a dtype and ORT optimisation) gets an exact row (shape and variant `*`) where those
+    do not already say how its cells end: the worst status over its shapes and variants,
+    and the stage it ended at. Exact rows of cells outside this run are kept."""
     old = expected.rows if expected else ()
     by_hand = tuple(e for e in old if _pinned(e) is None)
     groups: dict[PinKey, list[Record]] = {}
     for r in records:
-        groups.setdefault((r.model, r.exporter, str(r.opset), r.device), []).append(r)
+        key = (r.model, r.exporter, str(r.opset), r.device, r.dtype.value, r.ort_opt.value)
+        groups.setdefault(key, []).append(r)
     kept = [e for e in old if (k := _pinned(e)) is not None and k not in groups]
     fresh = [row for k, rs in groups.items() if (row := _exact_row(k, rs, old, by_hand, today))]
     return [*by_hand, *sorted(kept + fresh, key=lambda e: e.globs)]
@@ -114,7 +115,7 @@ def updated_expected(
 
 def _pinned(e: Expect) -> PinKey | None:
     """The cell fields an exact row names; None for a row written by hand (a glob, a shape)."""
-    key = (e.model, e.exporter, e.opset, e.device)
+    key = (e.model, e.exporter, e.opset, e.device, e.dtype, e.ort_opt)
     if e.shape != ANY or e.variant != ANY or any(c in v for v in key for c in "*?["):
         return None
     return key
@@ -134,7 +135,7 @@ def _exact_row(
     same = [r for r in group if r.status is worst.status]
     stages = {r.stage for r in same}
     previous = next((e for e in old if _pinned(e) == k and e.status is worst.status), None)
-    model, exporter, opset, device = k
+    model, exporter, opset, device, dtype, ort_opt = k
     row = Expect(
         exporter,
         opset,
@@ -144,6 +145,8 @@ def _exact_row(
         expires=previous.expires if previous else None,
         model=model,
         device=device,
+        dtype=dtype,
+        ort_opt=ort_opt,
     )
     if previous and previous.match:
         with_match = replace(row, match=previous.match)

@@ -1,8 +1,8 @@
 """Expected outcomes: one type and one matching grammar for a zoo entry's `expect=` and for
 the expected-status file (`expected/status.csv`).
 
-An `Expect` selects cells (model, exporter, opset, device, shape, variant, patch: each a glob)
-and names the outcome it expects: a status, the stage a failure happens at, and a regular
+An `Expect` selects cells (model, exporter, opset, device, shape, variant, patch, dtype, ORT
+optimisation: each a glob) and names the outcome it expects: a status, the stage a failure happens at, and a regular
 expression its error must contain. A cell the expectation selects but that fails some
 other way is a failure, shown with the expectation it did not match: a new way of failing
 never hides behind an old expectation.
@@ -16,10 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
 
-from harness.store.records import Cell, Record
+from harness.store.records import Cell, Dtype, OrtOpt, Record
 from harness.store.status import Stage, Status
 
 ANY = "*"
+DEFAULT_DTYPE, DEFAULT_ORT_OPT = Dtype.FLOAT32.value, OrtOpt.DEFAULT.value
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Expect:
     variant: str = ANY
     source: str = field(default="", compare=False)  # where it is written (file:line)
     patch: str = ANY  # the export-time patch (`none`: the plain call)
+    # The dtype and ORT optimisation axes: an expectation is about the cells it was written
+    # for, the model's own float32 under a default session, unless it says otherwise (`*`
+    # for every one); a float32 failure must not make a float16 cell's failure look expected.
+    dtype: str = DEFAULT_DTYPE
+    ort_opt: str = DEFAULT_ORT_OPT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "opset", str(self.opset))
@@ -81,6 +87,8 @@ class Expect:
             self.shape,
             self.variant,
             self.patch,
+            self.dtype,
+            self.ort_opt,
         )
 
     def selects(self, cell: Cell) -> bool:
@@ -92,6 +100,8 @@ class Expect:
             _shape(cell),
             cell.variant,
             cell.patch,
+            cell.dtype.value,
+            cell.ort_opt.value,
         )
         return all(fnmatch.fnmatchcase(v, g) for v, g in zip(values, self.globs, strict=True))
 

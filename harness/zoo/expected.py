@@ -65,7 +65,9 @@ class ZooExpected:
         return len(old), len(rows)
 
 
-Key = tuple[str, str, str, str, str]  # model, exporter, device, shape, patch
+Key = tuple[
+    str, str, str, str, str, str, str
+]  # model, exporter, device, shape, patch, dtype, ort_opt
 
 
 def raw_status(record: Record) -> Status | None:
@@ -89,13 +91,15 @@ def updated_rows(
 
 
 def _key(r: Record) -> Key:
-    return (r.model, r.exporter, r.device, "dynamic" if r.dynamic else "static", r.patch)
+    shape = "dynamic" if r.dynamic else "static"
+    return (r.model, r.exporter, r.device, shape, r.patch, r.dtype.value, r.ort_opt.value)
 
 
 def _group_rows(
     key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected, patched: bool
 ) -> list[Expect]:
-    """One model's rows for one exporter, device, shape and patch: one row for every opset where
+    """One model's rows for one exporter, device, shape, patch, dtype and ORT optimisation: one
+    row for every opset where
     two or more opsets ran and each failed alike, else one per opset."""
     previous = [e for e in old if _names(e, key)]
     ordered = sorted(records, key=lambda r: r.opset)
@@ -109,9 +113,9 @@ def _group_rows(
 
 
 def _names(e: Expect, key: Key) -> bool:
-    """The row is about this model, exporter, device, shape and patch (its globs select
-    them)."""
-    globs = (e.model, e.exporter, e.device, e.shape, e.patch)
+    """The row is about this model, exporter, device, shape, patch, dtype and ORT
+    optimisation (its globs select them)."""
+    globs = (e.model, e.exporter, e.device, e.shape, e.patch, e.dtype, e.ort_opt)
     return all(fnmatch.fnmatchcase(v, g) for v, g in zip(key, globs, strict=True))
 
 
@@ -138,6 +142,8 @@ def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected, patched: bool)
         # A patched cell's row names its patch; a plain cell's row names `none` only where
         # the run has patches, so that a file of a run without them keeps its columns.
         patch=r.patch if r.patch != NO_PATCH or patched else ANY,
+        dtype=r.dtype.value,
+        ort_opt=r.ort_opt.value,
     )
 
 

@@ -1,11 +1,14 @@
 """The expected-status file (`expected/status.csv`): CI's ratchet, kept in the repository.
 
 One `Expect` per row, in the grammar zoo entries use (harness.zoo.expect): the cell globs
-(model, exporter, opset, device, shape, variant, patch), the expected status, and optionally
-the stage and a regular expression the error must match. Lines starting with `#` are
-comments. Files written before the stage/match/shape/variant/patch columns existed still
-read (those columns then match anything); a file whose rows all match any patch is written
-without the patch column, as before it existed (the last column where it is written).
+(model, exporter, opset, device, shape, variant, patch, dtype, ORT optimisation), the
+expected status, and optionally the stage and a regular expression the error must match.
+Lines starting with `#` are comments. Files written before the stage/match/shape/variant/
+patch columns existed still read (those columns then match anything); before the dtype and
+ort_opt columns, a row is about the float32 cells under a default session (the only ones
+there were). The last columns are written only where a row needs them (patch: a row that
+names a patch; dtype, ort_opt: a row for another dtype or optimisation), so that a file of
+plain float32 runs keeps the columns it had.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from harness.store.status import Stage, Status
-from harness.zoo.expect import ANY, Expect
+from harness.zoo.expect import ANY, DEFAULT_DTYPE, DEFAULT_ORT_OPT, Expect
 
 COLUMNS = (
     "model",
@@ -32,12 +35,16 @@ COLUMNS = (
     "reason",
     "expires",
     "patch",
+    "dtype",
+    "ort_opt",
 )
 REQUIRED = ("model", "exporter", "opset", "device", "expected_status")
 HEADER = """\
 # Expected status per cell: the CI ratchet of `harness compare` (see `harness compare --help`).
 # A cell no row selects must pass (ok, xfail, skipped or xpass). Globs in the cell columns
-# (model, exporter, opset, device, shape, variant); exact rows win over glob rows; a row past
+# (model, exporter, opset, device, shape, variant, patch, dtype, ort_opt; a row without the
+# last two is about float32 cells under a default ORT session); exact rows win over glob
+# rows; a row past
 # its `expires` date (ISO) is ignored. `stage` and `match` (a regular expression searched in
 # the error) name the failure: a cell failing another way is not as expected.
 # Regenerate from a run with: harness compare --update-expected RUN_DIR
@@ -94,6 +101,8 @@ def _row(row: dict[str, str | None], source: str) -> Expect:
             shape=value("shape") or ANY,
             variant=value("variant") or ANY,
             patch=value("patch") or ANY,
+            dtype=value("dtype") or DEFAULT_DTYPE,
+            ort_opt=value("ort_opt") or DEFAULT_ORT_OPT,
             source=source,
         )
     except ValueError as exc:  # unknown status or stage, a bad date, glob or pattern
@@ -112,9 +121,16 @@ def write(path: Path, rows: Sequence[Expect], *, header: str = HEADER) -> None:
 
 
 def columns_for(rows: Sequence[Expect]) -> tuple[str, ...]:
-    """The columns a file of these rows has: the patch column (the last) only where a row
-    names a patch, so that files of runs without patches stay as they were."""
-    return COLUMNS if any(e.patch != ANY for e in rows) else COLUMNS[:-1]
+    """The columns a file of these rows has: up to the last optional one a row needs (patch:
+    a row that names one; dtype and ort_opt: a row about another dtype or optimisation), so
+    that files of plain float32 runs stay as they were."""
+    needed = [
+        any(e.patch != ANY for e in rows),
+        any(e.dtype != DEFAULT_DTYPE for e in rows),
+        any(e.ort_opt != DEFAULT_ORT_OPT for e in rows),
+    ]
+    last = max((i for i, need in enumerate(needed) if need), default=-1)
+    return COLUMNS[: len(COLUMNS) - len(needed) + last + 1]
 
 
 def _fields(e: Expect) -> list[str]:
@@ -131,4 +147,6 @@ def _fields(e: Expect) -> list[str]:
         e.reason,
         e.expires.isoformat() if e.expires else "",
         e.patch,
+        e.dtype,
+        e.ort_opt,
     ]

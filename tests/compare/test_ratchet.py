@@ -217,3 +217,20 @@ def test_the_repository_expected_file_has_the_current_columns():
     header = next(ln for ln in path.read_text().splitlines() if not ln.startswith("#"))
     assert header.split(",") == list(expected_file.columns_for(expected.rows))
     assert all(e.status for e in expected.rows)
+
+
+def test_update_expected_gives_a_float16_cell_a_row_of_its_own():
+    """The same model failing at float16 and passing at float32: one float16 row, and the
+    float32 cell must still pass (a row without a dtype is about float32 cells)."""
+    from dataclasses import replace
+
+    from harness.store.records import Dtype
+
+    full = record("m")
+    broken = failed("m", status="numerics_mismatch", stage="numerics")
+    half = broken.with_changes(cell=replace(broken.cell, dtype=Dtype.FLOAT16))
+    rows = updated_expected(None, [full, half], today=TODAY)
+    assert [(r.dtype, r.status) for r in rows] == [("float16", Status.NUMERICS_MISMATCH)]
+    assert kinds(ratchet([full, half], expectations(*rows))) == []
+    worse = broken  # the float32 cell now fails the way the float16 row says
+    assert BLOCKING in {f.severity for f in ratchet([worse, half], expectations(*rows)).findings}

@@ -99,7 +99,7 @@ def test_expected_file_round_trip_and_an_old_header_still_reads(tmp_path: Path) 
     expected_file.write(path, rows)
     back = expected_file.read(path)
     assert back.rows == rows
-    assert back.rows[0].source == f"{path}:8"
+    assert back.rows[0].source == f"{path}:{len(expected_file.HEADER.splitlines()) + 2}"
     old = tmp_path / "old.csv"
     old.write_text(
         "# comment\nmodel,exporter,opset,device,expected_status,reason,expires\n"
@@ -119,3 +119,33 @@ def test_a_bad_row_names_its_file_and_line(tmp_path: Path) -> None:
     path.write_text("model,exporter,opset,device,expected_status\nm,dynamo,18,cpu,nope\n")
     with pytest.raises(expected_file.ExpectedFileError, match=rf"{path}:2: unknown status 'nope'"):
         expected_file.read(path)
+
+
+def test_a_row_is_about_float32_cells_unless_it_names_a_dtype_or_optimisation(
+    tmp_path: Path,
+) -> None:
+    """A float32 failure must not make a float16 cell's failure look expected: a row without
+    the dtype and ort_opt columns (every file before them) selects float32 cells under a
+    default session; one that names them, or `*`, selects those."""
+    from dataclasses import replace as changed
+
+    from harness.store.records import Cell, Dtype, OrtOpt
+
+    plain = Cell("m", "dynamo", 18)
+    half = changed(plain, dtype=Dtype.FLOAT16)
+    fused = changed(plain, ort_opt=OrtOpt.FUSIONS)
+    row = Expect("dynamo", "18", "numerics_mismatch", model="m")
+    assert row.selects(plain) and not row.selects(half) and not row.selects(fused)
+    assert changed(row, dtype="float16").selects(half)
+    assert changed(row, dtype="*", ort_opt="*").selects(half) and changed(row, ort_opt="*").selects(
+        fused
+    )
+    path = tmp_path / "status.csv"
+    expected_file.write(path, (row,))
+    columns = next(ln for ln in path.read_text().splitlines() if ln.startswith("model,"))
+    assert columns.endswith(",reason,expires")  # a file of float32 rows keeps its columns
+    rows = (row, changed(row, dtype="bfloat16"), changed(row, ort_opt="fusions"))
+    expected_file.write(path, rows)
+    header = next(ln for ln in path.read_text().splitlines() if ln.startswith("model,"))
+    assert header.endswith(",patch,dtype,ort_opt")
+    assert expected_file.read(path).rows == rows

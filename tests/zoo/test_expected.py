@@ -94,3 +94,28 @@ def test_rows_name_the_patch_where_the_run_has_patches(tmp_path: Path) -> None:
     alone.update([plain])
     (row,) = expected_file.read(alone.path).rows
     assert row.patch == "*" and alone.path.read_text().splitlines()[1].endswith(",expires")
+
+
+def test_rows_of_a_reduced_precision_run_name_its_dtype_and_judge_only_its_cells(
+    tmp_path: Path,
+) -> None:
+    """A float16 run's failures get float16 rows: the float32 cell of the same model fails
+    or passes on its own, and a float32 row does not explain the float16 cell."""
+    from dataclasses import replace
+
+    from harness.store.records import Dtype
+
+    zoo = _zoo(tmp_path, pin=True)
+    full = _failed("m.a", KeyError("x"))
+    half = full.with_changes(cell=replace(full.cell, dtype=Dtype.FLOAT16))
+    zoo.update([half])
+    (row,) = expected_file.read(zoo.path).rows
+    assert (row.model, row.dtype, row.ort_opt) == ("m.a", "float16", "default")
+    assert zoo.path.read_text().splitlines()[1].endswith(",expires,patch,dtype")
+    assert judge(half, (row,), date.today()).status is Status.XFAIL
+    assert judge(full, (row,), date.today()).status is Status.EXPORT_FAILED
+    zoo.update([full])  # the float32 run adds its own row, the float16 one stays
+    rows = expected_file.read(zoo.path).rows
+    assert sorted(r.dtype for r in rows) == ["float16", "float32"]
+    float32_row = next(r for r in rows if r.dtype == "float32")
+    assert judge(half, (float32_row,), date.today()).status is Status.EXPORT_FAILED
