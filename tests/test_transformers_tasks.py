@@ -405,3 +405,17 @@ def test_the_task_probe_is_served_by_the_refresh_driver(tmp_path: Path) -> None:
     models = read_inventory(out)["models"]
     assert models["hf.bert.multiple-choice"]["choices"] == 3
     assert "past_values" in models["hf.patchtst.time-series-classification"]["reason"]
+
+
+def test_an_encoders_causal_lm_head_attends_causally() -> None:
+    """BERT's causal-LM head in its decoder mode, as a user sets it up: a later token does
+    not change an earlier position's logits (in its encoder mode it would)."""
+    pytest.importorskip("transformers")
+    spec = _spec("hf.bert.causal-lm")
+    torch.manual_seed(0)
+    ids, mask = spec.example_inputs()
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 100
+    first, second = _forward(spec, (ids, mask))[0], _forward(spec, (changed, mask))[0]
+    assert torch.equal(first[:, :-1], second[:, :-1])
+    assert not torch.equal(first[:, -1], second[:, -1])

@@ -44,7 +44,8 @@ _NOT_LAYER_COUNTS = {
 }
 _WIDTH = re.compile(
     r"(^|_)(hidden_size|d_model|n_embd|embed_dim|hidden_dim|projection_dim|embedding_size|"
-    r"embedding_dim|model_dim|emb_dim|upsample_initial_channel)$"
+    r"embedding_dim|model_dim|emb_dim|upsample_initial_channel|true_hidden_size|"
+    r"intra_bottleneck_size)$"
 )
 _FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|d_ff|n_inner|mlp_dim|ffn_hidden_size)$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|n_heads?|num_heads|attention_heads)$")
@@ -96,6 +97,7 @@ def shrink(values: dict[str, Any], *, tokens: dict[int, int]) -> dict[str, Any]:
     _fix_mamba(out)
     _fix_per_layer_lists(out, values.get("num_hidden_layers"), values.get("layer_types"))
     _fix_backbone_stages(out, values)
+    _fix_axial_positions(out)
     _fix_images(out)
     if isinstance(out.get("rope_parameters"), dict):
         out["rope_parameters"] = _shrunk_rope(out["rope_parameters"], out)
@@ -186,6 +188,14 @@ def _fill_missing(out: dict[str, Any]) -> None:
     for key, value in _MISSING.items():
         if key in out and out[key] is None:
             out[key] = value
+    # Defaults a released checkpoint's config always names: as many KV heads as query heads
+    # (Nemotron's default config leaves it None, which its own attention cannot divide by);
+    # the first language of a multilingual adapter model (X-MOD refuses to run without one).
+    if "num_key_value_heads" in out and out["num_key_value_heads"] is None:
+        out["num_key_value_heads"] = out.get("num_attention_heads")
+    languages = out.get("languages")
+    if "default_language" in out and out["default_language"] is None and languages:
+        out["default_language"] = languages[0]
     if "head_dim" in out and out["head_dim"] is None and _is_int(out.get("num_attention_heads")):
         if _is_int(out.get("hidden_size")) and out["num_attention_heads"]:
             out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
@@ -219,6 +229,18 @@ def _fix_backbone_stages(out: dict[str, Any], values: dict[str, Any]) -> None:
     out["out_indices"] = list(range(layers - count + 1, layers + 1))
     out["out_features"] = [f"stage{i}" for i in out["out_indices"]]
     out["stage_names"] = ["stem", *(f"stage{i}" for i in range(1, layers + 1))]
+
+
+def _fix_axial_positions(out: dict[str, Any]) -> None:
+    """Reformer's axial position embeddings: their dims split the hidden size (in the
+    default's proportions) and their shape's factors multiply to the positions."""
+    dims, shape = out.get("axial_pos_embds_dim"), out.get("axial_pos_shape")
+    if isinstance(dims, list) and _is_int(out.get("hidden_size")):
+        out["axial_pos_embds_dim"] = split_sizes(out["hidden_size"], dims)
+    positions = out.get("max_position_embeddings")
+    if isinstance(shape, list) and len(shape) == 2 and _is_int(positions):
+        rows = 1 << (positions.bit_length() - 1) // 2  # a power of two near the square root
+        out["axial_pos_shape"] = [rows, positions // rows]
 
 
 def _fix_kv_heads(out: dict[str, Any], old_heads: Any) -> None:

@@ -5,6 +5,7 @@ is built from one part), random weights, eval mode, behind the same wrapper as t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -12,25 +13,39 @@ import torch
 from model_zoo.transformers._build import model_class, offline
 from model_zoo.transformers._shrink import shrink, shrunk_config, split_sizes
 
+CAUSAL_LM = "causal-lm"
 
-def head_config(model_type: str, class_name: str) -> Any:
-    """The shrunk config `class_name` is built from. A sequence classifier of a decoder
-    model needs a pad token to batch (transformers refuses a batch of 2 without one, and
-    says to set it): where the config has none, the last id of its vocabulary is the pad,
-    which generated inputs never hold."""
+
+def head_config(model_type: str, class_name: str, tasks: Sequence[str] = ()) -> Any:
+    """The shrunk config `class_name` is built from, set up as a user sets it up for the
+    head's tasks."""
     config = _without_timm(shrunk_config(model_type))
-    _size_mrope(config.get_text_config() if hasattr(config, "get_text_config") else config)
+    _size_mrope(_text(config))
     wanted = getattr(model_class(class_name), "config_class", None)
     if wanted is not None and not isinstance(config, wanted) and hasattr(config, "get_text_config"):
         text = config.get_text_config()
         config = text if isinstance(text, wanted) else config
     if class_name.endswith("ForSequenceClassification"):
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        vocab = getattr(text, "vocab_size", None)
-        if getattr(text, "pad_token_id", 0) is None and isinstance(vocab, int):
-            text.pad_token_id = vocab - 1
-            config.pad_token_id = vocab - 1
+        _pad_for_batches(config)
+    if CAUSAL_LM in tasks and not getattr(config, "is_encoder_decoder", False):
+        # An encoder's causal-LM head (BERT's) attends causally only in its decoder mode,
+        # which transformers asks a user to set (`is_decoder=True`), as the decode suite does.
+        config.is_decoder = True
     return config
+
+
+def _text(config: Any) -> Any:
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def _pad_for_batches(config: Any) -> None:
+    """A sequence classifier of a decoder model needs a pad token to batch (transformers
+    refuses a batch of 2 without one, and says to set it): where the config has none, the
+    last id of its vocabulary is the pad, which generated inputs never hold."""
+    text = _text(config)
+    vocab = getattr(text, "vocab_size", None)
+    if getattr(text, "pad_token_id", 0) is None and isinstance(vocab, int):
+        text.pad_token_id = config.pad_token_id = vocab - 1
 
 
 def _without_timm(config: Any) -> Any:
@@ -60,10 +75,10 @@ def _size_mrope(text: Any) -> None:
     rope["mrope_section"] = split_sizes(head_dim // 2, [2, 3, 3])
 
 
-def build_head(model_type: str, class_name: str) -> torch.nn.Module:
+def build_head(model_type: str, class_name: str, tasks: Sequence[str] = ()) -> torch.nn.Module:
     """The head in eval mode, random weights (seeded by the caller), float32."""
     offline()
     import transformers
 
     transformers.logging.set_verbosity_error()
-    return model_class(class_name)(head_config(model_type, class_name)).eval()
+    return model_class(class_name)(head_config(model_type, class_name, tasks)).eval()

@@ -51,12 +51,12 @@ def probe(model_type: str, class_name: str, tasks: list[str]) -> dict[str, Any]:
     """The tasks inventory entry of one head: facts, or {"stage", "reason"}."""
     offline()
     try:
-        config = head_config(model_type, class_name)
+        config = head_config(model_type, class_name, tasks)
     except Exception as exc:
         return failure_entry("config", exc)
     try:
         torch.manual_seed(SEED)
-        model = build_head(model_type, class_name)
+        model = build_head(model_type, class_name, tasks)
     except Exception as exc:
         return failure_entry("build", exc)
     missing = missing_inputs(model)

@@ -126,8 +126,10 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
         reduced = ("inputs-reduced",)
     return ModelSpec(
         **common,
-        build=partial(_build, model_type, class_name, recipe),
-        example_inputs=partial(_example_inputs, model_type, class_name, recipe, layout),
+        build=partial(_build, model_type, class_name, tuple(tasks), recipe),
+        example_inputs=partial(
+            _example_inputs, model_type, class_name, tuple(tasks), recipe, layout
+        ),
         dynamic_shapes=dynamic_shapes(entry),
         dynamic_sizes=entry.get("sizes"),
         input_names=recipe,
@@ -158,17 +160,23 @@ def _layout(entry: dict[str, Any]) -> dict[str, int]:
     return {k: entry[k] for k in LAYOUT if entry.get(k)}
 
 
-def _build(model_type: str, class_name: str, recipe: tuple[str, ...]) -> Any:
+def _build(
+    model_type: str, class_name: str, tasks: tuple[str, ...], recipe: tuple[str, ...]
+) -> Any:
     from model_zoo.transformers._build import exportable
     from model_zoo.transformers._task_build import build_head
 
-    return exportable(build_head(model_type, class_name), recipe)
+    return exportable(build_head(model_type, class_name, tasks), recipe)
 
 
 def _example_inputs(
-    model_type: str, class_name: str, recipe: tuple[str, ...], layout: dict[str, int]
+    model_type: str,
+    class_name: str,
+    tasks: tuple[str, ...],
+    recipe: tuple[str, ...],
+    layout: dict[str, int],
 ) -> tuple[Any, ...]:
     from model_zoo.transformers._inputs import generate
     from model_zoo.transformers._task_build import head_config
 
-    return generate(head_config(model_type, class_name), recipe, **layout)
+    return generate(head_config(model_type, class_name, tasks), recipe, **layout)
