@@ -110,8 +110,8 @@ def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
     try:
         dynamo = record.exporter.startswith("dynamo")
         exported, failure = _export(subject, record.opset, workdir / "full", captured=not dynamo)
-        if exported is None:
-            return fallback(record, now=failure)
+        if exported is None:  # torch.export captures nothing of a TorchScript cell's model
+            return _captured_nothing(job, record, kind, start, now=failure)
         target = _as_raised(target, failure)
         program = Program(exported, subject.inputs.leaves())
         focus = _focus(program, target, record, failure, workdir / "full" / "model.onnx")
@@ -124,15 +124,18 @@ def _minimize(job: Job, record: Record, kind: str, start: float) -> Summary:
     return _write(job, record, kind, program, target, found)
 
 
-def _captured_nothing(job: Job, record: Record, kind: str, start: float) -> Summary:
-    """A capture failure: the module-level minimizer, else the record's facts."""
+def _captured_nothing(
+    job: Job, record: Record, kind: str, start: float, *, now: BaseException | None = None
+) -> Summary:
+    """Nothing captured (the cell's capture failed, or torch.export's of a TorchScript
+    cell's model, `now`): the module-level minimizer, else the record's facts."""
     try:
         summary = _by_module(job, record, kind, _subject(job, record), start, NOTHING_CAPTURED)
     except Exception as exc:  # an OpInfo sample's model, say: the record's facts stand
         summary = Summary(kind, "none", reason=f"module level: {type(exc).__name__}: {exc}")
     if summary.script is not None:
         return summary
-    facts = fallback(record)
+    facts = fallback(record, now=now)
     tried = (summary.reason or "").removeprefix(f"{NOTHING_CAPTURED}; ")
     return _with(facts, reason=f"{facts.reason}; {tried}"[:1000])
 

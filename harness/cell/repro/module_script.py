@@ -16,6 +16,7 @@ import ast
 import copy
 import importlib.machinery
 import inspect
+import pickle
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from harness.cell.repro import script
-from harness.cell.repro.modules import Call, PassThrough
+from harness.cell.repro.modules import KEYWORDS_BOUND_BY, Call, PassThrough
 from harness.cell.repro.oracle import Target
 
 MODULE = "repro_min_module.pt"
@@ -47,10 +48,13 @@ def write(folder: Path, module: torch.nn.Module, call: Call, target: Target, abo
     """Write the script, the module and its inputs into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     saved, passing = _without_pass_through(module)
+    saved = _without_local_hooks(saved)
     torch.save(saved, folder / MODULE)
     torch.save((call.inputs.args, call.inputs.kwargs), folder / script.INPUTS)
     sources = zoo_sources(saved)
-    (folder / script.SCRIPT).write_text(text(saved, target, about, sources, passing))
+    keywords = target.exporter == KEYWORDS_BOUND_BY and bool(call.inputs.kwargs)
+    script_text = text(saved, target, about, sources, passing, keywords=keywords)
+    (folder / script.SCRIPT).write_text(script_text)
 
 
 def _without_pass_through(
@@ -67,6 +71,36 @@ def _without_pass_through(
         container: Any = saved.get_submodule(parent)  # a ModuleList or Sequential
         container[int(index)] = torch.nn.Identity()
     return saved, passing
+
+
+HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _without_local_hooks(module: torch.nn.Module) -> torch.nn.Module:
+    """The module without the hooks pickle cannot save (transformers installs closures on
+    its layers to capture their outputs): the script's module runs without them, and the
+    script is verified in a fresh process, where a failure they made would not reproduce."""
+    local = [
+        (name, kind, key)
+        for name, sub in module.named_modules()
+        for kind in HOOKS
+        for key, hook in getattr(sub, kind).items()
+        if not _picklable(hook)
+    ]
+    if not local:
+        return module
+    saved = copy.deepcopy(module)
+    for name, kind, key in local:
+        getattr(saved.get_submodule(name), kind).pop(key)
+    return saved
+
+
+def _picklable(value: object) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:  # a local function or lambda: AttributeError, PicklingError
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -142,7 +176,10 @@ def text(
     about: Kept,
     sources: Sources | None,
     passing: list[tuple[str, bool]],
+    *,
+    keywords: bool = False,
 ) -> str:
+    """The script; `keywords`: TorchScript with keyword inputs, exported through `Call`."""
     last = "ort_run" if target.numerics else script.step_of(target.stage)
     steps = script.steps_for(last)
     imports = [*["import copy"] * target.numerics, "import sys", "import traceback"]
@@ -153,9 +190,10 @@ def text(
         "\n".join(imports + [i for i in (sources.imports if sources else []) if i not in imports]),
         *(sources.definitions if sources else []),
         *([_PASS_THROUGH] if passing else []),
+        *([_KEYWORD_CALL] if keywords else []),
         _constants(target) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
         *([script.MISMATCH] if target.numerics else []),
-        _main(target, steps, sources, passing=bool(passing)),
+        _main(target, steps, sources, passing=bool(passing), keywords=keywords),
     ]
     return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
 
@@ -213,6 +251,21 @@ class PassThrough(torch.nn.Module):
         return (x,) if self.tuple_out else x
 """
 
+_KEYWORD_CALL = """
+class Call(torch.nn.Module):
+    \"\"\"The module called as the model calls it (keyword inputs by keyword), its tensors
+    given positionally: the TorchScript exporter binds keyword inputs to positions itself.\"\"\"
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, *tensors):
+        given = iter(tensors)
+        a, k = torch.utils._pytree.tree_map_only(torch.Tensor, lambda _: next(given), (args, kwargs))
+        return self.module(*a, **k)
+"""
+
 _PUT_BACK = [
     "for where, tuple_out in PASS_THROUGH:",
     '    parent, _, index = where.rpartition(".")',
@@ -221,12 +274,19 @@ _PUT_BACK = [
 
 _TENSORS = "[t for t in torch.utils._pytree.tree_leaves({}) if torch.is_tensor(t)]"
 _FEEDS = [
-    f"leaves = {_TENSORS.format('(args, kwargs)')}",
+    f"leaves = tuple({_TENSORS.format('(args, kwargs)')})",
     'INPUT_NAMES = [f"input_{i}" for i in range(len(leaves))]',
 ]
 
 
-def _main(target: Target, steps: tuple[str, ...], sources: Sources | None, *, passing: bool) -> str:
+def _main(
+    target: Target,
+    steps: tuple[str, ...],
+    sources: Sources | None,
+    *,
+    passing: bool,
+    keywords: bool,
+) -> str:
     alias = (
         [f"sys.modules[{sources.module!r}] = sys.modules[__name__]  # the classes above"]
         if sources
@@ -238,10 +298,12 @@ def _main(target: Target, steps: tuple[str, ...], sources: Sources | None, *, pa
         f'module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
         *(_PUT_BACK if passing else []),
         f'args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
-        *(_FEEDS if feeds else []),
+        *(_FEEDS if feeds or keywords else []),
         'path = str(HERE / "repro_min.onnx")' if target.numerics else _PATH_AND_STEP,
         "try:",
-        script.export_line("module", target, kwargs=True, names=feeds),
+        script.export_line("Call(module)", target, names=feeds)
+        if keywords  # TorchScript takes the tensors, the wrapper passes them by keyword
+        else script.export_line("module", target, kwargs=True, names=feeds),
     ]
     if target.numerics:
         return "\n".join(body + _NUMERICS)

@@ -31,6 +31,8 @@ from harness.cell.stages import StageFailure
 from harness.store.error_text import signature_of
 from harness.store.status import Stage
 
+KEYWORDS_BOUND_BY = "torchscript"  # the exporter that makes keyword inputs positional
+
 
 @dataclass
 class Call:
@@ -101,6 +103,37 @@ def judged_inputs(call: Call) -> Inputs:
     )
 
 
+class KeywordCall(torch.nn.Module):
+    """A module called as the model called it (positional and keyword inputs), its tensors
+    given positionally: how a submodule with keyword inputs goes through the TorchScript
+    exporter, which binds keyword inputs to positions itself, and transformers' models
+    refuse that ("got multiple values for argument 'use_cache'"). The repro script writes
+    the same wrapper."""
+
+    def __init__(self, module: torch.nn.Module, inputs: Inputs) -> None:
+        super().__init__()
+        self.module = module
+        self.recorded = inputs
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        return self.recorded.map_tensors(lambda _: next(given)).call(self.module)
+
+
+def exported_as(
+    module: torch.nn.Module, call: Call, exporter: str
+) -> tuple[torch.nn.Module, Inputs]:
+    """What the cell's exporter is given for `module` with its recorded inputs: the module
+    and its inputs, or for TorchScript with keyword inputs, its `KeywordCall` and the
+    tensors."""
+    inputs = judged_inputs(call)
+    if exporter != KEYWORDS_BOUND_BY or not call.inputs.kwargs:
+        return module, inputs
+    return KeywordCall(module, call.inputs), Inputs(
+        tuple(inputs.leaves()), {}, (), inputs.input_names
+    )
+
+
 def failure_of(
     module: torch.nn.Module, call: Call, target: Target, workdir: Path
 ) -> tuple[Stage, str, str | None] | None:
@@ -109,8 +142,9 @@ def failure_of(
     failed; (numerics, "differs", None) where its ONNX outputs differ from its own eager
     outputs beyond the cell's tolerance; else None."""
     inputs = judged_inputs(call)
+    exported, given = exported_as(module, call, target.exporter)
     try:
-        got = through_stages(module, inputs, target, workdir)
+        got = through_stages(exported, given, target, workdir)
     except StageFailure as failure:
         return failure.stage, signature_of(failure.error), failures.signature(failure.error)
     except Exception:  # a module that cannot even be exported this way is no repro

@@ -27,6 +27,7 @@ CELLS = [
     ("repro_block_capture", "dynamo"),
     ("repro_block_export_only", "dynamo"),
     ("repro_block_tracer", "torchscript"),
+    ("repro_keyword_tracer", "torchscript"),
 ]
 
 
@@ -65,6 +66,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         ("repro_block_capture", "capture", "blocks.13"),
         ("repro_block_export_only", "numerics", "blocks.17"),
         ("repro_block_tracer", "export", "blocks.9"),
+        ("repro_keyword_tracer", "export", "blocks.5"),
     ],
 )
 def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
@@ -75,7 +77,7 @@ def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
     assert repro.method == "module"
     assert repro.reproduces is True, repro
     assert repro.verify is not None and repro.verify["exit_code"] == 1
-    assert repro.module == block and repro.module_class == "Block"
+    assert repro.module == block and repro.module_class in ("Block", "KeywordBlock")
     assert repro.params_before and repro.params_after
     assert repro.params_before > 20 * repro.params_after > 0
     # Stack > blocks > Block > mixers > Mixer > fc; Block > mixers > Identity
@@ -112,3 +114,15 @@ def test_the_mismatch_script_compares_the_block_with_its_own_eager_output(run: R
     )
     assert out.returncode == 1
     assert "AssertionError: output 0: max_abs" in out.stderr
+
+
+def test_a_block_called_by_keyword_goes_through_torchscript_by_keyword(run: Run) -> None:
+    """Exported alone with its keyword input, TorchScript binds it to a position and the
+    block's decorator passes `use_cache` again; the search and the script call it by
+    keyword inside a module that takes the tensor, so it fails the cell's way. torch.export
+    captures nothing of this model (a data-dependent branch): the module search still runs."""
+    assert "captured no program" in (run.repro("repro_keyword_tracer").reason or "")
+    text = run.script("repro_keyword_tracer").read_text()
+    assert "class Call(torch.nn.Module):" in text and "torch.onnx.export(Call(module)," in text
+    assert "REPRODUCED at export" in (run.repro("repro_keyword_tracer").verify or {})["output"]
+    assert "class Call" not in run.script("repro_block_tracer").read_text()  # positional

@@ -147,3 +147,24 @@ def test_a_module_mismatch_script_judges_by_the_cells_rule_and_exits_zero_where_
     out = _run(tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "not reproduced: outputs match eager" in out.stdout
+
+
+def _picklable_hook(module, args, output):  # type: ignore[no-untyped-def]
+    return output
+
+
+def test_a_module_is_saved_without_the_hooks_pickle_cannot_take() -> None:
+    """transformers installs closures on its layers to capture their outputs; torch.save
+    cannot pickle them, so the module repro's module is saved without them (and keeps the
+    hooks it can)."""
+    import pickle
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    model[0].register_forward_hook(lambda module, args, output: output)
+    model[1].register_forward_hook(_picklable_hook)
+    saved = module_script._without_local_hooks(model)
+    assert len(model[0]._forward_hooks) == 1  # the model itself keeps its hooks
+    assert not saved[0]._forward_hooks and len(saved[1]._forward_hooks) == 1
+    pickle.dumps(saved)
+    with pytest.raises((AttributeError, pickle.PicklingError)):
+        pickle.dumps(model)

@@ -9,12 +9,22 @@ captured node to cut, and the repro is that block, exported alone with the input
 - `repro_block_tracer`: block 9 of 24 calls an autograd.Function whose ONNX symbolic passes
   a string where TorchScript's graph wants a tensor (the TorchScript exporter fails in the
   tracer's own graph; torch.export inlines the function's forward, so the program it
-  captured exports fine).
+  captured exports fine);
+- `repro_keyword_tracer`: blocks called by keyword through a decorator that passes
+  `use_cache` on, as transformers' layers are, and block 5 of 24 has the tracer's quirk
+  above and a data-dependent branch, so that torch.export captures nothing of the model
+  either (no program to shrink): exported alone with its keyword input, the block fails
+  otherwise ("got multiple values for argument 'use_cache'") unless it is called by keyword
+  inside a module that takes the tensor.
 
 Each block holds a `ModuleList` of three residual mixers that the failure does not need.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -57,32 +67,57 @@ class Block(torch.nn.Module):
             return x * (0.5 if torch.compiler.is_exporting() else 0.25)
         if self.quirk == "symbolic":
             return Double.apply(x)
+        if self.quirk == "uncapturable":
+            return Double.apply(x) if x.abs().sum() > 0 else x  # true, but data-dependent
         return x
+
+
+def keeps_cache_flag(forward: Callable[..., Any]) -> Callable[..., Any]:
+    """Passes `use_cache` on by keyword, as transformers' decorators do."""
+
+    @functools.wraps(forward)
+    def wrapper(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("use_cache", False)
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+class KeywordBlock(Block):
+    """A block called by keyword, with more parameters after its input."""
+
+    @keeps_cache_flag
+    def forward(  # type: ignore[override]
+        self, hidden: torch.Tensor, mask: torch.Tensor | None = None, use_cache: bool = False
+    ) -> torch.Tensor:
+        return super().forward(hidden)
 
 
 class Stack(torch.nn.Module):
     """`depth` blocks between an input and an output projection; block `at` has `quirk`."""
 
-    def __init__(self, quirk: str, at: int, depth: int = 24, width: int = 16) -> None:
+    def __init__(
+        self, quirk: str, at: int, depth: int = 24, width: int = 16, block: type[Block] = Block
+    ) -> None:
         super().__init__()
         self.embed = torch.nn.Linear(8, width)
         self.blocks = torch.nn.ModuleList(
-            Block(width, quirk if i == at else "") for i in range(depth)
+            block(width, quirk if i == at else "") for i in range(depth)
         )
         self.head = torch.nn.Linear(width, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.embed(x)
         for block in self.blocks:
-            x = block(x)
+            x = block(hidden=x) if isinstance(block, KeywordBlock) else block(x)
         return self.head(x)
 
 
-def _spec(name: str, quirk: str, at: int) -> ModelSpec:
+def _spec(name: str, quirk: str, at: int, block: type[Block] = Block) -> ModelSpec:
     return ModelSpec(
         name=name,
         family="seed",
-        build=lambda: Stack(quirk, at),
+        build=lambda: Stack(quirk, at, block=block),
         example_inputs=lambda: (torch.rand(2, 8),),
         tags=("repro",),
     )
@@ -92,4 +127,5 @@ SPECS = [
     _spec("repro_block_capture", "data_dependent", 13),
     _spec("repro_block_export_only", "export_only", 17),
     _spec("repro_block_tracer", "symbolic", 9),
+    _spec("repro_keyword_tracer", "uncapturable", 5, KeywordBlock),
 ]
