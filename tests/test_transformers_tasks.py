@@ -419,3 +419,15 @@ def test_an_encoders_causal_lm_head_attends_causally() -> None:
     first, second = _forward(spec, (ids, mask))[0], _forward(spec, (changed, mask))[0]
     assert torch.equal(first[:, :-1], second[:, :-1])
     assert not torch.equal(first[:, -1], second[:, -1])
+
+
+def test_the_expected_failures_name_built_heads_and_judge_their_cells() -> None:
+    from harness.zoo import expected_file
+
+    rows = expected_file.read(_tasks.TASKS_EXPECTED).rows
+    assert len(rows) > 100
+    specs = {s.name: s for s in discovery.load_file(ZOO_FILE)}
+    for row in rows:
+        assert row.model in BUILT, f"{row.source}: {row.model} is not a built head"
+        assert row.status is not None and row.stage is not None and row.reason, row.source
+        assert row in specs[row.model].expect  # the entry judges its cells with it

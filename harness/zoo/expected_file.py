@@ -44,9 +44,9 @@ HEADER = """\
 # A cell no row selects must pass (ok, xfail, skipped or xpass). Globs in the cell columns
 # (model, exporter, opset, device, shape, variant, patch, dtype, ort_opt; a row without the
 # last two is about float32 cells under a default ORT session); exact rows win over glob
-# rows; a row past
-# its `expires` date (ISO) is ignored. `stage` and `match` (a regular expression searched in
-# the error) name the failure: a cell failing another way is not as expected.
+# rows; a row past its `expires` date (ISO) is ignored. `stage` and `match` (a regular
+# expression searched in the error) name the failure: a cell failing another way is not as
+# expected.
 # Regenerate from a run with: harness compare --update-expected RUN_DIR
 """
 
