@@ -121,17 +121,13 @@ class KeywordCall(torch.nn.Module):
 
 
 def exported_as(
-    module: torch.nn.Module, call: Call, exporter: str
+    module: torch.nn.Module, inputs: Inputs, exporter: str
 ) -> tuple[torch.nn.Module, Inputs]:
-    """What the cell's exporter is given for `module` with its recorded inputs: the module
-    and its inputs, or for TorchScript with keyword inputs, its `KeywordCall` and the
-    tensors."""
-    inputs = judged_inputs(call)
-    if exporter != KEYWORDS_BOUND_BY or not call.inputs.kwargs:
+    """What the cell's exporter is given for `module` with its recorded `inputs`: both as
+    they are, or for TorchScript with keyword inputs, a `KeywordCall` and the tensors."""
+    if exporter != KEYWORDS_BOUND_BY or not inputs.kwargs:
         return module, inputs
-    return KeywordCall(module, call.inputs), Inputs(
-        tuple(inputs.leaves()), {}, (), inputs.input_names
-    )
+    return KeywordCall(module, inputs), Inputs(tuple(inputs.leaves()), {}, (), inputs.input_names)
 
 
 def failure_of(
@@ -142,7 +138,7 @@ def failure_of(
     failed; (numerics, "differs", None) where its ONNX outputs differ from its own eager
     outputs beyond the cell's tolerance; else None."""
     inputs = judged_inputs(call)
-    exported, given = exported_as(module, call, target.exporter)
+    exported, given = exported_as(module, inputs, target.exporter)
     try:
         got = through_stages(exported, given, target, workdir)
     except StageFailure as failure:
