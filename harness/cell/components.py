@@ -120,18 +120,34 @@ def _timed(
 def _restoring_call(
     submodule: torch.nn.Module, kwargs: dict[str, Any]
 ) -> Callable[[], object] | None:
+    """The submodule's call on `kwargs`, its cache cropped back after each; None where the
+    cache cannot be (recurrent or linear-attention states: transformers' caches refuse
+    `get_seq_length` or `crop` for them, which a first call finds out)."""
     cache = next((v for k, v in kwargs.items() if k in ("cache", "past_key_values")), None)
     if cache is None:
         return lambda: submodule(**kwargs)
     if not hasattr(cache, "crop") or not hasattr(cache, "get_seq_length"):
         return None
-    length = cache.get_seq_length()
+    try:
+        length = cache.get_seq_length()
+    except ValueError:  # no attention layer to count the tokens of
+        return None
 
-    def call() -> object:
-        out = submodule(**kwargs)
+    def restore() -> None:
         added = cache.get_seq_length() - length
         if added:
             cache.crop(-added)  # transformers' crop(-n) drops the last n tokens
+
+    with torch.inference_mode():
+        submodule(**kwargs)
+    try:
+        restore()
+    except RuntimeError:  # a layer that keeps no past states to roll back
+        return None
+
+    def call() -> object:
+        out = submodule(**kwargs)
+        restore()
         return out
 
     return call

@@ -8,8 +8,9 @@ past and returns the last position's logits, keeping its own cache. Eager's step
 language model's forward with its cache (what `generate(do_sample=False)` runs, without
 logits processors, for exactly NEW_TOKENS steps); a one-graph step (the decode suite's
 graphs: the past cache's tensors in, the present's out) feeds its outputs back as its next
-inputs; a component step (transformers' exporter) runs `prefill`, then `decode`, on the
-kwargs the components were traced with, the cache rebuilt by transformers' own runner.
+inputs; a component step (transformers' exporter) runs `prefill` (a multimodal model's
+`language_model` and `lm_head`), then `decode`, on the kwargs the components were traced
+with, the cache rebuilt by transformers' own runner.
 
 A first difference where eager's two best logits are closer than ORT's logits error at that
 step is a tie of random weights, not the export's fault: recorded as such (`tie_gap`).
@@ -189,10 +190,14 @@ def graph_step(
 def component_step(runners: Mapping[str, Any], traced: Mapping[str, Mapping[str, Any]]) -> Step:
     """transformers' `prefill` then `decode` components through transformers' own runners,
     on the kwargs each was traced with (a fresh copy of the prefill's empty cache first,
-    then the cache the runner rebuilt from the graph's outputs)."""
+    then the cache the runner rebuilt from the graph's outputs). A multimodal model's
+    prefill is its `language_model` then its `lm_head` (`split_prefill`)."""
     state: dict[str, Any] = {"cache": None}
 
     def step(new: torch.Tensor, past: int) -> torch.Tensor:
+        if state["cache"] is None and "prefill" not in runners:
+            first, state["cache"] = split_prefill(runners, traced, new)
+            return first
         name = "prefill" if state["cache"] is None else "decode"
         traced_kwargs = traced[name]
         cache_key = _cache_key(traced_kwargs)
@@ -207,6 +212,25 @@ def component_step(runners: Mapping[str, Any], traced: Mapping[str, Mapping[str,
         return logits
 
     return step
+
+
+def split_prefill(
+    runners: Mapping[str, Any], traced: Mapping[str, Mapping[str, Any]], prompt_ids: torch.Tensor
+) -> tuple[torch.Tensor, Any]:
+    """A multimodal model's first step: its `language_model` on the kwargs traced from the
+    prompt (the prompt's embeddings, which transformers leaves to the caller to assemble,
+    and a fresh copy of the empty cache), then its `lm_head` on its hidden states.
+    Returns the last position's logits and the language model's cache."""
+    missing = sorted({"language_model", "lm_head", "decode"} - set(runners))
+    if missing:
+        raise KeyError(f"no component {missing[0]!r} among {sorted(runners)} to generate with")
+    kwargs = copy.deepcopy(dict(traced["language_model"]))
+    embeds = kwargs.get("inputs_embeds")
+    if embeds is None or embeds.shape[1] != prompt_ids.shape[-1]:
+        raise ValueError("the language model was not traced on the prompt's embeddings")
+    out = runners["language_model"](**kwargs)
+    logits = runners["lm_head"](input=out.last_hidden_state)
+    return torch.as_tensor(logits)[0, -1], cache_of(out)
 
 
 def cache_of(output: Any) -> Any:

@@ -5,11 +5,13 @@ numerics. Real transformers models from shrunk configs, real exports, real ORT."
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import onnx
 import pytest
@@ -218,3 +220,55 @@ def test_a_component_that_differs_fails_naming_it_and_the_fused_ops() -> None:
     assert "decode.logits: max_abs 2.5" in text
     assert text.endswith("fused ops: GroupQueryAttention x2")
     components.require_ok({"prefill": ComponentCheck([good])}, None)
+
+
+def _traced(model_type: str) -> tuple[torch.nn.Module, torch.Tensor, dict[str, Any]]:
+    """The decode entry's model as transformers' exporter takes it, the prompt, and the
+    components transformers' `decompose_for_generation` traces from it (module, kwargs)."""
+    from transformers.exporters.utils import decompose_for_generation
+
+    from harness.cell.exporters.hf import pretrained
+
+    torch.manual_seed(0)
+    model = pretrained(build_lm(model_type, "causal-lm"))
+    assert model is not None
+    ids = generation.prompt(model)
+    traced = decompose_for_generation(
+        model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    )
+    return model, ids, traced
+
+
+def test_a_multimodal_prefill_generates_through_its_language_model_and_lm_head() -> None:
+    """Gemma 3 is split into `language_model`, `lm_head` and `decode` (no `prefill`): its
+    first step is the language model on the prompt's traced embeddings, then the head.
+    The components' eager modules stand in for their ORT runners here (the same call
+    signature); the decode suite's run judges the exported graphs."""
+    model, ids, traced = _traced("gemma3")
+    assert sorted(traced) == ["decode", "language_model", "lm_head"]
+    runners = {name: module for name, (module, _) in traced.items()}
+    kwargs = {name: kw for name, (_, kw) in traced.items()}
+    tokens, _ = generation.greedy(generation.component_step(runners, kwargs), ids)
+    eager_tokens, _ = generation.greedy(generation.eager_step(model), ids)
+    assert tokens == eager_tokens
+    with pytest.raises(KeyError, match="no component 'lm_head'"):
+        without_head = {k: v for k, v in runners.items() if k != "lm_head"}
+        generation.split_prefill(without_head, kwargs, ids)
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "lara_mini"])
+def test_eager_is_left_untimed_where_its_cache_cannot_be_rolled_back(model_type: str) -> None:
+    """Mamba's cache has no attention layer to count tokens in, LARA's linear-attention
+    layers keep no past to crop: the decode component is then timed in ORT alone (it was a
+    harness_error). A cache that can be cropped comes back to its length after each call."""
+    _, _, traced = _traced(model_type)
+    module, kwargs = traced["decode"]
+    assert components._restoring_call(module, copy.deepcopy(kwargs)) is None
+    _, _, traced = _traced("qwen2")
+    module, kwargs = traced["decode"]
+    kwargs = copy.deepcopy(kwargs)
+    length = kwargs["cache"].get_seq_length()
+    call = components._restoring_call(module, kwargs)
+    assert call is not None
+    call()
+    assert kwargs["cache"].get_seq_length() == length
