@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from model_zoo.transformers._build import model_class, offline
+from model_zoo.transformers._build import model_class, offline, start_decoding_as_checkpoints_do
 from model_zoo.transformers._inputs import token_ids
 from model_zoo.transformers._shrink import shrunk_config
 
@@ -78,7 +78,9 @@ def build_lm(model_type: str, head: str) -> torch.nn.Module:
 
     transformers.logging.set_verbosity_error()
     cls = model_class(head_class(model_type, head))
-    return cls(decode_config(model_type, cls)).eval()
+    model = cls(decode_config(model_type, cls)).eval()
+    start_decoding_as_checkpoints_do(model)
+    return model
 
 
 def register_caches(model: torch.nn.Module) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from model_zoo.transformers._build import model_class, offline
+from model_zoo.transformers._build import model_class, offline, start_decoding_as_checkpoints_do
 from model_zoo.transformers._shrink import shrink, shrunk_config, split_sizes
 
 CAUSAL_LM = "causal-lm"
@@ -81,4 +81,6 @@ def build_head(model_type: str, class_name: str, tasks: Sequence[str] = ()) -> t
     import transformers
 
     transformers.logging.set_verbosity_error()
-    return model_class(class_name)(head_config(model_type, class_name, tasks)).eval()
+    model = model_class(class_name)(head_config(model_type, class_name, tasks)).eval()
+    start_decoding_as_checkpoints_do(model)
+    return model

@@ -96,3 +96,30 @@ def test_whisper_exports_for_generation_from_its_audio_and_each_component_is_jud
         assert check.ok and check.checks, name
         # Each component runs on the audio: the encoder's output is one of its outputs.
         assert f"{name}.encoder_last_hidden_state" in {c.name for c in check.checks}
+
+
+def test_a_seq2seq_decoder_step_exports_for_generation_from_the_source_text() -> None:
+    """The decode suite's T5 entry is one step of its decoder (decoder ids and the encoder's
+    states): a user generates from the source text, so the export does, and T5's config,
+    which names no token to start decoding from, starts from padding as its checkpoints'
+    generation config does (generate refused it before)."""
+    import torch
+    from transformers.exporters.utils import decompose_for_generation
+
+    from harness.cell.exporters.hf import generation_inputs
+    from harness.cell.generation import PROMPT_TOKENS
+    from model_zoo.transformers._decode import build_lm
+
+    t5 = build_lm("t5", "seq2seq-lm")
+    assert t5.generation_config.decoder_start_token_id == t5.config.pad_token_id == 0
+    step = {
+        "input_ids": torch.zeros(1, 1, dtype=torch.int64),
+        "encoder_hidden_states": torch.randn(1, 16, t5.config.d_model),
+        "encoder_attention_mask": torch.ones(1, 16, dtype=torch.int64),
+    }
+    source = generation_inputs(t5, step)
+    assert set(source) == {"input_ids", "attention_mask"}
+    assert source["input_ids"].shape == (1, PROMPT_TOKENS)
+    traced = decompose_for_generation(t5, source)
+    assert list(traced) == ["prefill", "decode"]
+    assert "encoder_outputs" in traced["decode"][1]

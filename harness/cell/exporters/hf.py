@@ -42,6 +42,9 @@ NAME = "transformers"
 COMPONENT = "model"  # the one component `export` (not `export_for_generation`) writes
 # A language model's inputs: it generates from the harness's prompt instead.
 TEXT_INPUTS = {"input_ids", "attention_mask", "token_type_ids", "position_ids"}
+# A decoder step's inputs from its encoder (the decode suite's seq2seq steps): a user
+# generates from the source text, and `generate` refuses them.
+STEP_INPUTS = {"encoder_hidden_states", "encoder_attention_mask"}
 
 
 def _exporters() -> object | None:
@@ -170,11 +173,14 @@ def generation_inputs(
     model: PreTrainedModel, given: Mapping[str, torch.Tensor | Cache]
 ) -> dict[str, torch.Tensor]:
     """What a user generates from: a language model's text, the harness's prompt (the one
-    the token-by-token check generates from, harness.cell.generation); a model fed more
-    than text (a speech recogniser's audio features, a vision-language model's images and
-    the text holding their tokens), the zoo entry's own inputs, as its processor gives
-    them."""
-    tensors = {k: v for k, v in given.items() if isinstance(v, torch.Tensor)}
+    the token-by-token check generates from, harness.cell.generation), which is also an
+    encoder-decoder's source text where the entry is one of its decoder's steps; a model
+    fed more than text (a speech recogniser's audio features, a vision-language model's
+    images and the text holding their tokens), the zoo entry's own inputs, as its
+    processor gives them."""
+    tensors = {
+        k: v for k, v in given.items() if isinstance(v, torch.Tensor) and k not in STEP_INPUTS
+    }
     if set(tensors) - TEXT_INPUTS:
         return tensors
     ids = generation.prompt(model)
