@@ -170,10 +170,14 @@ def named_outputs(value: Any, prefix: str = "") -> list[tuple[str, torch.Tensor]
 def start_decoding_as_checkpoints_do(model: torch.nn.Module) -> None:
     """An encoder-decoder whose config names no token to start decoding from (T5's family:
     the config class has none, the checkpoints' generation config starts from the padding
-    token) gets the padding token, as `generate` needs one."""
+    token; an `EncoderDecoderModel`, whose users set it) gets the padding token of its
+    config or of its decoder's, as `generate` needs one."""
     settings = getattr(model, "generation_config", None)
     config: Any = getattr(model, "config", None)
     if settings is None or not getattr(config, "is_encoder_decoder", False):
         return
     if settings.decoder_start_token_id is None and settings.bos_token_id is None:
-        settings.decoder_start_token_id = getattr(config, "pad_token_id", None)
+        pads = (
+            getattr(c, "pad_token_id", None) for c in (config, getattr(config, "decoder", None))
+        )
+        settings.decoder_start_token_id = next((p for p in pads if p is not None), None)

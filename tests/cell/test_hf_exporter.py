@@ -98,11 +98,15 @@ def test_whisper_exports_for_generation_from_its_audio_and_each_component_is_jud
         assert f"{name}.encoder_last_hidden_state" in {c.name for c in check.checks}
 
 
-def test_a_seq2seq_decoder_step_exports_for_generation_from_the_source_text() -> None:
-    """The decode suite's T5 entry is one step of its decoder (decoder ids and the encoder's
-    states): a user generates from the source text, so the export does, and T5's config,
-    which names no token to start decoding from, starts from padding as its checkpoints'
-    generation config does (generate refused it before)."""
+@pytest.mark.parametrize("model_type", ["t5", "encoder-decoder"])
+def test_a_seq2seq_decoder_step_exports_for_generation_from_the_source_text(
+    model_type: str,
+) -> None:
+    """The decode suite's seq2seq entries are one step of a decoder (decoder ids and the
+    encoder's states): a user generates from the source text, so the export does. T5's
+    config names no token to start decoding from (its checkpoints' generation config starts
+    from padding) and an EncoderDecoderModel's leaves it to its user: both start from the
+    padding token (generate refused them before)."""
     import torch
     from transformers.exporters.utils import decompose_for_generation
 
@@ -110,16 +114,16 @@ def test_a_seq2seq_decoder_step_exports_for_generation_from_the_source_text() ->
     from harness.cell.generation import PROMPT_TOKENS
     from model_zoo.transformers._decode import build_lm
 
-    t5 = build_lm("t5", "seq2seq-lm")
-    assert t5.generation_config.decoder_start_token_id == t5.config.pad_token_id == 0
+    model = build_lm(model_type, "seq2seq-lm")
+    assert model.generation_config.decoder_start_token_id == 0  # both decoders pad with 0
     step = {
         "input_ids": torch.zeros(1, 1, dtype=torch.int64),
-        "encoder_hidden_states": torch.randn(1, 16, t5.config.d_model),
+        "encoder_hidden_states": torch.randn(1, 16, 8),
         "encoder_attention_mask": torch.ones(1, 16, dtype=torch.int64),
     }
-    source = generation_inputs(t5, step)
+    source = generation_inputs(model, step)
     assert set(source) == {"input_ids", "attention_mask"}
     assert source["input_ids"].shape == (1, PROMPT_TOKENS)
-    traced = decompose_for_generation(t5, source)
+    traced = decompose_for_generation(model, source)
     assert list(traced) == ["prefill", "decode"]
     assert "encoder_outputs" in traced["decode"][1]
