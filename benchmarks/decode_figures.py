@@ -76,11 +76,12 @@ def debt(records: Sequence[Record]) -> list[str]:
     obsolete: Counter[str] = Counter()
     for r in searched:
         assert r.workarounds is not None
-        needed.update(r.workarounds.needed)
+        needed.update(list(r.workarounds.needed))  # its keys: the names (values: why)
         obsolete.update(r.workarounds.obsolete)
     still = sorted(needed, key=lambda n: (-needed[n], n))
     lines = [
-        f"{len(searched)} architectures searched; {len(still)} workarounds still needed,"
+        f"{len(searched)} cells searched ({len({r.model for r in searched})} architectures);"
+        f" {len(still)} workarounds still needed,"
         f" {len(set(obsolete) - set(needed))} obsolete for every architecture that used them",
         "",
         "| workaround | needed by | obsolete for |",
