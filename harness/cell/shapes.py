@@ -53,7 +53,7 @@ class Inputs:
         )
 
 
-def _pytree_node(value: object) -> pytree.NodeDef | None:
+def pytree_node(value: object) -> pytree.NodeDef | None:
     """The pytree registration of a container other than tuple, list and dict (a
     transformers cache, registered by transformers' export helpers), or None."""
     if isinstance(value, tuple | list | dict):
@@ -69,12 +69,18 @@ def _map(value: object, fn: Callable[[torch.Tensor], torch.Tensor]) -> object:
     if isinstance(value, list):
         return [_map(v, fn) for v in value]
     if isinstance(value, dict):
-        return {k: _map(v, fn) for k, v in value.items()}
-    node = _pytree_node(value)
+        return _same_kind(value, {k: _map(v, fn) for k, v in value.items()})
+    node = pytree_node(value)
     if node is not None:
         children, context = node.flatten_fn(value)
         return node.unflatten_fn([_map(c, fn) for c in children], context)
     return value
+
+
+def _same_kind(value: dict[object, object], items: dict[object, object]) -> object:
+    """`items` as a dict of `value`'s own class (a model output transformers passes on,
+    which the model reads by position: `encoder_outputs[0]`)."""
+    return items if type(value) is dict else type(value)(items)
 
 
 def _fresh(value: object) -> object:
@@ -84,8 +90,8 @@ def _fresh(value: object) -> object:
     if isinstance(value, list):
         return [_fresh(v) for v in value]
     if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if _pytree_node(value) is not None:
+        return _same_kind(value, {k: _fresh(v) for k, v in value.items()})
+    if pytree_node(value) is not None:
         return _map(value, torch.Tensor.clone)
     return value
 
@@ -103,7 +109,7 @@ def _walk(value: object, spec: object) -> Iterator[tuple[torch.Tensor, dict[int,
         named = spec if isinstance(spec, dict) else {}
         for k, v in value.items():
             yield from _walk(v, named.get(k))
-    elif (node := _pytree_node(value)) is not None:
+    elif (node := pytree_node(value)) is not None:
         # A registered container: its children in its flattening order, with a spec given
         # as a list of the same length (torch.export's form for such an input).
         yield from _walk(node.flatten_fn(value)[0], spec)

@@ -89,3 +89,27 @@ def test_compare_names_a_workaround_no_longer_needed_and_one_newly_needed() -> N
         replace(base, workarounds=before), replace(base, workarounds=untried)
     )
     assert [f.kind for f in found] == ["workaround_needed"]  # `a` untried: not called obsolete
+
+
+def test_a_translation_of_transformers_is_used_where_its_op_is_translated() -> None:
+    """transformers' table passed to `torch.onnx.export` as its exporter passes it: the
+    translation of an op in the program counts as used; disabled, it leaves the table."""
+    import torch
+
+    class Masked(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.masked_fill(x > 0.5, 0.0)
+
+    table = hf_debt._translations()
+    name = next(n for n in hf_debt.workarounds() if n.endswith("._aten_masked_fill"))
+    export = torch.onnx.export
+    with hf_debt.observed() as used:
+        program = torch.export.export(Masked(), (torch.rand(2, 3),))
+        torch.onnx.export(program, (), custom_translation_table=table, dynamo=True)
+    assert name in used and "exporter_onnx._aten_grouped_mm" not in used
+    assert torch.onnx.export is export
+    keys = set(table)
+    with hf_debt.disabled(name):
+        assert not any(hf_debt.name_of(fn) == name for fn in table.values())
+        assert torch.ops.aten.masked_fill.Scalar not in table
+    assert set(table) == keys

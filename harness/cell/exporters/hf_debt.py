@@ -1,14 +1,17 @@
 """transformers' workarounds around torch.export and torch.onnx, one by one: the patches it
 installs while exporting (`transformers.exporters.utils._PATCHES[backend]`: `(object path,
 attribute, factory)`), its FX node and program fixes (`_FX_NODE_FIXES`,
-`_FX_PROGRAM_FIXES`) and its ONNX IR fixes (`exporter_onnx._IR_FIXES`). Each is named by
-its function (`exporter_onnx._patch_where`); a factory registered on several paths is one
-workaround.
+`_FX_PROGRAM_FIXES`), its ONNX IR fixes (`exporter_onnx._IR_FIXES`) and its own ONNX
+translations (`exporter_onnx._ONNX_TRANSLATION_TABLE`, passed to `torch.onnx.export` as
+`custom_translation_table`: `_aten_grouped_mm` for the mixture-of-experts op torchlib lacks).
+Each is named by its function (`exporter_onnx._patch_where`); a factory registered on several
+paths, or a translation on several ops, is one workaround.
 
 `observed()` records which of them did something during an export (a patch's replacement
-was called, a node fix took a node, an IR fix changed the graph); `disabled(name)` turns one
-off (a patch installs the original, a fix does nothing). The debt search (harness.cell.debt)
-turns off, one at a time, those an export used.
+was called, a node fix took a node, an IR fix changed the graph, a translated op is in the
+program `torch.onnx.export` translated); `disabled(name)` turns one off (a patch installs the
+original, a fix does nothing, a translation leaves the table). The debt search
+(harness.cell.debt) turns off, one at a time, those an export used.
 """
 
 from __future__ import annotations
@@ -35,11 +38,20 @@ def name_of(fn: Callable[..., Any]) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{getattr(fn, '__name__', repr(fn))}"
 
 
+def _translations() -> dict[Any, Callable[..., Any]]:
+    """transformers' ONNX translations by op, the dict its exporter passes on."""
+    from transformers.exporters import exporter_onnx
+
+    table: dict[Any, Callable[..., Any]] = exporter_onnx._ONNX_TRANSLATION_TABLE
+    return table
+
+
 def workarounds() -> list[str]:
     """Every workaround the installed transformers registers, by name, sorted."""
     patches, fixes = _registries()
     found = {name_of(fn) for entries in patches.values() for _, _, fn in entries}
     found |= {name_of(fn) for fix_list in fixes for fn in fix_list}
+    found |= {name_of(fn) for fn in _translations().values()}
     return sorted(found)
 
 
@@ -102,8 +114,33 @@ def observed() -> Iterator[set[str]]:
 
         return fixed
 
-    with _swapped(wrap_patch, wrap_fix):
+    with _swapped(wrap_patch, wrap_fix), _translations_observed(used):
         yield used
+
+
+@contextlib.contextmanager
+def _translations_observed(used: set[str]) -> Iterator[None]:
+    """`torch.onnx.export` watched while the block runs: where it is given transformers'
+    table, the translations of the ops in the program it translated (after its
+    decompositions, which keep the table's ops) go into `used`."""
+    import torch.onnx
+
+    table, export = _translations(), torch.onnx.export
+
+    @functools.wraps(export)
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        program = export(*args, **kwargs)
+        translated = getattr(program, "exported_program", None)
+        if kwargs.get("custom_translation_table") is table and translated is not None:
+            ops = {node.target for node in translated.graph.nodes}
+            used.update(name_of(fn) for op, fn in table.items() if op in ops)
+        return program
+
+    torch.onnx.export = watched
+    try:
+        yield
+    finally:
+        torch.onnx.export = export
 
 
 def _fingerprint(graph: Any) -> object:
@@ -128,8 +165,15 @@ def disabled(name: str) -> Iterator[None]:
     def wrap_fix(fix: Callable[..., Any]) -> Callable[..., Any]:
         return _does_nothing if name_of(fix) == name else fix
 
-    with _swapped(wrap_patch, wrap_fix):
-        yield
+    table = _translations()
+    removed = {op: fn for op, fn in table.items() if name_of(fn) == name}
+    for op in removed:
+        del table[op]
+    try:
+        with _swapped(wrap_patch, wrap_fix):
+            yield
+    finally:
+        table.update(removed)
 
 
 def _does_nothing(*_: Any) -> bool:

@@ -26,6 +26,7 @@ import onnx
 import torch
 
 from harness.cell import exporters, failures
+from harness.cell.dynamic import verification_shapes
 from harness.cell.exporters.request import ExportRequest
 from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.precision import cast_inputs, cast_model
@@ -43,6 +44,7 @@ from harness.store.details import Divergence
 from harness.store.error_text import signature_of
 from harness.store.records import Record
 from harness.store.status import Stage
+from harness.zoo.spec import DynamicShapes
 
 SEED = 0
 PROGRAM = "the program torch.export captured (after the dynamo exporter's decompositions)"
@@ -75,6 +77,8 @@ class Subject:
     inputs: Inputs
     tolerance: tuple[float, float]
     sample: int | None = None
+    # A dynamic cell's inputs at its first verification shape, and its dynamic shapes.
+    dynamic: tuple[Inputs, DynamicShapes] | None = None
 
 
 def minimize(job: Job) -> Summary:
@@ -151,7 +155,7 @@ def _by_module(
     workdir = Path(tempfile.mkdtemp(prefix="harness-repro-module-"))
     try:
         outcome = modules.minimize_module(
-            subject.model, subject.inputs, target, workdir, start + job.bound_s
+            subject.model, subject.inputs, target, workdir, start + job.bound_s, subject.dynamic
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -200,7 +204,11 @@ def _subject(job: Job, record: Record) -> Subject:
         model, inputs = build(spec, "cpu")
         dtype = record.cell.dtype
         at = tolerance_at(dtype, spec.tolerance)
-        return Subject(cast_model(model, dtype), cast_inputs(inputs, dtype), at)
+        dynamic = None
+        if record.cell.dynamic and spec.dynamic_shapes is not None:
+            second = verification_shapes(spec, model, inputs)[0][1]
+            dynamic = (cast_inputs(second, dtype), spec.dynamic_shapes)
+        return Subject(cast_model(model, dtype), cast_inputs(inputs, dtype), at, dynamic=dynamic)
     index = _failing_sample(record)
     sample = next(s for s in spec.samples().samples if s.index == index)
     assert sample.build is not None, f"sample {index} has no model"

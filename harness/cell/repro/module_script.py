@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from harness.cell.repro import script
 from harness.cell.repro.modules import KEYWORDS_BOUND_BY, Call, PassThrough
 from harness.cell.repro.oracle import Target
+from harness.cell.shapes import pytree_node
 
 MODULE = "repro_min_module.pt"
 
@@ -52,8 +54,18 @@ def write(folder: Path, module: torch.nn.Module, call: Call, target: Target, abo
     torch.save(saved, folder / MODULE)
     torch.save((call.inputs.args, call.inputs.kwargs), folder / script.INPUTS)
     sources = zoo_sources(saved)
+    dynamic = {f"input_{i}": list(axes) for i, axes in enumerate(call.dynamic or ()) if axes}
     keywords = target.exporter == KEYWORDS_BOUND_BY and bool(call.inputs.kwargs)
-    script_text = text(saved, target, about, sources, passing, keywords=keywords)
+    script_text = text(
+        saved,
+        target,
+        about,
+        sources,
+        passing,
+        keywords=keywords or bool(dynamic),
+        dynamic=dynamic,
+        caches=_transformers_caches(call),
+    )
     (folder / script.SCRIPT).write_text(script_text)
 
 
@@ -178,22 +190,35 @@ def text(
     passing: list[tuple[str, bool]],
     *,
     keywords: bool = False,
+    dynamic: dict[str, list[int]] | None = None,
+    caches: bool = False,
 ) -> str:
-    """The script; `keywords`: TorchScript with keyword inputs, exported through `Call`."""
+    """The script; `keywords`: exported through `Call`, which takes the tensors (TorchScript
+    with keyword inputs; any module exported with `dynamic` axes, by input name); `caches`:
+    the inputs hold transformers' caches, which the script registers as pytree nodes."""
     last = "ort_run" if target.numerics else script.step_of(target.stage)
     steps = script.steps_for(last)
     imports = [*["import copy"] * target.numerics, "import sys", "import traceback"]
     imports += ["from pathlib import Path", "", *["import onnx"] * ("check" in steps)]
     imports += [*["import onnxruntime as ort"] * ("ort_session" in steps), "import torch"]
+    imports += [_CACHES_IMPORT] * caches
     parts = [
         _docstring(module, target, about, sources),
         "\n".join(imports + [i for i in (sources.imports if sources else []) if i not in imports]),
         *(sources.definitions if sources else []),
         *([_PASS_THROUGH] if passing else []),
         *([_KEYWORD_CALL] if keywords else []),
-        _constants(target) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
+        _constants(target, dynamic) + (f"\nPASS_THROUGH = {passing!r}" if passing else ""),
         *([script.MISMATCH] if target.numerics else []),
-        _main(target, steps, sources, passing=bool(passing), keywords=keywords),
+        _main(
+            target,
+            steps,
+            sources,
+            passing=bool(passing),
+            keywords=keywords,
+            dynamic=bool(dynamic),
+            caches=caches,
+        ),
     ]
     return "\n\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
 
@@ -229,8 +254,10 @@ def _docstring(
     )
 
 
-def _constants(target: Target) -> str:
+def _constants(target: Target, dynamic: dict[str, list[int]] | None) -> str:
     lines = ["HERE = Path(__file__).resolve().parent"]
+    if dynamic:
+        lines.append(f"DYNAMIC = {dynamic!r}  # the axes that change with the cell's shape")
     if target.numerics:
         lines.append(f"RTOL, ATOL = {target.tolerance[0]!r}, {target.tolerance[1]!r}")
     else:
@@ -253,8 +280,8 @@ class PassThrough(torch.nn.Module):
 
 _KEYWORD_CALL = """
 class Call(torch.nn.Module):
-    \"\"\"The module called as the model calls it (keyword inputs by keyword), its tensors
-    given positionally: the TorchScript exporter binds keyword inputs to positions itself.\"\"\"
+    \"\"\"The module called as the model calls it (keyword inputs by keyword, caches as
+    caches), its tensors given positionally: one input, and one dynamic axis spec, each.\"\"\"
 
     def __init__(self, module):
         super().__init__()
@@ -286,6 +313,8 @@ def _main(
     *,
     passing: bool,
     keywords: bool,
+    dynamic: bool = False,
+    caches: bool = False,
 ) -> str:
     alias = (
         [f"sys.modules[{sources.module!r}] = sys.modules[__name__]  # the classes above"]
@@ -297,12 +326,14 @@ def _main(
         *alias,
         f'module = torch.load(HERE / "{MODULE}", weights_only=False).eval()',
         *(_PUT_BACK if passing else []),
+        *([_REGISTER_CACHES] if caches else []),
         f'args, kwargs = torch.load(HERE / "{script.INPUTS}", weights_only=False)',
-        *(_FEEDS if feeds or keywords else []),
+        *(_FEEDS if feeds or keywords or dynamic else []),
+        *(_dynamic_lines(target) if dynamic else []),
         'path = str(HERE / "repro_min.onnx")' if target.numerics else _PATH_AND_STEP,
         "try:",
-        script.export_line("Call(module)", target, names=feeds)
-        if keywords  # TorchScript takes the tensors, the wrapper passes them by keyword
+        script.export_line("Call(module)", target, names=feeds or dynamic, dynamic=dynamic)
+        if keywords  # the exporter takes the tensors, the wrapper calls the module as it was
         else script.export_line("module", target, kwargs=True, names=feeds),
     ]
     if target.numerics:
@@ -312,6 +343,34 @@ def _main(
 
 
 _PATH_AND_STEP = 'path, step = str(HERE / "repro_min.onnx"), "export"'
+
+
+def _dynamic_lines(target: Target) -> list[str]:
+    """DYNAMIC as torch.export takes it for `Call`'s `*tensors` (TorchScript takes it as is)."""
+    if not target.exporter.startswith("dynamo"):
+        return []
+    return [
+        'DYNAMIC_SHAPES = {"tensors": tuple(',
+        "    dict.fromkeys(DYNAMIC.get(name, ()), torch.export.Dim.DYNAMIC) for name in INPUT_NAMES",
+        ")}",
+    ]
+
+
+_CACHES_IMPORT = (
+    "from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model"
+)
+_REGISTER_CACHES = "register_cache_pytrees_for_model(module)  # its caches flatten into tensors"
+
+
+def _transformers_caches(call: Call) -> bool:
+    """Whether the inputs hold an object of transformers' that the harness's process had
+    registered as a pytree node (a cache): the script registers it as transformers does."""
+    nodes = pytree.tree_leaves(
+        (call.inputs.args, call.inputs.kwargs), is_leaf=lambda x: pytree_node(x) is not None
+    )
+    return any(
+        pytree_node(x) is not None and type(x).__module__.startswith("transformers.") for x in nodes
+    )
 
 
 # ONNX Runtime's outputs against the module's own eager outputs, by the cell's rule (with

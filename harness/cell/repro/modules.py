@@ -9,11 +9,18 @@ recorded inputs, by the cell's exporter, through the cell's stages) fails the sa
 becomes the next; the search stops where none does. Inside the one kept, the items of a
 `ModuleList` or `Sequential` that map a tensor to one of the same shape are replaced by
 `torch.nn.Identity`, last first, while the failure persists.
+
+A dynamic cell's failure may need its dynamic dimensions (torch.export specialising one): the
+forward is recorded again at the cell's second shape, and each module is exported with the
+axes of its inputs whose size changed marked dynamic. A module given a number that changed
+with the shape (a length passed as an int) cannot be exported dynamic by itself: the search
+goes past it to its children.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.utils._pytree as pytree
 
 from harness.cell import failures
 from harness.cell.numerics import check_output
@@ -30,6 +38,7 @@ from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure
 from harness.store.error_text import signature_of
 from harness.store.status import Stage
+from harness.zoo.spec import DynamicShapes
 
 KEYWORDS_BOUND_BY = "torchscript"  # the exporter that makes keyword inputs positional
 
@@ -42,10 +51,51 @@ class Call:
     inputs: Inputs
     output: tuple[tuple[int, ...], torch.dtype] | None = None
     tuple_out: bool = False  # the tensor was the first item of a tuple it returned
+    # A dynamic cell's: per tensor input (in export order), the axes whose size changed at
+    # the cell's second shape, which its export marks dynamic; None for a static cell.
+    dynamic: tuple[tuple[int, ...], ...] | None = None
+    standalone: bool = True  # False: a number it was given changed with the shape
 
 
-def record_calls(model: torch.nn.Module, inputs: Inputs) -> dict[str, Call]:
-    """Each submodule's first call during one eager forward, by its path in the model."""
+def record_calls(
+    model: torch.nn.Module, inputs: Inputs, second: Inputs | None = None
+) -> dict[str, Call]:
+    """Each submodule's first call during one eager forward, by its path in the model; with
+    `second` (a dynamic cell's second shape), which of its inputs' axes are dynamic."""
+    calls = _first_calls(model, inputs)
+    if second is not None:
+        there = _first_calls(model, second)
+        for path, call in calls.items():
+            other = there.get(path)
+            call.dynamic = None if other is None else varying(call.inputs, other.inputs)
+            call.standalone = call.dynamic is not None
+    return calls
+
+
+def varying(here: Inputs, there: Inputs) -> tuple[tuple[int, ...], ...] | None:
+    """Per tensor of `here`, the axes whose size differs in `there` (an axis of size 0 or 1
+    here stays static: torch.export specialises those); None where the two calls differ in
+    structure or in a number they were given."""
+    mine, theirs = here.leaves(), there.leaves()
+    if _numbers(here) != _numbers(there) or [t.dim() for t in mine] != [t.dim() for t in theirs]:
+        return None
+    return tuple(
+        tuple(
+            axis for axis in range(a.dim()) if a.shape[axis] != b.shape[axis] and a.shape[axis] > 1
+        )
+        for a, b in zip(mine, theirs, strict=True)
+    )
+
+
+def _numbers(inputs: Inputs) -> list[object]:
+    """The numbers among a call's inputs (sizes, flags): what a shape may change besides
+    its tensors."""
+    return [
+        x for x in pytree.tree_leaves((inputs.args, inputs.kwargs)) if isinstance(x, int | float)
+    ]
+
+
+def _first_calls(model: torch.nn.Module, inputs: Inputs) -> dict[str, Call]:
     names = {id(m): name for name, m in model.named_modules()}
     calls: dict[str, Call] = {}
 
@@ -107,8 +157,9 @@ class KeywordCall(torch.nn.Module):
     """A module called as the model called it (positional and keyword inputs), its tensors
     given positionally: how a submodule with keyword inputs goes through the TorchScript
     exporter, which binds keyword inputs to positions itself, and transformers' models
-    refuse that ("got multiple values for argument 'use_cache'"). The repro script writes
-    the same wrapper."""
+    refuse that ("got multiple values for argument 'use_cache'"); and how a module with
+    dynamic axes goes through either exporter, one spec per tensor whatever the structure
+    it was called with. The repro script writes the same wrapper."""
 
     def __init__(self, module: torch.nn.Module, inputs: Inputs) -> None:
         super().__init__()
@@ -121,26 +172,47 @@ class KeywordCall(torch.nn.Module):
 
 
 def exported_as(
-    module: torch.nn.Module, inputs: Inputs, exporter: str
-) -> tuple[torch.nn.Module, Inputs]:
-    """What the cell's exporter is given for `module` with its recorded `inputs`: both as
-    they are, or for TorchScript with keyword inputs, a `KeywordCall` and the tensors."""
-    if exporter != KEYWORDS_BOUND_BY or not inputs.kwargs:
-        return module, inputs
-    return KeywordCall(module, inputs), Inputs(tuple(inputs.leaves()), {}, (), inputs.input_names)
+    module: torch.nn.Module, call: Call, exporter: str
+) -> tuple[torch.nn.Module, Inputs, DynamicShapes | None]:
+    """What the cell's exporter is given for `module` with its recorded call: the module and
+    its inputs as they are; or, for TorchScript with keyword inputs and for any call with
+    dynamic axes, a `KeywordCall` and the tensors, with their axes (`{axis: name}` per
+    tensor: TorchScript's form, or torch.export's for the wrapper's `*tensors`)."""
+    inputs = judged_inputs(call)
+    axes = call.dynamic if call.dynamic and any(call.dynamic) else None
+    if axes is None and (exporter != KEYWORDS_BOUND_BY or not inputs.kwargs):
+        return module, inputs, None
+    tensors = Inputs(tuple(inputs.leaves()), {}, (), inputs.input_names)
+    if axes is None:
+        return KeywordCall(module, inputs), tensors, None
+    named = tuple({a: f"input_{i}_{a}" for a in dims} for i, dims in enumerate(axes))
+    spec: DynamicShapes = named if exporter == KEYWORDS_BOUND_BY else {"tensors": named}
+    return KeywordCall(module, inputs), tensors, spec
 
 
 def failure_of(
     module: torch.nn.Module, call: Call, target: Target, workdir: Path
 ) -> tuple[Stage, str, str | None] | None:
-    """Export `module` alone with the cell's exporter and take it through the cell's stages:
+    """Export `module` alone with the cell's exporter and take it through the cell's stages
+    (`judged`)."""
+    exported, given, dynamic = exported_as(module, call, target.exporter)
+    return judged(module, judged_inputs(call), (exported, given, dynamic), target, workdir)
+
+
+def judged(
+    module: torch.nn.Module,
+    inputs: Inputs,
+    export: tuple[torch.nn.Module, Inputs, DynamicShapes | None],
+    target: Target,
+    workdir: Path,
+) -> tuple[Stage, str, str | None] | None:
+    """Export what `export` says (module, inputs, dynamic shapes) through the cell's stages:
     the stage, raw error signature and classified one (`harness.cell.failures`) where it
-    failed; (numerics, "differs", None) where its ONNX outputs differ from its own eager
-    outputs beyond the cell's tolerance; else None."""
-    inputs = judged_inputs(call)
-    exported, given = exported_as(module, inputs, target.exporter)
+    failed; (numerics, "differs", None) where its ONNX outputs differ from `module`'s own
+    eager outputs on `inputs` beyond the cell's tolerance; else None."""
     try:
-        got = through_stages(exported, given, target, workdir)
+        exported, given, dynamic_shapes = export
+        got = through_stages(exported, given, target, workdir, dynamic_shapes)
     except StageFailure as failure:
         return failure.stage, signature_of(failure.error), failures.signature(failure.error)
     except Exception:  # a module that cannot even be exported this way is no repro
@@ -148,6 +220,17 @@ def failure_of(
     if target.numerics and differs(module, inputs, [np.asarray(g) for g in got], target):
         return Stage.NUMERICS, DIFFERS, None
     return None
+
+
+_SYMBOL = re.compile(r"\bs\d+\b")  # torch.export's size symbols, numbered per export
+
+
+def same_signature(found: str | None, wanted: str | None) -> bool:
+    """Two signatures of one failure: equal but for the numbering of size symbols (a
+    module exported alone numbers its dynamic sizes afresh: s44 in the model, s0 alone)."""
+    if found is None or wanted is None:
+        return found == wanted
+    return _SYMBOL.sub("s?", found) == _SYMBOL.sub("s?", wanted)
 
 
 def differs(module: torch.nn.Module, inputs: Inputs, got: list[np.ndarray], target: Target) -> bool:
@@ -189,13 +272,21 @@ class Outcome:
 
 
 def minimize_module(
-    model: torch.nn.Module, inputs: Inputs, target: Target, workdir: Path, deadline: float
+    model: torch.nn.Module,
+    inputs: Inputs,
+    target: Target,
+    workdir: Path,
+    deadline: float,
+    dynamic: tuple[Inputs, DynamicShapes] | None = None,
 ) -> Outcome:
-    """The smallest submodule of `model` whose export alone fails the cell's way."""
-    calls = record_calls(model, inputs)
+    """The smallest submodule of `model` whose export alone fails the cell's way. `dynamic`:
+    a dynamic cell's inputs at its second shape (each module's dynamic axes are derived
+    from them) and its own dynamic shapes (the whole model is exported as the cell was)."""
+    calls = record_calls(model, inputs, dynamic[0] if dynamic else None)
     outcome = Outcome(target, parameters(model), height(model))
-    whole = failure_of(model, calls[""], target, workdir)
-    if whole is None or whole[0] is not target.stage or target.signature not in (None, *whole[1:]):
+    as_cell = (model, inputs, dynamic[1] if dynamic else None)
+    whole = judged(model, inputs, as_cell, target, workdir)
+    if whole is None or whole[0] is not target.stage or not _is_target(whole, target.signature):
         did = "passes" if whole is None else f"fails at {whole[0]} with {whole[1]}"
         outcome.reason = f"the whole model, exported again here, {did}: not the cell's failure"
         return outcome
@@ -206,11 +297,16 @@ def minimize_module(
     def fails(path: str) -> bool:
         found = failure_of(model.get_submodule(path), calls[path], target, workdir)
         seen[path] = "passes" if found is None else f"fails at {found[0]}: {found[1][:80]}"
-        return found is not None and found[:2] == (target.stage, target.signature)
+        return (
+            found is not None
+            and found[0] is target.stage
+            and same_signature(found[1], target.signature)
+        )
 
-    sizes = {path: parameters(model.get_submodule(path)) for path in calls}
+    searched = {path: call for path, call in calls.items() if call.standalone or not path}
+    sizes = {path: parameters(model.get_submodule(path)) for path in searched}
     out_of_time: Callable[[], bool] = lambda: time.monotonic() > deadline  # noqa: E731
-    kept = descend(calls, sizes, fails, out_of_time)
+    kept = descend(searched, sizes, fails, out_of_time)
     if kept.path == "":
         alone = "; ".join(f"{p} {what}" for p, what in list(seen.items())[:3])
         where = "the failure is in the model's own forward" if kept.complete else "out of time"
@@ -222,6 +318,11 @@ def minimize_module(
     outcome.kept = thin(model, kept, calls, fails, out_of_time)
     outcome.module, outcome.call = model.get_submodule(kept.path), calls[kept.path]
     return outcome
+
+
+def _is_target(found: tuple[Stage, str, str | None], signature: str | None) -> bool:
+    """Whether a failure's raw or classified signature is the cell's (any, where None)."""
+    return signature is None or any(same_signature(s, signature) for s in found[1:])
 
 
 @dataclass

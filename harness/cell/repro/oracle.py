@@ -31,6 +31,7 @@ from harness.cell.stages import StageFailure, stage
 from harness.store.error_text import signature_of
 from harness.store.records import OutputCheck
 from harness.store.status import Stage
+from harness.zoo.spec import DynamicShapes
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,19 @@ def reproduces(candidate: Candidate, target: Target, workdir: Path) -> bool:
     return judge(candidate, target, workdir).matches(target)
 
 
-def through_stages(model: Any, inputs: Inputs, target: Target, workdir: Path) -> list[Any]:
-    """Export `model` with the cell's exporter (into a fresh `workdir`) and take it through
-    the cell's stages up to the target's: ONNX Runtime's outputs where it ran, else [].
-    Raises the stage's StageFailure."""
+def through_stages(
+    model: Any,
+    inputs: Inputs,
+    target: Target,
+    workdir: Path,
+    dynamic_shapes: DynamicShapes | None = None,
+) -> list[Any]:
+    """Export `model` with the cell's exporter (into a fresh `workdir`; dynamic along
+    `dynamic_shapes`) and take it through the cell's stages up to the target's: ONNX
+    Runtime's outputs where it ran, else []. Raises the stage's StageFailure."""
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    request = ExportRequest(model, inputs, target.opset, workdir / "model.onnx")
+    request = ExportRequest(model, inputs, target.opset, workdir / "model.onnx", dynamic_shapes)
     exporters.get(target.exporter).export(request)
     if target.stage in AFTER_EXPORT:
         with stage("check"):

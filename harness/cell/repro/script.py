@@ -154,7 +154,8 @@ def versions() -> str:
 # -- the text ----------------------------------------------------------------------------------
 
 EXITS = "Exits 1 when the failure reproduces, 0 when it does not, 2 when it fails some other way."
-_PLACEHOLDER = re.compile(r"0x\?|<path>|\bN\b")
+# What a normalized signature masks, and torch.export's size symbols (s44), numbered per export.
+_PLACEHOLDER = re.compile(r"0x\?|<path>|\bN\b|\bs\d+\b")
 
 
 def step_of(stage: Stage) -> str:
@@ -243,12 +244,19 @@ def mismatch(got, want, want64):
 """
 
 
-def export_line(model: str, target: Target, *, kwargs: bool = False, names: bool = False) -> str:
-    """The export call, inside the script's try."""
+def export_line(
+    model: str, target: Target, *, kwargs: bool = False, names: bool = False, dynamic: bool = False
+) -> str:
+    """The export call, inside the script's try; `dynamic`: along the script's
+    DYNAMIC_SHAPES (dynamo) or DYNAMIC (TorchScript's axes by input name)."""
+    dynamo = target.exporter.startswith("dynamo")
+    along = (
+        " dynamic_shapes=DYNAMIC_SHAPES," if dynamo else " dynamic_axes=DYNAMIC_AXES,"
+    ) * dynamic
     return (
         f"    torch.onnx.export({model}, {'args' if kwargs else 'leaves'}, path,"
-        f"{' kwargs=kwargs,' * kwargs}{' input_names=INPUT_NAMES,' * names}"
-        f" opset_version={target.opset}, dynamo={target.exporter.startswith('dynamo')})"
+        f"{' kwargs=kwargs,' * kwargs}{' input_names=INPUT_NAMES,' * names}{along}"
+        f" opset_version={target.opset}, dynamo={dynamo})"
     )
 
 

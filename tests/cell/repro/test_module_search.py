@@ -9,6 +9,7 @@ from harness.cell.repro.modules import (
     Kept,
     PassThrough,
     descend,
+    exported_as,
     nearest_called,
     record_calls,
     thin,
@@ -123,3 +124,45 @@ def test_an_item_called_with_keywords_that_returns_a_tuple_gets_a_pass_through()
     assert kept.replaced == ["layers.1", "layers.0"]
     assert all(isinstance(m, PassThrough) and m.tuple_out for m in model.layers)
     assert torch.equal(model(x), x)  # the encoder still runs, its layers gone
+
+
+class Chunked(torch.nn.Module):
+    """Passes its length on as a number: its `Pair` cannot be exported dynamic alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair = Pair()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pair(x, scale=float(x.shape[1]))
+
+
+def test_the_axes_that_change_at_the_second_shape_are_each_calls_dynamic_axes() -> None:
+    model = Model()
+    here, there = Inputs((torch.rand(3, 5, 4),), {}), Inputs((torch.rand(1, 2, 4),), {})
+    calls = record_calls(model, here, there)
+    assert calls[""].dynamic == ((0, 1),)  # batch 3 -> 1, sequence 5 -> 2
+    assert calls["first.items.0"].dynamic == ((0, 1),) and calls["first.out"].standalone
+    # an axis of size 1 in the example stays static (torch.export would specialise it)
+    ones = record_calls(model, Inputs((torch.rand(1, 5, 4),), {}), there)
+    assert ones[""].dynamic == ((1,),)
+    chunked = record_calls(Chunked(), here, there)
+    assert chunked[""].standalone and not chunked["pair"].standalone  # its scale changed
+    assert chunked["pair.items.0"].standalone and chunked["pair.items.0"].dynamic == ((0, 1),)
+
+
+def test_a_dynamic_call_exports_its_tensors_through_a_call_with_their_axes() -> None:
+    """torch.export takes the wrapper's `*tensors` with one spec per tensor (whatever the
+    structure the module was called with: keywords, caches); TorchScript the same axes."""
+    model = Model()
+    calls = record_calls(
+        model, Inputs((torch.rand(2, 5, 4),), {}), Inputs((torch.rand(1, 2, 4),), {})
+    )
+    module, tensors, spec = exported_as(model.first, calls["first"], "dynamo")
+    assert type(module).__name__ == "KeywordCall" and len(tensors.args) == 1
+    assert spec == {"tensors": ({0: "input_0_0", 1: "input_0_1"},)}
+    torchscript = exported_as(model.first, calls["first"], "torchscript")
+    assert torchscript[2] == ({0: "input_0_0", 1: "input_0_1"},)
+    static = record_calls(model, Inputs((torch.rand(2, 5, 4),), {}))
+    module, given, spec = exported_as(model.first, static["first"], "dynamo")
+    assert module is model.first and given.kwargs == {"scale": 2.0} and spec is None

@@ -24,10 +24,11 @@ pytestmark = pytest.mark.slow
 
 BLOCKS = Path(__file__).resolve().parent.parent.parent / "zoo_fixtures" / "repro" / "blocks.py"
 CELLS = [
-    ("repro_block_capture", "dynamo"),
-    ("repro_block_export_only", "dynamo"),
-    ("repro_block_tracer", "torchscript"),
-    ("repro_keyword_tracer", "torchscript"),
+    Cell("repro_block_capture", "dynamo", 18),
+    Cell("repro_block_export_only", "dynamo", 18),
+    Cell("repro_block_tracer", "torchscript", 18),
+    Cell("repro_keyword_tracer", "torchscript", 18),
+    Cell("repro_block_specialised", "dynamo", 18, dynamic=True),
 ]
 
 
@@ -48,14 +49,11 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     run_dir = tmp_path_factory.mktemp("run")
-    records = [
-        run_cell(CellTask(Cell(model, exporter, 18), str(BLOCKS), "t", str(run_dir)))
-        for model, exporter in CELLS
-    ]
+    records = [run_cell(CellTask(cell, str(BLOCKS), "t", str(run_dir))) for cell in CELLS]
     with RecordWriter(run_dir) as writer:
         for r in records:
             writer.write(r)
-    sources = {model: str(BLOCKS) for model, _ in CELLS}
+    sources = {cell.model: str(BLOCKS) for cell in CELLS}
     runner.make_repros(run_dir, records, sources, bound_s=60, jobs=1)
     return Run(run_dir, {r.model: r for r in read_records(run_dir)})
 
@@ -126,3 +124,19 @@ def test_a_block_called_by_keyword_goes_through_torchscript_by_keyword(run: Run)
     assert "class Call(torch.nn.Module):" in text and "torch.onnx.export(Call(module)," in text
     assert "REPRODUCED at export" in (run.repro("repro_keyword_tracer").verify or {})["output"]
     assert "class Call" not in run.script("repro_block_tracer").read_text()  # positional
+
+
+def test_a_specialised_dynamic_dimension_shrinks_to_the_block_that_specialises_it(
+    run: Run,
+) -> None:
+    """Exported statically, every block and the model pass: the search carries the cell's
+    dynamic axis (batch, changed at the second shape) into each block's export, and the
+    script exports the block with it."""
+    record = run.records["repro_block_specialised"]
+    assert record.stage is not None and record.stage.value == "capture"
+    assert "tracing specialised a dynamic dimension" in (record.error_signature or "")
+    repro = run.repro("repro_block_specialised")
+    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.11", True), repro
+    text = run.script("repro_block_specialised").read_text()
+    assert "DYNAMIC = {'input_0': [0]}" in text and "dynamic_shapes=DYNAMIC_SHAPES" in text
+    assert "REPRODUCED at export: ValueError" in (repro.verify or {})["output"]

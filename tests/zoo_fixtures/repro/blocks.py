@@ -15,7 +15,11 @@ captured node to cut, and the repro is that block, exported alone with the input
   above and a data-dependent branch, so that torch.export captures nothing of the model
   either (no program to shrink): exported alone with its keyword input, the block fails
   otherwise ("got multiple values for argument 'use_cache'") unless it is called by keyword
-  inside a module that takes the tensor.
+  inside a module that takes the tensor;
+- `repro_block_specialised`: a dynamic cell (batch declared dynamic) whose block 11 of 24
+  branches on the batch size, so torch.export specialises the dimension: static, every
+  block exports fine; only with the cell's dynamic axes carried into the block's own
+  export does it fail the cell's way.
 
 Each block holds a `ModuleList` of three residual mixers that the failure does not need.
 """
@@ -67,6 +71,8 @@ class Block(torch.nn.Module):
             return x * (0.5 if torch.compiler.is_exporting() else 0.25)
         if self.quirk == "symbolic":
             return Double.apply(x)
+        if self.quirk == "batch_of_two":
+            return x * 2.0 if x.shape[0] == 2 else x
         if self.quirk == "uncapturable":
             return Double.apply(x) if x.abs().sum() > 0 else x  # true, but data-dependent
         return x
@@ -113,12 +119,15 @@ class Stack(torch.nn.Module):
         return self.head(x)
 
 
-def _spec(name: str, quirk: str, at: int, block: type[Block] = Block) -> ModelSpec:
+def _spec(
+    name: str, quirk: str, at: int, block: type[Block] = Block, *, dynamic: bool = False
+) -> ModelSpec:
     return ModelSpec(
         name=name,
         family="seed",
         build=lambda: Stack(quirk, at, block=block),
         example_inputs=lambda: (torch.rand(2, 8),),
+        dynamic_shapes=({0: "batch"},) if dynamic else None,
         tags=("repro",),
     )
 
@@ -128,4 +137,5 @@ SPECS = [
     _spec("repro_block_export_only", "export_only", 17),
     _spec("repro_block_tracer", "symbolic", 9),
     _spec("repro_keyword_tracer", "uncapturable", 5, KeywordBlock),
+    _spec("repro_block_specialised", "batch_of_two", 11, dynamic=True),
 ]
