@@ -10,8 +10,9 @@ it silently.
         --keep-graphs nightly/graphs --previous-graphs previous/graphs
 
 Without --suites it runs the nightly's own (DEFAULT_SUITES): the smoke and vision suites,
-the transformers registry's static suite and its decode suite (one generation step with a
-KV cache per causal-/seq2seq-LM head), which need the hf extra.
+the transformers registry's static suite, its decode suite (one generation step with a
+KV cache per causal-/seq2seq-LM head), the decode suite through transformers' exporter with
+ORT's fusions, and its task heads, which need the hf extra.
 
 --keep-graphs keeps each ok cell's graph in a store shared by the suites (content-addressed
 by graph fingerprint), so that the next night can time its changed graphs against these;
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from harness.store import graphs
 
-DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode,transformers-tasks"
+DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode,transformers-decode-fused,transformers-tasks"
 
 
 def split_list(text: str) -> list[str]:

@@ -339,7 +339,14 @@ def test_nightly_run_runs_every_suite_into_its_own_directory(tmp_path, fakes):
 def test_nightly_run_without_suites_runs_the_nightlys_own(tmp_path, fakes):
     out = tmp_path / "runs"
     assert nightly_run.main(["--out", str(out)]) == 0
-    suites = ("smoke", "vision", "transformers", "transformers-decode", "transformers-tasks")
+    suites = (
+        "smoke",
+        "vision",
+        "transformers",
+        "transformers-decode",
+        "transformers-decode-fused",
+        "transformers-tasks",
+    )
     assert [c["argv"] for c in fakes.calls("harness")] == [
         ["run", "--suite", s, "--out", str(out / s)] for s in suites
     ]

@@ -80,12 +80,10 @@ def main(args: argparse.Namespace) -> int:
     def search(record: Any) -> Any:
         return record, _search(record, sources[record.model], args.bound, only)
 
-    amended = {}
     with ThreadPoolExecutor(args.jobs or default_jobs()) as pool:  # each a process of its own
-        for record, found in pool.map(search, chosen):
-            amended[record.cell.key] = record.with_changes(workarounds=found)
+        for record, found in pool.map(search, chosen):  # each kept as it finishes
+            amend_records(args.run_dir, {record.cell.key: record.with_changes(workarounds=found)})
             print(line(record, found), file=sys.stderr, flush=True)
-    amend_records(args.run_dir, amended)
     if not args.no_report:
         from harness.report import write_reports
 

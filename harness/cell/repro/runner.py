@@ -57,15 +57,15 @@ def make_repros(
     jobs: int = 1,
     progress: Callable[[Made], None] = lambda made: None,
 ) -> list[Made]:
-    """Minimize, verify and record each chosen cell; the records file is rewritten once."""
+    """Minimize, verify and record each chosen cell, its record rewritten as it finishes
+    (a run stopped half way keeps the repros it made)."""
     made: list[Made] = []
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = [pool.submit(_one, run_dir, r, sources, bound_s) for r in chosen]
         for future in as_completed(futures):
             made.append(future.result())
+            amend_records(run_dir, {made[-1].record.cell.key: made[-1].record})
             progress(made[-1])
-    if made:
-        amend_records(run_dir, {m.record.cell.key: m.record for m in made})
     return sorted(made, key=lambda m: m.record.cell)
 
 

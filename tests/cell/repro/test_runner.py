@@ -46,3 +46,19 @@ def test_a_model_not_in_the_zoo_and_another_variant_say_why_not(tmp_path: Path) 
     assert "variant 'old'" in reasons["m"]
     assert all(m.summary.reproduces is None for m in made)
     assert [r.minimal_repro is not None for r in read_records(tmp_path)] == [True, True]
+
+
+def test_a_run_stopped_half_way_keeps_the_cells_it_finished(tmp_path: Path) -> None:
+    """Stopped (Ctrl-C) after the first cell is recorded: that one is in the records file."""
+    records = [_failed("gone"), _failed("also-gone")]
+    _write(tmp_path, records)
+
+    def stop(made: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        make_repros(tmp_path, records, {}, bound_s=1, progress=stop)
+    except KeyboardInterrupt:
+        pass
+    kept = [r.minimal_repro is not None for r in read_records(tmp_path)]
+    assert sorted(kept) == [False, True]
