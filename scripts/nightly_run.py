@@ -32,7 +32,9 @@ from pathlib import Path
 
 from harness.store import graphs
 
-DEFAULT_SUITES = "smoke,vision,transformers,transformers-decode,transformers-decode-fused,transformers-tasks"
+DEFAULT_SUITES = (
+    "smoke,vision,transformers,transformers-decode,transformers-decode-fused,transformers-tasks"
+)
 
 
 def split_list(text: str) -> list[str]:

@@ -215,7 +215,9 @@ def test_nightly_runs_on_a_schedule_and_by_hand_with_inputs():
     assert nightly["concurrency"]["cancel-in-progress"] is False
 
 
-NIGHTLY_SUITES = "smoke,vision,transformers,transformers-decode,transformers-decode-fused,transformers-tasks"
+NIGHTLY_SUITES = (
+    "smoke,vision,transformers,transformers-decode,transformers-decode-fused,transformers-tasks"
+)
 
 
 def test_the_nightly_script_and_workflow_default_to_the_same_suites():
