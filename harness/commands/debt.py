@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=name_list,
         default=(),
         metavar="NAME[,NAME]",
-        help="try only these (default: every one the export used; the names are the record's"
-        " workarounds.used, e.g. exporter_onnx._patch_where)",
+        help="try only these, keeping what an earlier search said of the others (default:"
+        " every one the export used; the names are the record's workarounds.used, e.g."
+        " exporter_onnx._patch_where)",
     )
     p.add_argument(
         "--bound",
@@ -82,7 +83,9 @@ def main(args: argparse.Namespace) -> int:
 
     with ThreadPoolExecutor(args.jobs or default_jobs()) as pool:  # each a process of its own
         for record, found in pool.map(search, chosen):  # each kept as it finishes
-            amend_records(args.run_dir, {record.cell.key: record.with_changes(workarounds=found)})
+            known = record.workarounds
+            merged = found if known is None or found is None else known.then(found)
+            amend_records(args.run_dir, {record.cell.key: record.with_changes(workarounds=merged)})
             print(line(record, found), file=sys.stderr, flush=True)
     if not args.no_report:
         from harness.report import write_reports

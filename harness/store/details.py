@@ -292,6 +292,18 @@ class Workarounds:
     def complete(self) -> bool:
         return set(self.tried) == set(self.used)
 
+    def then(self, later: Workarounds) -> Workarounds:
+        """What the record knows after a `later` search (of a few, `--workarounds`): its
+        answers, and this one's for the workarounds it did not try again."""
+        kept = {k: v for k, v in self.needed.items() if k not in later.tried}
+        return Workarounds(
+            later.used,
+            tuple(sorted({*self.tried, *later.tried} & set(later.used))),
+            {**kept, **later.needed},
+            self.seconds + later.seconds,
+            later.bound_s,
+        )
+
 
 @dataclass(frozen=True)
 class MinimalRepro(Open):

@@ -113,3 +113,14 @@ def test_a_translation_of_transformers_is_used_where_its_op_is_translated() -> N
         assert not any(hf_debt.name_of(fn) == name for fn in table.values())
         assert torch.ops.aten.masked_fill.Scalar not in table
     assert set(table) == keys
+
+
+def test_a_search_of_a_few_adds_to_what_the_record_knew() -> None:
+    """`--workarounds t` after a whole search: t's answer replaces the old one, the others
+    stay (a workaround the later export no longer used drops out)."""
+    whole = Workarounds(("a", "b", "gone"), ("a", "b", "gone"), {"a": "E1"}, 100.0, 600.0)
+    few = Workarounds(("a", "b", "t"), ("a", "t"), {"t": "E2"}, 20.0, 600.0)
+    merged = whole.then(few)
+    assert merged.used == ("a", "b", "t") and merged.tried == ("a", "b", "t")
+    assert merged.needed == {"t": "E2"} and merged.obsolete == ["a", "b"]
+    assert merged.seconds == 120.0 and merged.complete
