@@ -4,6 +4,7 @@ Each is exit 2 with one line, and nothing in the run directory changes."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -11,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.commands.run import as_first_attempt
 from harness.plan.build import RunOptions
 from harness.plan.resume import conflict
 from harness.store import lock, rundir
 from harness.store.manifest import Cluster, Manifest, Settings
 from harness.store.records import Cell, Record
-from tests.conftest import FIXTURES, one_line_error, start_cli, wait_for
+from tests.conftest import FIXTURES, one_line_error, run_cli, start_cli, wait_for
 
 OPTIONS = RunOptions(
     zoo=(str(FIXTURES / "slow"),),  # each model takes 8 s to build
@@ -27,11 +29,13 @@ OPTIONS = RunOptions(
 )
 
 
-def _interrupted_run(run_dir: Path, *, records: int = 1) -> Path:
+def _interrupted_run(
+    run_dir: Path, *, records: int = 1, command: tuple[str, ...] = ("harness", "run")
+) -> Path:
     """A run whose driver died after `records` of its two cells: its manifest, its records."""
     manifest = Manifest.begin(
         run_id="interrupted",
-        command=["harness", "run"],
+        command=list(command),
         suite=None,
         settings=Settings(threads=1, timeout_s=300.0),
         matrix="2 cells = 2 models x 1 exporter (torchscript) x opsets 17 x 1 device (cpu)",
@@ -162,3 +166,32 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         return b""
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    from harness.cli import build_parser
+
+    return build_parser().parse_args(["run", *argv])
+
+
+def test_a_resumed_run_makes_repros_and_a_report_as_its_first_attempt_asked(
+    tmp_path: Path,
+) -> None:
+    first = ("harness", "run", "--suite", "s", "--repro-bound", "0", "--no-report")
+    run = _interrupted_run(tmp_path / "run", command=first)
+    resumed = as_first_attempt(_args("--resume", str(run)), run)
+    assert (resumed.repro_bound, resumed.no_report) == (0.0, True)
+    again = as_first_attempt(_args("--resume", str(run), "--repro-bound", "30"), run)
+    assert again.repro_bound == 30.0  # given again: that one
+    other = _interrupted_run(tmp_path / "other", command=("harness", "run", "--repro-bound=5"))
+    plain = as_first_attempt(_args("--resume", str(other)), other)
+    assert (plain.repro_bound, plain.no_report) == (5.0, False)
+
+
+def test_resuming_a_finished_run_that_asked_for_no_report_writes_none(tmp_path: Path) -> None:
+    run = _interrupted_run(
+        tmp_path / "run", records=2, command=("harness", "run", "--repro-bound", "0", "--no-report")
+    )
+    done = run_cli("run", "--resume", str(run), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (run / "report.md").exists()

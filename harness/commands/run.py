@@ -4,6 +4,7 @@ dispatch -> store), then the report."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -253,9 +254,11 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 def main(args: argparse.Namespace) -> int:
     _check_onnxruntime()
-    bound = repro.bound(args.repro_bound)  # a bad value ends here, before the run
     run_dir = Path(args.resume) if args.resume else None
     try:
+        if run_dir is not None:
+            args = as_first_attempt(args, run_dir)
+        bound = repro.bound(args.repro_bound)  # a bad value ends here, before the run
         if run_dir is not None:
             _resume(run_dir, args, bound)
         else:
@@ -277,6 +280,23 @@ def _after_write_failure(exc: WriteFailed, run_dir: Path | None) -> str:
         f"{exc}; the records written before it are kept: make room, then"
         f" `harness run --resume {run_dir}` runs the cells without one"
     )
+
+
+def as_first_attempt(args: argparse.Namespace, run_dir: Path) -> argparse.Namespace:
+    """A resumed run makes repros and a report as its first attempt asked: its command line
+    (the manifest's) gives `--repro-bound` unless given again, and `--no-report`."""
+    if not rundir.manifest_path(run_dir).is_file():
+        return args  # the resume itself says what is wrong with the directory
+    first = rundir.read_manifest(run_dir).command
+    given = [w.split("=", 1)[1] for w in first if w.startswith("--repro-bound=")]
+    given += [
+        value for flag, value in zip(first, first[1:], strict=False) if flag == "--repro-bound"
+    ]
+    bound = args.repro_bound
+    with contextlib.suppress(ValueError, IndexError):  # the first attempt's, where readable
+        bound = float(given[-1]) if bound is None else bound
+    no_report = args.no_report or "--no-report" in first
+    return argparse.Namespace(**{**vars(args), "repro_bound": bound, "no_report": no_report})
 
 
 def _resume(run_dir: Path, args: argparse.Namespace, bound: float) -> None:
