@@ -251,7 +251,7 @@ def export_line(
     DYNAMIC_SHAPES (dynamo) or DYNAMIC (TorchScript's axes by input name)."""
     dynamo = target.exporter.startswith("dynamo")
     along = (
-        " dynamic_shapes=DYNAMIC_SHAPES," if dynamo else " dynamic_axes=DYNAMIC_AXES,"
+        " dynamic_shapes=DYNAMIC_SHAPES," if dynamo else " dynamic_axes=DYNAMIC,"
     ) * dynamic
     return (
         f"    torch.onnx.export({model}, {'args' if kwargs else 'leaves'}, path,"

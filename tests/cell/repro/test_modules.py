@@ -29,6 +29,7 @@ CELLS = [
     Cell("repro_block_tracer", "torchscript", 18),
     Cell("repro_keyword_tracer", "torchscript", 18),
     Cell("repro_block_specialised", "dynamo", 18, dynamic=True),
+    Cell("repro_block_tracer_dynamic", "torchscript", 18, dynamic=True),
 ]
 
 
@@ -140,3 +141,13 @@ def test_a_specialised_dynamic_dimension_shrinks_to_the_block_that_specialises_i
     text = run.script("repro_block_specialised").read_text()
     assert "DYNAMIC = {'input_0': [0]}" in text and "dynamic_shapes=DYNAMIC_SHAPES" in text
     assert "REPRODUCED at export: ValueError" in (repro.verify or {})["output"]
+
+
+def test_a_dynamic_torchscript_cell_exports_the_block_with_its_axes_by_input_name(
+    run: Run,
+) -> None:
+    repro = run.repro("repro_block_tracer_dynamic")
+    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.9", True), repro
+    text = run.script("repro_block_tracer_dynamic").read_text()
+    assert "DYNAMIC = {'input_0': [0]}" in text and "dynamic_axes=DYNAMIC," in text
+    assert "torch.onnx.export(Call(module)," in text

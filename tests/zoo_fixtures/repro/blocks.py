@@ -19,7 +19,9 @@ captured node to cut, and the repro is that block, exported alone with the input
 - `repro_block_specialised`: a dynamic cell (batch declared dynamic) whose block 11 of 24
   branches on the batch size, so torch.export specialises the dimension: static, every
   block exports fine; only with the cell's dynamic axes carried into the block's own
-  export does it fail the cell's way.
+  export does it fail the cell's way;
+- `repro_block_tracer_dynamic`: `repro_block_tracer` as a dynamic cell: the block goes
+  through TorchScript with its dynamic axes (`dynamic_axes`, by input name).
 
 Each block holds a `ModuleList` of three residual mixers that the failure does not need.
 """
@@ -138,4 +140,5 @@ SPECS = [
     _spec("repro_block_tracer", "symbolic", 9),
     _spec("repro_keyword_tracer", "uncapturable", 5, KeywordBlock),
     _spec("repro_block_specialised", "batch_of_two", 11, dynamic=True),
+    _spec("repro_block_tracer_dynamic", "symbolic", 9, dynamic=True),
 ]
