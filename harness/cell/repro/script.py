@@ -250,9 +250,7 @@ def export_line(
     """The export call, inside the script's try; `dynamic`: along the script's
     DYNAMIC_SHAPES (dynamo) or DYNAMIC (TorchScript's axes by input name)."""
     dynamo = target.exporter.startswith("dynamo")
-    along = (
-        " dynamic_shapes=DYNAMIC_SHAPES," if dynamo else " dynamic_axes=DYNAMIC,"
-    ) * dynamic
+    along = (" dynamic_shapes=DYNAMIC_SHAPES," if dynamo else " dynamic_axes=DYNAMIC,") * dynamic
     return (
         f"    torch.onnx.export({model}, {'args' if kwargs else 'leaves'}, path,"
         f"{' kwargs=kwargs,' * kwargs}{' input_names=INPUT_NAMES,' * names}{along}"
