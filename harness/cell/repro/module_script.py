@@ -88,10 +88,15 @@ def _without_pass_through(
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
+# transformers marks a model whose output-capturing hooks are installed, and installs them
+# at its first forward where the mark is not set.
+HOOKED = "_output_capturing_hooks_installed"
+
+
 def _without_local_hooks(module: torch.nn.Module) -> torch.nn.Module:
     """The module without the hooks pickle cannot save (transformers installs closures on
-    its layers to capture their outputs): the script's module runs without them, and the
-    script is verified in a fresh process, where a failure they made would not reproduce."""
+    its layers to capture their outputs, which a backbone reads its hidden states from):
+    saved unmarked, so the script's first forward installs them again."""
     local = [
         (name, kind, key)
         for name, sub in module.named_modules()
@@ -104,6 +109,9 @@ def _without_local_hooks(module: torch.nn.Module) -> torch.nn.Module:
     saved = copy.deepcopy(module)
     for name, kind, key in local:
         getattr(saved.get_submodule(name), kind).pop(key)
+    for sub in saved.modules():
+        if getattr(sub, HOOKED, False):
+            setattr(sub, HOOKED, False)
     return saved
 
 

@@ -168,3 +168,22 @@ def test_a_module_is_saved_without_the_hooks_pickle_cannot_take() -> None:
     pickle.dumps(saved)
     with pytest.raises((AttributeError, pickle.PicklingError)):
         pickle.dumps(model)
+
+
+def test_a_transformers_model_saved_without_its_hooks_installs_them_again() -> None:
+    """A real BERT whose first forward installed transformers' output-capturing hooks: the
+    saved module, loaded, captures its hidden states again (a backbone reads them)."""
+    import io
+
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig(
+        hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32
+    )
+    model, ids = BertModel(config).eval(), torch.tensor([[1, 2, 3]])
+    assert len(model(ids, output_hidden_states=True).hidden_states) == 3
+    buffer = io.BytesIO()
+    torch.save(module_script._without_local_hooks(model), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert len(loaded(ids, output_hidden_states=True).hidden_states) == 3
