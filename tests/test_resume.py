@@ -186,6 +186,11 @@ def test_a_resumed_run_makes_repros_and_a_report_as_its_first_attempt_asked(
     other = _interrupted_run(tmp_path / "other", command=("harness", "run", "--repro-bound=5"))
     plain = as_first_attempt(_args("--resume", str(other)), other)
     assert (plain.repro_bound, plain.no_report) == (5.0, False)
+    # read as the CLI reads it: an abbreviated flag counts; one it no longer knows, nothing
+    short = _interrupted_run(tmp_path / "short", command=("harness", "run", "--repro-b", "7"))
+    assert as_first_attempt(_args("--resume", str(short)), short).repro_bound == 7.0
+    odd = _interrupted_run(tmp_path / "odd", command=("harness", "run", "--gone", "--no-report"))
+    assert as_first_attempt(_args("--resume", str(odd)), odd).no_report is False
 
 
 def test_resuming_a_finished_run_that_asked_for_no_report_writes_none(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -284,19 +285,24 @@ def _after_write_failure(exc: WriteFailed, run_dir: Path | None) -> str:
 
 def as_first_attempt(args: argparse.Namespace, run_dir: Path) -> argparse.Namespace:
     """A resumed run makes repros and a report as its first attempt asked: its command line
-    (the manifest's) gives `--repro-bound` unless given again, and `--no-report`."""
+    (the manifest's, read by this command's own parser) gives `--repro-bound` unless given
+    again, and `--no-report`."""
     if not rundir.manifest_path(run_dir).is_file():
         return args  # the resume itself says what is wrong with the directory
-    first = rundir.read_manifest(run_dir).command
-    given = [w.split("=", 1)[1] for w in first if w.startswith("--repro-bound=")]
-    given += [
-        value for flag, value in zip(first, first[1:], strict=False) if flag == "--repro-bound"
-    ]
-    bound = args.repro_bound
-    with contextlib.suppress(ValueError, IndexError):  # the first attempt's, where readable
-        bound = float(given[-1]) if bound is None else bound
-    no_report = args.no_report or "--no-report" in first
+    first = _parsed(rundir.read_manifest(run_dir).command)
+    bound = args.repro_bound if args.repro_bound is not None else first.get("repro_bound")
+    no_report = args.no_report or bool(first.get("no_report"))
     return argparse.Namespace(**{**vars(args), "repro_bound": bound, "no_report": no_report})
+
+
+def _parsed(command: tuple[str, ...]) -> dict[str, Any]:
+    """A recorded `harness ...` command line as the CLI parses it; empty where it no longer
+    parses (a flag this version does not know)."""
+    from harness.cli import build_parser
+
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit, UsageError):
+        return vars(build_parser().parse_args(list(command[1:])))
+    return {}
 
 
 def _resume(run_dir: Path, args: argparse.Namespace, bound: float) -> None:

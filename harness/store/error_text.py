@@ -8,6 +8,10 @@ import re
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
+# torch.export's symbolic sizes in an error (`s44`), numbered per export: one failure's
+# signatures differ by them between a model and a module of it exported alone.
+SIZE_SYMBOL = re.compile(r"\bs\d+\b")
+
 _VOLATILE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(/[\w.\-]+)+"), "<path>"),

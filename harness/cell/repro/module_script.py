@@ -27,7 +27,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from harness.cell.repro import script
-from harness.cell.repro.modules import KEYWORDS_BOUND_BY, Call, PassThrough
+from harness.cell.repro.modules import Call, PassThrough, through_call
 from harness.cell.repro.oracle import Target
 from harness.cell.shapes import pytree_node
 
@@ -55,14 +55,13 @@ def write(folder: Path, module: torch.nn.Module, call: Call, target: Target, abo
     torch.save((call.inputs.args, call.inputs.kwargs), folder / script.INPUTS)
     sources = zoo_sources(saved)
     dynamic = {f"input_{i}": list(axes) for i, axes in enumerate(call.dynamic or ()) if axes}
-    keywords = target.exporter == KEYWORDS_BOUND_BY and bool(call.inputs.kwargs)
     script_text = text(
         saved,
         target,
         about,
         sources,
         passing,
-        keywords=keywords or bool(dynamic),
+        keywords=through_call(call, target.exporter),
         dynamic=dynamic,
         caches=_transformers_caches(call),
     )

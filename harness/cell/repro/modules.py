@@ -20,7 +20,6 @@ goes past it to its children.
 from __future__ import annotations
 
 import copy
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,7 @@ from harness.cell.numerics import check_output
 from harness.cell.repro.oracle import Target, through_stages
 from harness.cell.shapes import Inputs, flatten_outputs, to_float64
 from harness.cell.stages import StageFailure
-from harness.store.error_text import signature_of
+from harness.store.error_text import SIZE_SYMBOL, signature_of
 from harness.store.status import Stage
 from harness.zoo.spec import DynamicShapes
 
@@ -179,15 +178,26 @@ def exported_as(
     dynamic axes, a `KeywordCall` and the tensors, with their axes (`{axis: name}` per
     tensor: TorchScript's form, or torch.export's for the wrapper's `*tensors`)."""
     inputs = judged_inputs(call)
-    axes = call.dynamic if call.dynamic and any(call.dynamic) else None
-    if axes is None and (exporter != KEYWORDS_BOUND_BY or not inputs.kwargs):
+    if not through_call(call, exporter):
         return module, inputs, None
     tensors = Inputs(tuple(inputs.leaves()), {}, (), inputs.input_names)
-    if axes is None:
+    if not has_dynamic_axes(call):
         return KeywordCall(module, inputs), tensors, None
-    named = tuple({a: f"input_{i}_{a}" for a in dims} for i, dims in enumerate(axes))
+    named = tuple({a: f"input_{i}_{a}" for a in dims} for i, dims in enumerate(call.dynamic or ()))
     spec: DynamicShapes = named if exporter == KEYWORDS_BOUND_BY else {"tensors": named}
     return KeywordCall(module, inputs), tensors, spec
+
+
+def has_dynamic_axes(call: Call) -> bool:
+    return any(call.dynamic or ())
+
+
+def through_call(call: Call, exporter: str) -> bool:
+    """Whether the exporter is given a `KeywordCall` and the tensors for `call` (the
+    search's export and the script's alike): TorchScript with keyword inputs, and any call
+    with dynamic axes."""
+    keywords = exporter == KEYWORDS_BOUND_BY and bool(call.inputs.kwargs)
+    return keywords or has_dynamic_axes(call)
 
 
 def failure_of(
@@ -210,8 +220,8 @@ def judged(
     the stage, raw error signature and classified one (`harness.cell.failures`) where it
     failed; (numerics, "differs", None) where its ONNX outputs differ from `module`'s own
     eager outputs on `inputs` beyond the cell's tolerance; else None."""
+    exported, given, dynamic_shapes = export
     try:
-        exported, given, dynamic_shapes = export
         got = through_stages(exported, given, target, workdir, dynamic_shapes)
     except StageFailure as failure:
         return failure.stage, signature_of(failure.error), failures.signature(failure.error)
@@ -222,15 +232,12 @@ def judged(
     return None
 
 
-_SYMBOL = re.compile(r"\bs\d+\b")  # torch.export's size symbols, numbered per export
-
-
 def same_signature(found: str | None, wanted: str | None) -> bool:
     """Two signatures of one failure: equal but for the numbering of size symbols (a
     module exported alone numbers its dynamic sizes afresh: s44 in the model, s0 alone)."""
     if found is None or wanted is None:
         return found == wanted
-    return _SYMBOL.sub("s?", found) == _SYMBOL.sub("s?", wanted)
+    return SIZE_SYMBOL.sub("s?", found) == SIZE_SYMBOL.sub("s?", wanted)
 
 
 def differs(module: torch.nn.Module, inputs: Inputs, got: list[np.ndarray], target: Target) -> bool:

@@ -30,6 +30,7 @@ import torch
 
 from harness.cell.repro.oracle import Target, torch_values
 from harness.cell.repro.program import Candidate
+from harness.store.error_text import SIZE_SYMBOL
 from harness.store.status import Stage
 
 SCRIPT = "repro_min.py"
@@ -155,7 +156,7 @@ def versions() -> str:
 
 EXITS = "Exits 1 when the failure reproduces, 0 when it does not, 2 when it fails some other way."
 # What a normalized signature masks, and torch.export's size symbols (s44), numbered per export.
-_PLACEHOLDER = re.compile(r"0x\?|<path>|\bN\b|\bs\d+\b")
+_PLACEHOLDER = re.compile(rf"0x\?|<path>|\bN\b|{SIZE_SYMBOL.pattern}")
 
 
 def step_of(stage: Stage) -> str:
