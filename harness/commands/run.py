@@ -296,12 +296,14 @@ def as_first_attempt(args: argparse.Namespace, run_dir: Path) -> argparse.Namesp
 
 
 def _parsed(command: tuple[str, ...]) -> dict[str, Any]:
-    """A recorded `harness ...` command line as the CLI parses it; empty where it no longer
-    parses (a flag this version does not know)."""
-    from harness.cli import build_parser
-
+    """A recorded `harness run ...` command line as this command's parser reads it; empty
+    where it is not one or no longer parses (a flag this version does not know)."""
+    if command[1:2] != ("run",):
+        return {}
+    parser = argparse.ArgumentParser(prog="harness run")
+    add_arguments(parser)
     with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit, UsageError):
-        return vars(build_parser().parse_args(list(command[1:])))
+        return vars(parser.parse_args(list(command[2:])))
     return {}
 
 
