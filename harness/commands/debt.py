@@ -19,9 +19,10 @@ DESCRIPTION = """\
 For each cell of a finished run where transformers' exporter works (`transformers`, ok) and
 the bare dynamo call on the same cell does not, run that cell again: once with every
 workaround transformers installs around torch.export and torch.onnx (its patches, FX node
-and program fixes, ONNX IR fixes), watching which did something, then once without each of
-those, one at a time. One without which the cell fails is needed; one without which it
-passes is obsolete for that model at the installed torch and onnxscript. The record says
+and program fixes, ONNX IR fixes, ONNX translations), watching which did something, then
+without them: those another cell of the run needs one at a time, the others all together,
+halved where the cell fails. One without which (alone) the cell fails is needed; one the
+cell passes without is obsolete for that model at the installed torch and onnxscript. The record says
 which (`workarounds`), and the report lists per workaround the models that still need it
 and those that no longer do. Each cell's search runs in a fresh process, within --bound.
 
@@ -76,10 +77,10 @@ def main(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(chosen)} cells, search bound {args.bound:g} s each", file=sys.stderr)
     sources = run_sources(args.run_dir)
-    only = list(args.workarounds)
+    only, suspected = list(args.workarounds), needed_anywhere(records)
 
     def search(record: Any) -> Any:
-        return record, _search(record, sources[record.model], args.bound, only)
+        return record, _search(record, sources[record.model], args.bound, only, suspected)
 
     with ThreadPoolExecutor(args.jobs or default_jobs()) as pool:  # each a process of its own
         for record, found in pool.map(search, chosen):  # each kept as it finishes
@@ -126,14 +127,19 @@ def chosen_cells(records: list[Any], models: tuple[str, ...] = ()) -> list[Any]:
     ]
 
 
-def _search(record: Any, source: str, bound_s: float, only: list[str]) -> Any:
+def needed_anywhere(records: list[Any]) -> list[str]:
+    """The workarounds an earlier search found some cell of the run needs."""
+    return sorted({n for r in records if r.workarounds for n in r.workarounds.needed})
+
+
+def _search(record: Any, source: str, bound_s: float, only: list[str], suspected: list[str]) -> Any:
     """One cell's search in a fresh process; None (and why, printed) where it gave none."""
     from harness.cell.debt import DebtJob
     from harness.cell.repro.runner import run_in_session
     from harness.store.declare import read
     from harness.store.details import Workarounds
 
-    job = DebtJob(record.to_dict(), source, bound_s, only)
+    job = DebtJob(record.to_dict(), source, bound_s, only, suspected)
     with tempfile.TemporaryDirectory(prefix="harness-debt-job-") as tmp:
         job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
         job_path.write_text(job.to_json())

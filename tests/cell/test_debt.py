@@ -4,10 +4,12 @@ transformers, observed and disabled, and left as they were."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
+from harness.cell.debt import _Spent, settle
 from harness.cell.exporters import hf_debt
 from harness.commands.debt import chosen_cells
 from harness.compare.deterministic import workaround_findings
@@ -124,3 +126,48 @@ def test_a_search_of_a_few_adds_to_what_the_record_knew() -> None:
     assert merged.used == ("a", "b", "t") and merged.tried == ("a", "b", "t")
     assert merged.needed == {"t": "E2"} and merged.obsolete == ["a", "b"]
     assert merged.seconds == 120.0 and merged.complete
+
+
+def _cell_needing(
+    needed: dict[str, str], tries: list[list[str]]
+) -> Callable[[list[str]], str | None]:
+    """A stand-in for running the cell with a group off (a real try is a whole export, which
+    the e2e test makes): it fails with the first needed workaround's signature."""
+
+    def without(group: list[str]) -> str | None:
+        tries.append(group)
+        return next((needed[n] for n in group if n in needed), None)
+
+    return without
+
+
+@pytest.mark.parametrize("needed", [{}, {"w07": "E7"}, {"w00": "E0", "w13": "E13"}])
+def test_group_testing_finds_exactly_the_needed_in_fewer_tries(needed: dict[str, str]) -> None:
+    names = [f"w{i:02}" for i in range(16)]
+    tries: list[list[str]] = []
+    tried, found = settle(names, [], _cell_needing(needed, tries))
+    assert tried == names and found == needed
+    assert len(tries) < len(names)  # one at a time takes 16
+    assert all([n] in tries for n in needed)  # each needed one's failure is its own
+
+
+def test_a_suspected_workaround_is_tried_alone_before_the_rest_together() -> None:
+    tries: list[list[str]] = []
+    names = ["a", "b", "c", "d", "e"]
+    tried, found = settle(names, ["c", "z"], _cell_needing({"c": "E"}, tries))
+    assert tries == [["c"], ["a", "b", "d", "e"]] and found == {"c": "E"} and tried == names
+
+
+def test_a_search_out_of_time_keeps_what_it_settled() -> None:
+    tries: list[list[str]] = []
+    cell = _cell_needing({"b": "E"}, tries)
+
+    def without(group: list[str]) -> str | None:
+        if len(tries) == 3:
+            raise _Spent
+        return cell(group)
+
+    tried, found = settle(["a", "b", "c", "d"], [], without)
+    # [a b c d] fails, [a b] fails, [a] passes; [b] is where the bound ran out.
+    assert tries == [["a", "b", "c", "d"], ["a", "b"], ["a"]]
+    assert tried == ["a"] and found == {}

@@ -9,9 +9,9 @@ paths, or a translation on several ops, is one workaround.
 
 `observed()` records which of them did something during an export (a patch's replacement
 was called, a node fix took a node, an IR fix changed the graph, a translated op is in the
-program `torch.onnx.export` translated); `disabled(name)` turns one off (a patch installs the
+program `torch.onnx.export` translated); `disabled(*names)` turns them off (a patch installs the
 original, a fix does nothing, a translation leaves the table). The debt search
-(harness.cell.debt) turns off, one at a time, those an export used.
+(harness.cell.debt) turns off those an export used, in groups and alone.
 """
 
 from __future__ import annotations
@@ -156,17 +156,17 @@ def _fingerprint(graph: Any) -> object:
 
 
 @contextlib.contextmanager
-def disabled(name: str) -> Iterator[None]:
-    """The workaround `name` off while the block runs (every other one as registered)."""
+def disabled(*names: str) -> Iterator[None]:
+    """The workarounds `names` off while the block runs (every other one as registered)."""
 
     def wrap_patch(factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        return (lambda original: original) if name_of(factory) == name else factory
+        return (lambda original: original) if name_of(factory) in names else factory
 
     def wrap_fix(fix: Callable[..., Any]) -> Callable[..., Any]:
-        return _does_nothing if name_of(fix) == name else fix
+        return _does_nothing if name_of(fix) in names else fix
 
     table = _translations()
-    removed = {op: fn for op, fn in table.items() if name_of(fn) == name}
+    removed = {op: fn for op, fn in table.items() if name_of(fn) in names}
     for op in removed:
         del table[op]
     try:
