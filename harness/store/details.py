@@ -273,9 +273,9 @@ class SampleSummary(Open):
 class Workarounds:
     """Which of transformers' workarounds around torch.export and torch.onnx a cell of its
     exporter needs (harness.cell.debt, `harness debt`): those the export used, and of them
-    the ones tried one at a time, and of those the ones without which the cell fails (name
-    -> the failure's signature); the others tried are no longer needed at this torch and
-    onnxscript (obsolete for this model)."""
+    the ones tried (alone or in a group, harness.cell.debt.settle), and of those the ones
+    without which alone the cell fails (name -> the failure's signature); the others tried
+    are no longer needed at this torch and onnxscript (obsolete for this model)."""
 
     used: tuple[str, ...]
     tried: tuple[str, ...]  # all of `used` unless the bound ran out or a few were asked
