@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -71,25 +71,39 @@ def generation(records: Sequence[Record]) -> list[str]:
 
 
 def debt(records: Sequence[Record]) -> list[str]:
+    """Per workaround, the architectures (and cells) that need it and those it is obsolete
+    for (a cell under the harness's own patch may not need what the plain cell needs)."""
     searched = [r for r in records if r.workarounds is not None]
-    needed: Counter[str] = Counter()
-    obsolete: Counter[str] = Counter()
+    needed: dict[str, list[str]] = defaultdict(list)  # name -> the models of its cells
+    obsolete: dict[str, list[str]] = defaultdict(list)
     for r in searched:
         assert r.workarounds is not None
-        needed.update(list(r.workarounds.needed))  # its keys: the names (values: why)
-        obsolete.update(r.workarounds.obsolete)
-    still = sorted(needed, key=lambda n: (-needed[n], n))
+        for name in r.workarounds.needed:  # its keys: the names (values: why)
+            needed[name].append(r.model)
+        for name in r.workarounds.obsolete:
+            obsolete[name].append(r.model)
+    still = sorted(needed, key=lambda n: (-len(needed[n]), n))
     lines = [
         f"{len(searched)} cells searched ({len({r.model for r in searched})} architectures);"
         f" {len(still)} workarounds still needed,"
         f" {len(set(obsolete) - set(needed))} obsolete for every architecture that used them",
         "",
-        "| workaround | needed by | obsolete for |",
-        "|---|---|---|",
+        "| workaround | needed by: architectures (cells) | obsolete for | needed by |",
+        "|---|---|---|---|",
     ]
-    every = sorted(set(needed) | set(obsolete), key=lambda n: (-needed[n], -obsolete[n], n))
-    lines += [f"| `{n}` | {needed[n]} | {obsolete[n]} |" for n in every]
+    every = sorted(
+        set(needed) | set(obsolete), key=lambda n: (-len(needed[n]), -len(obsolete[n]), n)
+    )
+    for n in every:
+        few = ", ".join(sorted(set(needed[n]))) if 0 < len(set(needed[n])) <= 5 else ""
+        lines.append(
+            f"| `{n}` | {_models_and_cells(needed[n])} | {_models_and_cells(obsolete[n])} | {few} |"
+        )
     return lines
+
+
+def _models_and_cells(models: list[str]) -> str:
+    return f"{len(set(models))} ({len(models)})" if models else "0"
 
 
 def main(argv: list[str] | None = None) -> int:
