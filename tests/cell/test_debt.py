@@ -171,3 +171,30 @@ def test_a_search_out_of_time_keeps_what_it_settled() -> None:
     # [a b c d] fails, [a b] fails, [a] passes; [b] is where the bound ran out.
     assert tries == [["a", "b", "c", "d"], ["a", "b"], ["a"]]
     assert tried == ["a"] and found == {}
+
+
+def test_the_report_names_a_few_cells_and_counts_the_rest() -> None:
+    """A workaround obsolete for ten cells: eight named, then how many more; one needed by
+    a single cell is named whole."""
+    from harness.report.document import Table
+    from harness.report.hf import workarounds_section
+
+    found = Workarounds(("a", "b"), ("a", "b"), {"a": "E"}, 1.0, 60.0)
+    records = [
+        replace(_record("transformers", "ok", f"m{i}"), workarounds=found)
+        if i == 0
+        else replace(_record("transformers", "ok", f"m{i}"), workarounds=replace(found, needed={}))
+        for i in range(10)
+    ]
+    section = workarounds_section(records)
+    assert section is not None
+    (table,) = [b for b in section.blocks if isinstance(b, Table)]
+    rows = {row[0].text: [cell.text for cell in row[1:]] for row in table.rows}
+    assert rows["a"] == [
+        "1",
+        "m0 @18 cpu dynamic",
+        "m1 @18 cpu dynamic; m2 @18 cpu dynamic; "
+        "m3 @18 cpu dynamic; m4 @18 cpu dynamic; m5 @18 cpu dynamic; "
+        "m6 @18 cpu dynamic; m7 @18 cpu dynamic; m8 @18 cpu dynamic; and 1 more",
+    ]
+    assert rows["b"][:2] == ["0", "-"] and rows["b"][2].endswith("m7 @18 cpu dynamic; and 2 more")
