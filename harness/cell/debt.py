@@ -114,7 +114,7 @@ def search(job: DebtJob) -> Workarounds:
         return None if record.passed else record.error_signature or record.status.value
 
     names = sorted(n for n in used if not job.only or n in job.only)
-    tried, needed = settle(names, job.suspected, without) if names else ([], {})
+    tried, needed = settle(names, job.suspected, without)
     seconds = round(time.monotonic() - start, 1)
     return Workarounds(tuple(sorted(used)), tuple(tried), needed, seconds, job.bound_s)
 
