@@ -37,7 +37,6 @@ from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 
-START_REPORT_S = 30.0
 HEAD = "node:__internal_head__"  # the resource Ray gives the head node
 
 _start_board = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(StartBoard)
@@ -82,13 +81,12 @@ def _assigned_gpus() -> str:
 
 
 def _report_start(board: ActorHandle[StartBoard], start: Start) -> None:
-    """Synchronous, so the driver knows where the cell runs before it can crash there. A
-    board that does not answer costs the cell nothing: the driver then falls back to
-    timing the cell from its submission."""
-    try:
-        ray.get(board.started.remote(start), timeout=START_REPORT_S)
-    except ray_errors.RayError:
-        pass
+    """Sent, not awaited: a task blocked in `ray.get` gives its CPU back to Ray, which then
+    starts a queued cell beside this one on the same slot (seen in CI: two cells on one
+    CPU, where slots are fewer than the cells in flight). The message leaves at once, so
+    the driver knows where the cell runs long before its child can crash there; one never
+    delivered costs the cell nothing: the driver then times it from its submission."""
+    board.started.remote(start)
 
 
 def _whoami() -> WorkerInfo:

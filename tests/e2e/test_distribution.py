@@ -6,6 +6,7 @@ GPU (there is none on this machine)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import signal
@@ -132,7 +133,7 @@ def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_pa
     on a cluster whose slots are fragmented): four wait in Ray's queue. Their clocks start
     when they run, so none reaches the timeout (each runs 10-30 s, by the load here), though
     the last one finishes after more than 40 s of sleeps alone since its submission, when a
-    timeout counted from submission would have ended it."""
+    timeout counted from submission would have ended it. And they run one at a time."""
     timeout_s = 40.0
     slow = FIXTURES / "slow" / "slow.py"
     cells = [("slow_0", 17), ("slow_1", 17), ("slow_2", 17), ("slow_0", 18), ("slow_1", 18)]
@@ -147,6 +148,10 @@ def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_pa
     assert stats.peak_in_flight == 5 and stats.timeouts == 0
     waits = [r.worker.finished_at - r.worker.submitted_at for r in records]
     assert max(waits) > timeout_s, waits
+    # One cell at a time on the one CPU: a task blocked in `ray.get` (its start report, once)
+    # gives its CPU back, and Ray started a queued cell beside it.
+    spans = sorted((r.worker.started_at, r.worker.finished_at) for r in records)
+    assert all(later[0] > earlier[1] for earlier, later in itertools.pairwise(spans)), spans
 
 
 def _cell_task(source: Path, model: str, run_dir: Path, *, opset: int = 17) -> CellTask:
