@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.report.hf import by_workaround
 from harness.report.layout import unique_cells
 from harness.store import rundir
 from harness.store.records import Record
@@ -74,14 +75,9 @@ def debt(records: Sequence[Record]) -> list[str]:
     """Per workaround, the architectures (and cells) that need it and those it is obsolete
     for (a cell under the harness's own patch may not need what the plain cell needs)."""
     searched = [r for r in records if r.workarounds is not None]
-    needed: dict[str, list[str]] = defaultdict(list)  # name -> the models of its cells
-    obsolete: dict[str, list[str]] = defaultdict(list)
-    for r in searched:
-        assert r.workarounds is not None
-        for name in r.workarounds.needed:  # its keys: the names (values: why)
-            needed[name].append(r.model)
-        for name in r.workarounds.obsolete:
-            obsolete[name].append(r.model)
+    needing, obsolete_for = by_workaround(searched)
+    needed = defaultdict(list, {n: [r.model for r in cells] for n, cells in needing.items()})
+    obsolete = defaultdict(list, {n: [r.model for r in cells] for n, cells in obsolete_for.items()})
     still = sorted(needed, key=lambda n: (-len(needed[n]), n))
     lines = [
         f"{len(searched)} cells searched ({len({r.model for r in searched})} architectures);"

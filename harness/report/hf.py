@@ -6,7 +6,7 @@ the exporters' known bugs, as a downstream library works around them."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -64,15 +64,9 @@ def workarounds_section(records: Sequence[Record]) -> Section | None:
     searched = [r for r in unique_cells(records) if r.workarounds is not None]
     if not searched:
         return None
-    needed: dict[str, list[str]] = {}
-    obsolete: dict[str, list[str]] = {}
-    for r in searched:
-        assert r.workarounds is not None
-        label = r.cell.label().replace(f" {HF}@", " @")
-        for name in r.workarounds.needed:
-            needed.setdefault(name, []).append(label)
-        for name in r.workarounds.obsolete:
-            obsolete.setdefault(name, []).append(label)
+    needing, obsolete_for = by_workaround(searched)
+    needed = {name: [_label(r) for r in cells] for name, cells in needing.items()}
+    obsolete = {name: [_label(r) for r in cells] for name, cells in obsolete_for.items()}
     rows = [
         (
             Text(name, code=True),
@@ -89,6 +83,26 @@ def workarounds_section(records: Sequence[Record]) -> Section | None:
         " torch.export and torch.onnx, and where it is obsolete (the records name every cell)."
     )
     return sub("transformers' workarounds: the exporters' known bugs", intro, table(headers, rows))
+
+
+def by_workaround(
+    records: Sequence[Record],
+) -> tuple[dict[str, list[Record]], dict[str, list[Record]]]:
+    """Per workaround, the searched cells that need it and those it is obsolete for."""
+    needed: dict[str, list[Record]] = defaultdict(list)
+    obsolete: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if r.workarounds is None:
+            continue
+        for name in r.workarounds.needed:  # its keys: the names (values: why)
+            needed[name].append(r)
+        for name in r.workarounds.obsolete:
+            obsolete[name].append(r)
+    return needed, obsolete
+
+
+def _label(record: Record) -> str:
+    return record.cell.label().replace(f" {HF}@", " @")
 
 
 def _first_cells(labels: list[str], shown: int = 8) -> str:
