@@ -1,5 +1,5 @@
 # The harness's own benchmarks (issue 9). Results: benchmarks/results/{benchmark.json,summary.md}
-.PHONY: bench bench-quick bench-opinfo test test-e2e test-all
+.PHONY: bench bench-quick bench-opinfo test test-slow test-all
 
 bench:
 	python -m pytest benchmarks -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark.json
@@ -14,17 +14,16 @@ bench-quick:
 bench-opinfo:
 	python -m pytest benchmarks/test_opinfo.py -q -p no:cacheprovider --benchmark-json=benchmarks/results/benchmark-opinfo.json
 
-# The tests, in two tiers (tests/conftest.py marks them). The fast tier: everything but the
-# end-to-end tests (tests/e2e/: real `harness run` processes, each with its own Ray instance)
-# and the tests marked slow, spread over the cores; a few minutes on 2 cores.
+# The tests, in tiers (tests/conftest.py marks them). The fast tier: everything but the
+# tests marked slow (tests/e2e/: real run directories in-process without Ray; tests/ray/:
+# what only Ray does; and the slow tests elsewhere), spread over the cores.
 test:
-	python -m pytest -q -m "not e2e and not slow" -n auto
+	python -m pytest -q -m "not slow" -n auto
 
-# The slow tier alone: the e2e tests in their two groups, each one test at a time, and the
-# slow tests beside them.
-test-e2e:
-	python -m pytest -q -m "e2e or slow" -n auto --dist loadgroup
+# The slow tiers alone: tests/e2e/ spread over the cores, tests/ray/ one at a time.
+test-slow:
+	python -m pytest -q -m "slow" -n auto --dist loadgroup
 
-# Both tiers, the whole suite: the README's test command and what CI runs.
+# Every tier, the whole suite: the README's test command and what CI runs.
 test-all:
 	python -m pytest -q -n auto --dist loadgroup

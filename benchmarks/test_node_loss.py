@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from benchmarks.conftest import Figures
-from tests.e2e.node_loss import Try, cluster_with_a_survivor, kill_a_node_mid_run
+from tests.ray.node_loss import Try, cluster_with_a_survivor, kill_a_node_mid_run
 
 TRIES = int(os.environ.get("HARNESS_NODE_LOSS_TRIES", "10"))
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +17,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "zoo_fixtures"
 E2E = Path(__file__).resolve().parent / "e2e"
-# The e2e tests run in two groups, each one test at a time on one xdist worker: those that
-# install packages into Ray runtime environments or kill nodes of a multi-node cluster (and
-# check what Ray leaves in its shared temp folder), and the others.
-RAY_ENVIRONMENTS = {"test_bisect.py", "test_distribution.py", "test_publish_channels.py"}
+RAY = Path(__file__).resolve().parent / "ray"
 
 
 # Modules whose tests share a slow module-scoped fixture (real cells, minimizer processes or
 # a CLI run, tens of seconds): each is one scope under xdist, so that the fixture is made
-# once, on one worker, instead of once on each worker that gets one of its tests.
+# once, on one worker, instead of once on each worker that gets one of its tests. Every
+# module of tests/e2e/ is one too.
 SHARED_FIXTURE = {
     "tests/cell/repro/test_minimize.py",
     "tests/cell/repro/test_modules.py",
@@ -33,46 +33,43 @@ SHARED_FIXTURE = {
 }
 
 
-def e2e_group(path: Path) -> str:
-    return "e2e-ray" if path.name in RAY_ENVIRONMENTS else "e2e"
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tiers: every test under tests/e2e/ is `e2e`, and every `e2e` test is `slow`, so
-    that the fast tier (`make test`: -m "not e2e and not slow") leaves them out. Under
-    xdist, the e2e tests run in two groups (`e2e_group`), each one test at a time on one
-    worker (`--dist loadgroup`): they start Ray instances."""
+    """The tiers: every test under tests/e2e/ is `e2e` (real run directories through the
+    real commands, in this process, without Ray) and every test under tests/ray/ is `ray`
+    (what only Ray does: clusters, runtime environments, node loss, bisect's installs);
+    both are `slow`, so that the fast tier (`make test`: -m "not slow") leaves them out.
+    Under xdist the `ray` tests run one at a time on one worker (`--dist loadgroup`):
+    each starts Ray instances, and some check what Ray leaves in its shared temp folder."""
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.e2e)
-        if item.get_closest_marker("e2e") is not None:
+        if RAY in item.path.parents:
+            item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        if item.get_closest_marker("e2e") or item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(e2e_group(item.path)))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` with tests/e2e/ in its two groups, by path. xdist 3.8 groups by the
+    """`--dist loadgroup` with tests/ray/ in one group, by path (xdist 3.8 groups by the
     `xdist_group` mark through the node id, which pytest 9.2 no longer lets it rename, so
-    the marks alone group nothing. Only tests/e2e/ is grouped: the e2e tests elsewhere,
-    marked one by one, may run beside it (the controller sees node ids, not marks). Each
-    module of SHARED_FIXTURE is a scope of its own. The two e2e groups are not sent out
-    first: sent side by side at the start, the compare e2e's A/A runs differed x1.30 in
-    their exporter cold start on a quiet machine (a warning), which they had not before."""
+    the marks alone group nothing), and each module of tests/e2e/ and of SHARED_FIXTURE
+    a scope of its own."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
-    class E2EGroup(LoadGroupScheduling):
+    class Scopes(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if nodeid.startswith("tests/e2e/"):
-                return e2e_group(Path(module))
-            if module in SHARED_FIXTURE:
+            if nodeid.startswith("tests/ray/"):
+                return "ray"
+            if nodeid.startswith("tests/e2e/") or module in SHARED_FIXTURE:
                 return module
             return super()._split_scope(nodeid)
 
-    return E2EGroup(config, log)
+    return Scopes(config, log)
 
 
 def run_cli(
@@ -80,8 +77,14 @@ def run_cli(
     cwd: Path | None = None,
     timeout: float = 600,
     env: dict[str, str] | None = None,
+    ray: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """The real `harness` command line in a fresh process (its own Ray instance)."""
+    """The real `harness` command line. By default in this process, a `harness run` on this
+    machine without Ray (`--local`: the same driver loop, zygotes and cells as a Ray run);
+    with `ray`, in a fresh process whose `harness run` starts its own Ray instance (what
+    only Ray does: other nodes, runtime environments, node loss, the queue)."""
+    if not ray:
+        return run_in_process(*args, cwd=cwd, env=env)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
@@ -91,6 +94,45 @@ def run_cli(
         timeout=timeout,
         env=env,
     )
+
+
+def run_in_process(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`harness.cli.main` in this process, its output captured, as a subprocess would
+    give it back; `harness run` and `harness compare` get `--local` (no Ray)."""
+    from harness.cli import main
+
+    argv = without_ray(args)
+    out, err = io.StringIO(), io.StringIO()
+    with _environment(env or {}), contextlib.chdir(cwd or REPO):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # --help, --version
+                code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["harness", *argv], code, out.getvalue(), err.getvalue())
+
+
+def without_ray(args: tuple[str, ...]) -> list[str]:
+    """`harness run` and `harness compare` on this machine without Ray (`--local`), unless
+    they join a cluster."""
+    local = args[:1] in (("run",), ("compare",)) and not {"--local", "--address"} & set(args)
+    return [*args, "--local"] if local else list(args)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def installed_version(package: str) -> str | None:
@@ -139,7 +181,7 @@ def run_cli_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[s
         pytest.skip(f"running as root, and no read-only bind mount here: {probe.stderr.strip()}")
     command = ["unshare", "-m", "sh", "-c", remount, str(folder), sys.executable, "-m"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([*command, "harness.cli", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([*command, "harness.cli", *without_ray(args)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env=env)  # fmt: skip
 
 
@@ -159,15 +201,16 @@ def run_cli_on_a_small_disk(
     script = f'{mount_it} && "$@"; code=$?; cp -a "$0/." "{keep}/"; exit $code'
     command = [*unshare, "sh", "-c", script, str(mount), sys.executable, "-m", "harness.cli"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env=env)  # fmt: skip
+    return subprocess.run([*command, *without_ray(args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
 
 
 def start_cli(*args: str) -> subprocess.Popen[str]:
-    """The real `harness` command line, started in its own session (so that a test can
-    kill it and everything it started), its stderr kept."""
+    """The real `harness` command line in a fresh process, started in its own session (so
+    that a test can kill it and everything it started), its stderr kept; without Ray
+    unless it joins a cluster (`without_ray`)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, "-m", "harness.cli", *without_ray(args)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -62,6 +62,19 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
             ["run", "--suite", "smoke", "--dynamic", "--dynamic-only"],
             "not allowed with argument --dynamic",
         ),
+        # --local runs without Ray: no cluster to join, no runtime environments
+        (
+            ["run", "--suite", "smoke", "--local", "--address", "auto"],
+            "--local runs without Ray: it cannot join --address",
+        ),
+        (
+            ["run", "--suite", "smoke", "--local", "--variant", "old=onnx==1.17"],
+            "--variant needs Ray's runtime environments: drop --local",
+        ),
+        (
+            ["compare", "a", "b", "--local", "--address", "auto"],
+            "--local re-measures without Ray: it cannot join --address",
+        ),
         (["list", "--suite", "nope"], "unknown suite 'nope'"),
         # a NaN floor or threshold never judges anything
         (["report", "r", "--threshold", "nan"], "--threshold: takes a finite number above 0"),

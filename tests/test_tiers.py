@@ -8,23 +8,26 @@ import shlex
 
 import pytest
 
-from tests.conftest import E2E, RAY_ENVIRONMENTS, REPO, SHARED_FIXTURE, e2e_group
+from tests.conftest import E2E, RAY, REPO, SHARED_FIXTURE
 
 
-def test_the_e2e_tests_are_marked_and_grouped(request: pytest.FixtureRequest) -> None:
-    """Every collected test under tests/e2e/ is `e2e` and `slow`, in its xdist group;
-    in the fast tier none is collected at all (an unmarked one would be, and fail here)."""
+def test_the_slow_tiers_are_marked_and_grouped(request: pytest.FixtureRequest) -> None:
+    """Every collected test under tests/e2e/ is `e2e` and `slow`; every one under tests/ray/
+    is `ray` and `slow`, in the `ray` xdist group; in the fast tier none is collected at
+    all (an unmarked one would be, and fail here)."""
     items = request.session.items
     assert request.node in items
     for item in items:
-        if E2E not in item.path.parents and item.get_closest_marker("e2e") is None:
-            continue
-        assert item.get_closest_marker("e2e") is not None, item.nodeid
-        assert item.get_closest_marker("slow") is not None, item.nodeid
-        group = item.get_closest_marker("xdist_group")
-        assert group is not None and group.args == (e2e_group(item.path),), item.nodeid
-        if E2E in item.path.parents and item.path.name in RAY_ENVIRONMENTS:
-            assert group.args == ("e2e-ray",), item.nodeid
+        if E2E in item.path.parents:
+            assert item.get_closest_marker("e2e") is not None, item.nodeid
+            assert item.get_closest_marker("slow") is not None, item.nodeid
+        if RAY in item.path.parents:
+            assert item.get_closest_marker("ray") is not None, item.nodeid
+            assert item.get_closest_marker("slow") is not None, item.nodeid
+            group = item.get_closest_marker("xdist_group")
+            assert group is not None and group.args == ("ray",), item.nodeid
+        if item.get_closest_marker("ray") is not None:
+            assert RAY in item.path.parents, f"{item.nodeid} starts Ray outside tests/ray/"
 
 
 def test_each_module_xdist_keeps_together_shares_a_module_fixture() -> None:

@@ -139,7 +139,10 @@ class Runner:
         plan = self._plan(sets, run_dir)
         variants = [f"--variant={s.variant}={','.join(self._specs(s))}" for s in sets]
         assert self.cluster is not None, "a Runner runs cells within its `with` block"
-        execute_on(self.cluster, plan, ["harness", "bisect", *variants], stream=self.stream)
+        from harness.dispatch import driver
+
+        runner = driver.runner(self.cluster)
+        execute_on(runner, plan, ["harness", "bisect", *variants], stream=self.stream)
         return read_run(run_dir), str(run_dir.relative_to(self.out))
 
     def _run_dir(self, name: str) -> Path:

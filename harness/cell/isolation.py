@@ -66,15 +66,6 @@ _POLL_S = 0.2  # how often the child is checked where the kernel has no pidfd
 _CEILING_S = 0.25
 
 
-class _Zygote:
-    """This worker's zygote, started on its first cell. (The worker itself imports neither
-    torch nor the measuring code: only the zygote and its children do.)"""
-
-    pool: concurrent.futures.ProcessPoolExecutor | None = None
-    cuda_pool: concurrent.futures.ProcessPoolExecutor | None = None  # CUDA cells' (cold) zygote
-    worker_cuda_env: dict[str, str | None] = {}  # in the zygote: its worker's, for the children
-
-
 # A zygote never opens CUDA: a child cannot use a CUDA its parent initialised ("Cannot
 # re-initialize CUDA in forked subprocess": on the first GPU run every cell failed so, CPU
 # cells too, since the zygote's warm-up export had initialised it: torch._dynamo saves the
@@ -87,41 +78,100 @@ class _Zygote:
 _ZYGOTE_CUDA_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
-def run_cell_isolated(task: CellTask, gpus: str | None = None) -> Record:
-    """`run_cell` in a child forked from this worker's zygote. A zygote that died (only
-    something outside can kill it: cells run in its children) is started again, once.
+class Zygotes:
+    """A worker's zygotes, each started on its first cell: one for CPU cells and one for
+    CUDA cells. A Ray worker process has one set (`run_cell_isolated`'s default); the
+    local runner (`harness.dispatch.local`) one per slot. (The worker itself imports
+    neither torch nor the measuring code: only the zygote and its children do.)"""
+
+    def __init__(self, log: Path | None = None) -> None:
+        self.pools: dict[str, concurrent.futures.ProcessPoolExecutor] = {}
+        self.stopped = False
+        self.log = log  # where the zygotes and their cells print; None: the worker's output
+
+    def run(self, task: CellTask, gpus: str | None = None) -> Record:
+        """`run_cell` in a child forked from the zygote of the cell's kind. A zygote that
+        died (only something outside can kill it: cells run in its children) is started
+        again, once, unless it was stopped on purpose (`stop`)."""
+        lost: BaseException | None = None
+        which = "cuda" if task.cell.device == "cuda" else "cpu"
+        for _ in range(2):
+            if self.stopped:
+                return _no_record(task, Status.CRASHED, "the cell was cancelled")
+            pool = self.pools.get(which) or _start_zygote(self.log)
+            self.pools[which] = pool
+            try:
+                return pool.submit(_fork_and_run, task, gpus).result()
+            except BrokenProcessPool as exc:
+                del self.pools[which]
+                lost = exc
+        return _no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
+
+    def stop(self) -> None:
+        """Kill the zygotes at once (a cell running in one dies with it: its child has
+        `die_with_parent`)."""
+        self.stopped = True
+        for pool in list(self.pools.values()):
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Shut the zygotes down (their cells are done)."""
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.pools.clear()
+
+
+_WORKER = Zygotes()  # a Ray worker process's: it runs one cell at a time
+# In a zygote: its worker's CUDA environment, which each child gets back (`_give_gpus`).
+_WORKER_CUDA_ENV: dict[str, str | None] = {}
+
+
+def run_cell_isolated(
+    task: CellTask, gpus: str | None = None, zygotes: Zygotes | None = None
+) -> Record:
+    """`run_cell` in a child forked from a zygote of `zygotes` (this worker's by default).
 
     `gpus` is the `CUDA_VISIBLE_DEVICES` the scheduler gave this task (a CUDA cell's GPU):
     the child sets it before anything touches CUDA. The zygote's own environment is the
     one its worker had when it was spawned, for whichever task came first, so a child must
     not inherit it: it may name another task's GPU, or none."""
-    lost: BaseException | None = None
-    which = "cuda_pool" if task.cell.device == "cuda" else "pool"
-    for _ in range(2):
-        pool = getattr(_Zygote, which) or _start_zygote()
-        setattr(_Zygote, which, pool)
-        try:
-            return pool.submit(_fork_and_run, task, gpus).result()
-        except BrokenProcessPool as exc:
-            setattr(_Zygote, which, None)
-            lost = exc
-    return _no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
+    return (zygotes or _WORKER).run(task, gpus)
 
 
-def _start_zygote() -> concurrent.futures.ProcessPoolExecutor:
+def _start_zygote(log: Path | None) -> concurrent.futures.ProcessPoolExecutor:
     context = multiprocessing.get_context("spawn")
     return concurrent.futures.ProcessPoolExecutor(
-        max_workers=1, mp_context=context, initializer=_become_zygote
+        max_workers=1, mp_context=context, initializer=_become_zygote, initargs=(log,)
     )
 
 
-def _become_zygote() -> None:
-    _Zygote.worker_cuda_env = {k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV}
+def _become_zygote(log: Path | None = None) -> None:
+    if log is not None:  # what the cells print goes there, as a Ray worker's goes to its log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            for fd in (1, 2):
+                os.dup2(out.fileno(), fd)
+    _WORKER_CUDA_ENV.update({k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV})
     os.environ.update(_ZYGOTE_CUDA_ENV)
     import torch
 
     die_with_parent()
     torch.set_num_threads(1)
+    _no_tqdm_process_lock()
+
+
+def _no_tqdm_process_lock() -> None:
+    """tqdm (the dynamo exporter's optimizer shows progress with it) makes a
+    multiprocessing lock on first use, a named semaphore that a zygote, which ends with
+    `os._exit`, never unlinks: Python's resource tracker then warns of a leak at the end of
+    every local run. No cell of a zygote shares tqdm across processes: a thread lock does."""
+    try:
+        from tqdm import std
+    except ImportError:
+        return
+    std.TqdmDefaultWriteLock.mp_lock = None
 
 
 # -- in the zygote ------------------------------------------------------------------------------
@@ -385,7 +435,7 @@ def _give_gpus(gpus: str | None) -> None:
     """The child's view of the GPUs, before CUDA is first touched: `gpus` (as
     CUDA_VISIBLE_DEVICES names them: a CUDA cell's GPU, or "" for none) where the task
     says, else the worker's own."""
-    worker = dict(_Zygote.worker_cuda_env)
+    worker = dict(_WORKER_CUDA_ENV)
     if gpus is not None:
         worker["CUDA_VISIBLE_DEVICES"] = gpus
     for name, value in worker.items():

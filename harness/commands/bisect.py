@@ -194,7 +194,7 @@ def main(args: argparse.Namespace) -> int:
     except (CriterionError, VersionError) as exc:
         raise UsageError(str(exc)) from None
     _announce(moves, walks, selection, source)
-    request = Request(moves, walks, criterion, command=("harness", *sys.argv[1:]))
+    request = Request(moves, walks, criterion, command=tuple(args.command_line))
     result = _run(request, selection, source, out)
     write_outputs(result, out)
     print(json.dumps(to_json(result), indent=2) if args.format == "json" else to_markdown(result))

@@ -181,6 +181,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="auto|HOST:PORT",
         help="re-measure on an existing Ray cluster (default: a local instance)",
     )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="re-measure on this machine without Ray (a process per changed cell)",
+    )
     floor = number()
     p.add_argument("--latency-floor", type=floor, default=_T.latency_floor, metavar="FRACTION")
     p.add_argument(
@@ -290,7 +295,11 @@ def _compare(args: argparse.Namespace, runs: list[Path]) -> Comparison | int:
     notes: list[str] = []
     if not differences and not args.no_remeasure:
         paired, notes = remeasure(
-            baseline, candidate, plan=PairPlan(max_pairs=args.max_pairs), address=args.address
+            baseline,
+            candidate,
+            plan=PairPlan(max_pairs=args.max_pairs),
+            address=args.address,
+            local=args.local,
         )
         options = replace(options, paired=paired)
     comparison = compare_runs(baseline, candidate, replace(options, compare_noisy=not differences))
@@ -324,6 +333,8 @@ def _emit(args: argparse.Namespace, comparison: Comparison) -> None:
 
 def main(args: argparse.Namespace) -> int:
     runs = _positionals(args)
+    if args.local and args.address:
+        raise UsageError("--local re-measures without Ray: it cannot join --address")
     try:
         result = _compare(args, runs)
         if isinstance(result, int):

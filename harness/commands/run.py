@@ -174,6 +174,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="join an existing Ray cluster instead of starting a local instance",
     )
     p.add_argument(
+        "--local",
+        action="store_true",
+        help="run the cells on this machine without Ray (each still in a process of its own,"
+        " with its timeout and memory limit): for a laptop or a CI job where starting Ray"
+        " costs more than the run; no --address or --variant",
+    )
+    p.add_argument(
         "--max-memory-gb",
         type=float,
         metavar="GB",
@@ -240,6 +247,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         "keep_onnx": args.keep_onnx or None,
         "keep_graphs": args.keep_graphs,
         "address": args.address,
+        "local": args.local or None,
         "max_memory_gb": args.max_memory_gb,
         "variants": tuple(args.variant),
     })  # fmt: skip
@@ -317,7 +325,7 @@ def _resume(run_dir: Path, args: argparse.Namespace, bound: float) -> None:
 
 
 def _execute_and_finish(plan: RunPlan, args: argparse.Namespace, bound: float) -> None:
-    run_dir = execute(plan, ["harness", *sys.argv[1:]])
+    run_dir = execute(plan, list(args.command_line))
     if bound > 0:
         repro.after_run({n: spec.source for n, spec in plan.specs.items()}, run_dir, bound)
     _finish(run_dir, write_report=not args.no_report)

@@ -4,11 +4,12 @@ no Ray here (`session` and `remote` hand it what Ray reports, the tests hand-mad
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
-from harness.dispatch.policy import RayNode, Slots
+from harness.dispatch.policy import DispatchStats, Options, RayNode, Slots
+from harness.store.records import CellTask, Record
 
 # What a worker's version probe answers: package -> version (None: not installed); with
 # distributions asked, "distributions" -> each one's {version, import_error}; or the
@@ -64,6 +65,22 @@ class ClusterInfo:
     def slots(self, threads: int) -> Slots:
         """How many cells its alive nodes run at once, per resource."""
         return Slots.of_nodes((n["resources"] for n in self.nodes if n["alive"]), threads)
+
+
+RunTasks = Callable[[Iterable[CellTask], Callable[[Record], None], Options], DispatchStats]
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Where a run's cells go: a Ray instance (`harness.dispatch.driver.runner`) or this
+    machine without Ray (`harness.dispatch.local.runner`), as the pipeline uses either.
+    `versions` gives the package versions of each variant's environment (with the
+    distributions named, theirs too); `node_versions`, the base environment's per node."""
+
+    cluster: ClusterInfo
+    run_tasks: RunTasks
+    versions: Callable[[dict[str, tuple[str, ...]], tuple[str, ...]], dict[str, VersionProbe]]
+    node_versions: Callable[[list[str]], dict[str, VersionProbe]]
 
 
 def auth_hint() -> str:

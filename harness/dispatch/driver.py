@@ -15,6 +15,7 @@ from ray import exceptions as ray_errors
 from ray.actor import ActorHandle
 
 from harness.dispatch import remote
+from harness.dispatch.cluster import ClusterInfo, Runner, VersionProbe
 from harness.dispatch.flight import Start, StartBoard
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import NODE_SETTLE_S, DispatchStats, Options, RayNode, TaskFailure
@@ -45,9 +46,26 @@ def run_tasks(
     never retried.
     """
     options = Options(timeout_s, threads, max_in_flight, variants or {}, settle_s)
+    return _dispatch(tasks, on_record, options)
+
+
+def _dispatch(
+    tasks: Iterable[CellTask], on_record: Callable[[Record], None], options: Options
+) -> DispatchStats:
     driver = Driver(tasks, on_record, options, RayTasks(options.variants))
     driver.run()
     return driver.stats
+
+
+def runner(cluster: ClusterInfo) -> Runner:
+    """The Ray instance `session.start` joined or started, as the pipeline runs on it."""
+
+    def versions(
+        variants: dict[str, tuple[str, ...]], distributions: tuple[str, ...]
+    ) -> dict[str, VersionProbe]:
+        return remote.variant_versions(variants, distributions=distributions)
+
+    return Runner(cluster, _dispatch, versions, remote.node_versions)
 
 
 class RayTasks:

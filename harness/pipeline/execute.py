@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from harness.dispatch.cluster import ClusterInfo
-from harness.dispatch.policy import DispatchStats
+from harness.dispatch.cluster import ClusterInfo, Runner
+from harness.dispatch.policy import DispatchStats, Options
 from harness.errors import UsageError
 from harness.plan.build import RunPlan
 from harness.progress import Progress
@@ -42,25 +42,28 @@ def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> P
 
 
 def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
-    from harness.dispatch import session  # ray is imported only when a run really starts
-
     _announce(plan, stream)
+    if plan.options.local:
+        from harness.dispatch import local
+
+        return execute_on(local.runner(), plan, argv, stream=stream)
+    from harness.dispatch import driver, session  # ray is imported only when a run starts
+
     cluster = session.start(plan.options.address, env_vars=harness_env())  # nothing written yet
     try:
-        return execute_on(cluster, plan, argv, stream=stream)
+        return execute_on(driver.runner(cluster), plan, argv, stream=stream)
     finally:
         session.stop()
 
 
 def execute_on(
-    cluster: ClusterInfo, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
+    runner: Runner, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
 ) -> Path:
-    """Run every pending cell of the plan on a Ray instance already started (`harness
-    bisect` runs one plan per package version on one instance); returns the run directory."""
-    from harness.dispatch import driver
-
+    """Run every pending cell of the plan on a runner already started (`harness bisect`
+    runs one plan per package version on one Ray instance); returns the run directory."""
+    cluster = runner.cluster
     _check_threads(cluster, plan.options.threads)
-    manifest = _manifest(plan, argv, cluster)
+    manifest = _manifest(plan, argv, runner)
     rundir.write_manifest(plan.run_dir, manifest)
     progress = Progress(total=len(plan.pending), stream=stream)
     with rundir.RecordWriter(plan.run_dir) as writer:
@@ -74,13 +77,9 @@ def execute_on(
             progress.update(record)
 
         runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
-        stats = driver.run_tasks(
-            _tasks(plan, runnable, manifest.max_memory_gb),
-            on_record,
-            timeout_s=plan.options.timeout_s,
-            threads=plan.options.threads,
-            variants=plan.variants,
-        )
+        options = Options(plan.options.timeout_s, plan.options.threads, variants=plan.variants)
+        tasks = _tasks(plan, runnable, manifest.max_memory_gb)
+        stats = runner.run_tasks(tasks, on_record, options)
     finished = manifest.finished_with(
         DispatchSummary.from_dict(_dispatch_figures(stats)),
         tuple(stats.cold_starts),
@@ -113,21 +112,21 @@ def _announce(plan: RunPlan, stream: TextIO) -> None:
         print(f"warning: zoo file {problem.source} failed to import: {problem.error}", file=stream)
 
 
-def _manifest(plan: RunPlan, argv: list[str], cluster: ClusterInfo) -> Manifest:
+def _manifest(plan: RunPlan, argv: list[str], runner: Runner) -> Manifest:
     """The run's manifest, once the cluster is known: new, or the resumed run's own. Each
     variant's versions include those of the packages the variants ask for; each alive
     node's, the base environment's as its workers see them."""
-    from harness.dispatch import remote
     from harness.store.environment import requested_distributions, with_requested
 
+    cluster = runner.cluster
     alive = [n["node_id"] for n in cluster.nodes if n["alive"]]
-    per_node = remote.node_versions(alive)
+    per_node = runner.node_versions(alive)
     nodes = [{**n, "versions": per_node.get(n["node_id"], {})} for n in cluster.nodes]
     where = Cluster.from_dict(
         {"address": cluster.address, "nodes": nodes, "resources": cluster.resources}
     )
     asked = requested_distributions(plan.variants)
-    found = remote.variant_versions({"base": (), **plan.variants}, distributions=asked)
+    found = runner.versions({"base": (), **plan.variants}, asked)
     versions = {name: with_requested(v) for name, v in found.items()}
     if plan.recorded:
         prior = rundir.read_manifest(plan.run_dir)

@@ -149,6 +149,10 @@ def _check_numbers(options: RunOptions) -> None:
     memory = options.max_memory_gb
     if memory is not None and not (math.isfinite(memory) and memory > 0):
         raise UsageError(f"--max-memory-gb must be a positive number, not {memory}")
+    if options.local and options.address:
+        raise UsageError("--local runs without Ray: it cannot join --address")
+    if options.local and options.variants:
+        raise UsageError("--variant needs Ray's runtime environments: drop --local")
 
 
 def unwritable(folder: Path) -> str | None:

@@ -81,6 +81,7 @@ class RunOptions:
     # "run" (the run's graphs/ folder) or a folder shared by runs; None: graphs not kept
     keep_graphs: str | None = None
     address: str | None = None
+    local: bool = False  # on this machine without Ray (harness.dispatch.local)
     max_memory_gb: GiB | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
     patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cell.isolation import _Zygote, run_cell_isolated
+from harness.cell.isolation import _WORKER, run_cell_isolated
 from harness.store.records import Cell, CellTask
 from tests.conftest import FIXTURES
 
@@ -32,13 +32,9 @@ def zygote_of_a_gpu_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     task); later tasks of the same worker get other GPUs, or none."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
-    if _Zygote.pool is not None:
-        _Zygote.pool.shutdown()
-    _Zygote.pool = None
+    _WORKER.close()
     yield
-    if _Zygote.pool is not None:
-        _Zygote.pool.shutdown()
-    _Zygote.pool = None
+    _WORKER.close()
 
 
 @pytest.mark.usefixtures("zygote_of_a_gpu_worker")
@@ -54,6 +50,6 @@ def test_each_cell_sees_the_gpus_of_its_task_in_one_zygote(tmp_path: Path) -> No
 @pytest.mark.usefixtures("zygote_of_a_gpu_worker")
 def test_the_zygote_sees_no_gpu_and_asks_nvml(tmp_path: Path) -> None:
     _seen(tmp_path, None)  # starts the zygote
-    assert _Zygote.pool is not None
-    assert _Zygote.pool.submit(os.getenv, "CUDA_VISIBLE_DEVICES").result() == ""
-    assert _Zygote.pool.submit(os.getenv, "PYTORCH_NVML_BASED_CUDA_CHECK").result() == "1"
+    assert "cpu" in _WORKER.pools
+    assert _WORKER.pools["cpu"].submit(os.getenv, "CUDA_VISIBLE_DEVICES").result() == ""
+    assert _WORKER.pools["cpu"].submit(os.getenv, "PYTORCH_NVML_BASED_CUDA_CHECK").result() == "1"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.cell import isolation
-from harness.cell.isolation import _Zygote, judge_exit, run_cell_isolated
+from harness.cell.isolation import _WORKER, judge_exit, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -47,9 +47,7 @@ def _task(run_dir: Path, source: Path, model: str, exporter: str = "torchscript"
 
 
 def _new_zygote() -> None:
-    if _Zygote.pool is not None:
-        _Zygote.pool.shutdown(cancel_futures=True)
-    _Zygote.pool = None
+    _WORKER.close()
 
 
 def _verdict(r: Record) -> dict[str, Any]:

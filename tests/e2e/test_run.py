@@ -85,11 +85,15 @@ def test_manifest_and_report(tiny_run: Path) -> None:
 
 
 def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Every fault a model can have ends its own cell's process only (the one that kills a
+    Ray worker runs in tests/ray/test_distribution.py)."""
     out = tmp_path / "faults"
     result = run_cli(
         "run",
         "--zoo",
         str(FIXTURES / "faults"),
+        "--models",
+        "fault_segv,fault_killed,fault_exit,fault_sysexit,fault_hang*,fault_oom,fault_neighbour",
         "--exporters",
         "torchscript",
         "--opsets",
@@ -120,21 +124,15 @@ def test_crash_and_hang_become_records_and_the_run_goes_on(tmp_path: Path) -> No
     assert (status["fault_oom"].status, status["fault_oom"].stage) == ("oom", "build")
     assert status["fault_neighbour"].status == "ok"
     assert all(r.attempt == 1 for r in status.values())  # failures are never retried
-    assert status["fault_kills_worker"].status == "crashed"
-    assert "worker process died" in (status["fault_kills_worker"].error_message or "")
-    # Every other fault ended its cell's process only: the workers and their zygotes went
-    # on (one worker replaced, after fault_kills_worker).
+    # Every fault ended its cell's process only: the zygotes went on, one per slot.
     finished = store.read_manifest(out).dispatch
     assert finished and finished.slots and finished.slots.cpu
-    slots = finished.slots.cpu
     workers = [r.worker or WorkerInfo() for r in status.values()]
-    assert len({w.pid for w in workers}) <= slots + 1
-    assert len({w.zygote_pid for w in workers} - {None}) <= slots + 1
-    # stdout is the summary table and nothing else: Ray's "(raylet) A worker died ..." lines
-    # (the worker fault_kills_worker killed) used to land in it
+    assert len({w.zygote_pid for w in workers} - {None}) <= finished.slots.cpu
+    # stdout is the summary table and nothing else: what the cells print goes to the
+    # zygotes' logs, never into it
     table = summary_table(store.read_records(out))
     assert result.stdout == f"{table}\nrun directory: {out}\n"
-    assert "(raylet)" in result.stderr
 
 
 def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from ray.cluster_utils import Cluster
 
 from harness.dispatch import driver
 from harness.dispatch.policy import NODE_SETTLE_S
+from harness.report import summary_table
 from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots
 from harness.store.protocol import Protocol
@@ -53,7 +54,7 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
         result = run_cli(
             "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp,tiny_conv",
             "--exporters", "torchscript", "--opsets", "17", "--devices", "cpu,cuda",
-            "--address", c.address, "--out", str(out), "--no-report",
+            "--address", c.address, "--out", str(out), "--no-report", ray=True,
         )  # fmt: skip
     finally:
         c.shutdown()
@@ -79,6 +80,29 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
     dispatch = manifest.dispatch
     assert dispatch.slots == DispatchSlots(cpu=2, gpu=1)
     assert dispatch.peak_in_flight_gpu == 1 and (dispatch.peak_in_flight or 0) <= 2
+
+
+def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A cell that kills its Ray worker (its zygote's parent) is `crashed`, never retried:
+    its node lives. The worker is replaced for the next cell, and Ray's "(raylet) A worker
+    died ..." lines go to stderr, never into stdout's summary table."""
+    out = tmp_path / "kills"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "faults"), "--models", "fault_kills_worker,fault_neighbour",
+        "--exporters", "torchscript", "--opsets", "17", "--out", str(out), "--timeout", "60",
+        "--no-report", ray=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    status = {r.model: r for r in _records(out)}
+    assert (status["fault_kills_worker"].status, status["fault_kills_worker"].attempt) == (
+        "crashed",
+        1,
+    )
+    assert "worker process died" in (status["fault_kills_worker"].error_message or "")
+    assert status["fault_neighbour"].status == "ok"
+    table = summary_table(_records(out))
+    assert result.stdout == f"{table}\nrun directory: {out}\n"
+    assert "(raylet)" in result.stderr
 
 
 def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: Path) -> None:
@@ -216,6 +240,7 @@ def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
         "--out",
         str(out),
         "--no-report",
+        ray=True,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     by_variant = {r.variant: r for r in _records(out)}
@@ -272,7 +297,9 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
     address, auth = ray_start_head
     tiny = ["--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters", "torchscript",
             "--opsets", "17", "--no-report"]  # fmt: skip
-    joined = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "j"), env=auth)
+    joined = run_cli(
+        "run", *tiny, "--address", address, "--out", str(tmp_path / "j"), env=auth, ray=True
+    )
     assert joined.returncode == 0, joined.stderr[-3000:]
     cluster = store.read_manifest(tmp_path / "j").cluster
     (record,) = _records(tmp_path / "j")
@@ -281,14 +308,14 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
     assert record.worker is not None and record.worker.node == cluster.nodes[0].node_id
     # Without --address the run starts its own instance, although `ray start` left a
     # cluster on this machine (plain ray.init() would join it and refuse num_cpus).
-    local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth)
+    local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth, ray=True)
     assert local.returncode == 0, local.stderr[-3000:]
     mine = store.read_manifest(tmp_path / "l").cluster
     assert mine is not None and mine.address == "local"
     assert mine.resources["CPU"] == os.cpu_count()
     assert {n.node_id for n in mine.nodes}.isdisjoint({cluster.nodes[0].node_id})
     # Without the token the join is refused: exit 2, a line that says what to set, no run.
-    refused = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "r"))
+    refused = run_cli("run", *tiny, "--address", address, "--out", str(tmp_path / "r"), ray=True)
     assert refused.returncode == 2
     assert "RAY_AUTH_MODE=token" in refused.stderr.strip().splitlines()[-1]
     assert "Traceback" not in refused.stderr and not (tmp_path / "r").exists()

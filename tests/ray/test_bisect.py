@@ -45,7 +45,7 @@ def test_bisect_names_the_package_and_the_first_bad_version_of_a_status_change_a
         "--package", EXTRA, "--good", "1.0", "--bad", "1.1",
         "--find-links", str(wheels), "--zoo", str(zoo), "--exporters", "torchscript",
         "--opsets", "18", "--out", str(out), "--format", "json",
-        timeout=1800,
+        timeout=1800, ray=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     answer = json.loads((out / "bisect.json").read_text())

@@ -37,7 +37,7 @@ def _run(zoo: Path, wheels: Path, out: Path) -> Path:
         "run", "--zoo", str(zoo), "--exporters", "torchscript", "--opsets", "18",
         "--static-only", "--repro-bound", "0", "--timeout", "300", "--no-report",
         *specs, "--out", str(out),
-        timeout=1200,
+        timeout=1200, ray=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return out

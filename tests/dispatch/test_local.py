@@ -1,0 +1,97 @@
+"""The local runner (`harness run --local`): the driver's loop over `LocalTasks`, real cells
+in real zygotes on this machine, no Ray. Nothing is mocked."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.dispatch import local
+from harness.dispatch.policy import Options
+from harness.store.protocol import Protocol
+from harness.store.records import Cell, CellTask, Record
+from harness.store.status import Status
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.slow
+
+QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
+FAULTS = FIXTURES / "faults" / "faults.py"
+SLOW = FIXTURES / "slow" / "slow.py"
+TINY = FIXTURES / "tiny" / "models.py"
+
+
+def _task(run_dir: Path, source: Path, model: str, **kw: object) -> CellTask:
+    cell = Cell(model, "torchscript", 18)
+    fields: dict[str, object] = {"protocol": QUICK, "timeout_s": 120, **kw}
+    return CellTask(cell, str(source), "local-test", str(run_dir), **fields)  # type: ignore[arg-type]
+
+
+def _run(tasks: list[CellTask], **options: object) -> tuple[list[Record], object]:
+    records: list[Record] = []
+    opts = Options(**{"timeout_s": 120, **options})  # type: ignore[arg-type]
+    runner = local.runner()
+    stats = runner.run_tasks(tasks, records.append, opts)
+    return records, stats
+
+
+def test_cells_run_in_their_own_processes_and_failures_are_records(tmp_path: Path) -> None:
+    tasks = [
+        _task(tmp_path, TINY, "tiny_mlp"),
+        _task(tmp_path, FAULTS, "fault_segv"),
+        _task(tmp_path, FAULTS, "fault_hang", timeout_s=3),
+        _task(tmp_path, TINY, "tiny_conv"),
+    ]
+    records, _ = _run(tasks)
+    by_model = {r.model: r for r in records}
+    assert len(records) == 4
+    assert by_model["tiny_mlp"].status == Status.OK
+    assert by_model["tiny_conv"].status == Status.OK
+    assert by_model["fault_segv"].status == Status.CRASHED
+    assert "SIGSEGV" in (by_model["fault_segv"].reason or "")
+    assert by_model["fault_hang"].status == Status.TIMEOUT
+    pids = {r.worker.cell_pid for r in records if r.worker is not None}
+    assert len(pids) == 4  # a process per cell
+    assert all(r.worker is not None and r.worker.node == local.NODE for r in records)
+
+
+def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path) -> None:
+    """--threads as many as the machine has: the slow cells run one after another, never
+    two at once (each starts after the one before it finished)."""
+    cores = int(local.this_node()["Resources"]["CPU"])
+    tasks = [_task(tmp_path, SLOW, f"slow_{i}", threads=cores) for i in range(2)]
+    records, stats = _run(tasks, threads=cores)
+    spans = sorted(
+        (r.worker.started_at, r.worker.finished_at) for r in records if r.worker is not None
+    )
+    assert len(spans) == 2 and all(s[0] is not None and s[1] is not None for s in spans)
+    assert spans[1][0] >= spans[0][1]  # type: ignore[operator]
+    assert stats.peak_in_flight == 1  # type: ignore[attr-defined]
+
+
+def test_the_backstop_kills_a_running_cell_and_the_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell whose zygote does not enforce its timeout (none given to the task) is killed
+    by the driver's backstop; the next cell runs in fresh zygotes."""
+    from harness.dispatch import policy
+
+    monkeypatch.setattr(policy, "ISOLATION_GRACE_S", 0.0)  # the backstop at the timeout
+    hang = _task(tmp_path, FAULTS, "fault_hang", timeout_s=None)
+    started = time.perf_counter()
+    records, _ = _run([hang, _task(tmp_path, TINY, "tiny_mlp")], timeout_s=60, max_in_flight=1)
+    by_model = {r.model: r for r in records}
+    assert by_model["fault_hang"].status == Status.TIMEOUT
+    assert "worker killed" in (by_model["fault_hang"].reason or "")
+    assert by_model["tiny_mlp"].status == Status.OK
+    assert by_model["tiny_mlp"].worker is not None and hang_ended(by_model["fault_hang"]) < (
+        by_model["tiny_mlp"].worker.started_at or 0
+    )
+    assert time.perf_counter() - started < 180
+
+
+def hang_ended(record: Record) -> float:
+    assert record.worker is not None and record.worker.collected_at is not None
+    return record.worker.collected_at
