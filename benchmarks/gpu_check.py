@@ -32,7 +32,7 @@ PLAIN = REPO / "benchmarks" / "plain_cuda.py"
 def probe() -> dict[str, Any]:
     import onnxruntime as ort
 
-    from harness.cell.isolation import run_cell_isolated
+    from harness.runtime.zygote import run_cell_isolated
     from harness.store.protocol import Protocol
     from harness.store.records import Cell, CellTask
     from harness.zoo.discovery import discover

@@ -1,6 +1,6 @@
 """The verdict on a model that hoards bytes while it is exported (issue 34), three ways:
 a direct dynamo call under the memory ceiling the harness sets (soft RLIMIT_DATA = VmData
-now + GB, as `harness.cell.limits.memory_limit` does), in a fresh process (`fresh`) or
+now + GB, as `harness.runtime.limits.memory_limit` does), in a fresh process (`fresh`) or
 in a child forked from a parent that already exported once (`fork`), and the harness's
 own cell process, forked from its zygote (`harness`, `run_cell_isolated`).
 
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.cell.limits import is_out_of_memory
+from harness.runtime.limits import is_out_of_memory
 
 HOARD = Path(__file__).resolve().parents[1] / "tests" / "zoo_fixtures" / "hoard" / "hoard.py"
 
@@ -102,7 +102,7 @@ FAULT_CELLS = (
 
 
 def harness(gb: float, source: Path, name: str, *, after_faults: bool = False) -> dict[str, Any]:
-    from harness.cell.isolation import run_cell_isolated
+    from harness.runtime.zygote import run_cell_isolated
     from harness.store.records import Cell, CellTask
 
     run_dir = tempfile.mkdtemp(prefix="hoard-run-")

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.cell import exporters
-from harness.cell.exporters import registry_memo
-from harness.cell.exporters.request import ExportRequest
+from harness import exporters
 from harness.cell.shapes import Inputs
-from harness.cell.warmup import warm_up_exporter
+from harness.exporters import registry_memo
+from harness.exporters.request import ExportRequest
+from harness.runtime.warmup import warm_up_exporter
 from harness.zoo.generated.opinfo_samples import op_db_index, sample_set
 
 

@@ -46,7 +46,7 @@ def overhead(run_dir: Path) -> dict[str, float | int | None]:
     return figures
 
 
-# The worker facts of harness.cell.isolation, and the names their figures take.
+# The worker facts of harness.runtime.zygote, and the names their figures take.
 ISOLATION = {
     "fork_s": "fork_to_cell_ms",  # the zygote's fork to the child's first line
     "exit_s": "record_to_reaped_ms",  # the child's record sent to the child reaped

@@ -26,7 +26,7 @@ from typing import Any
 import onnxruntime as ort
 import torch
 
-from harness.cell.warmup import WarmUpModel
+from harness.runtime.warmup import WarmUpModel
 from harness.zoo.discovery import load_source
 
 

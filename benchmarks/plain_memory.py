@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from harness.cell.warmup import WarmUpModel
+from harness.runtime.warmup import WarmUpModel
 from harness.zoo.discovery import load_source
 
 

@@ -109,7 +109,7 @@ def test_registry_memo_gives_byte_identical_exports_over_every_opinfo(figures: F
 
 
 def test_failing_sampled_cells_fail_alike_in_a_fresh_process(figures: Figures) -> None:
-    from harness.cell.isolation import run_cell_isolated
+    from harness.runtime.zygote import run_cell_isolated
     from harness.store.records import CellTask
     from harness.zoo.discovery import BUILTIN_ZOO
 

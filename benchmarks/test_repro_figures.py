@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.conftest import Figures, timed_sweep
-from harness.cell.repro.figures import figures as repro_figures
-from harness.cell.repro.select import clusters
+from harness.repro.figures import figures as repro_figures
+from harness.repro.select import clusters
 from harness.store import rundir
 
 BOUND_S = "60"  # the default search bound per cluster

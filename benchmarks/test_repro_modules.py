@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from benchmarks.conftest import Figures
-from harness.cell.repro import runner
-from harness.cell.repro.figures import figures as repro_figures
-from harness.cell.worker import run_cell
+from harness.repro import runner
+from harness.repro.figures import figures as repro_figures
+from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 

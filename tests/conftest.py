@@ -25,10 +25,10 @@ RAY = Path(__file__).resolve().parent / "ray"
 # once, on one worker, instead of once on each worker that gets one of its tests. Every
 # module of tests/e2e/ is one too.
 SHARED_FIXTURE = {
-    "tests/cell/repro/test_minimize.py",
-    "tests/cell/repro/test_modules.py",
+    "tests/repro/test_minimize.py",
+    "tests/repro/test_modules.py",
     "tests/cell/test_generation.py",
-    "tests/cell/test_isolation.py",
+    "tests/runtime/test_isolation.py",
     "tests/zoo/test_plugins.py",
 }
 
@@ -318,5 +318,5 @@ def _read_listing(url: str) -> str | None:
 
 # A `harness run` with failures minimizes one cell per failure cluster afterwards (issue 27:
 # a fresh process to shrink it and another to verify the script, about 20 s a cluster here).
-# Tests of other things turn that off; tests/cell/repro/ turns it on where it checks it.
+# Tests of other things turn that off; tests/repro/ turns it on where it checks it.
 os.environ.setdefault("HARNESS_REPRO_BOUND", "0")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cell import exporters
-from harness.cell.exporters import ExportRequest
+from harness import exporters
 from harness.cell.shapes import Inputs, flatten_outputs
+from harness.exporters import ExportRequest
 from harness.plan import suites
 from harness.store import rundir as store
 from harness.zoo import discovery

@@ -21,6 +21,8 @@ STAGES = (
     "store",
     "zoo",
     "cell",
+    "exporters",
+    "runtime",
     "plan",
     "dispatch",
     "coverage",
@@ -29,6 +31,8 @@ STAGES = (
     "publish",
     "pipeline",
     "bisect",
+    "repro",
+    "debt",
     "commands",
 )
 
@@ -128,7 +132,7 @@ def test_the_zoo_contract_discovery_and_expectations_load_without_torch() -> Non
 
 def test_the_cli_and_the_exporter_registry_answer_without_torch() -> None:
     """`harness --help`, usage errors and suite validation stay instant."""
-    assert _imported_after(["harness.cli", "harness.cell.exporters", "harness.zoo"]) == set()
+    assert _imported_after(["harness.cli", "harness.exporters", "harness.zoo"]) == set()
 
 
 def _imports_of(path: Path) -> set[str]:
@@ -147,10 +151,13 @@ def _imports_of(path: Path) -> set[str]:
 LAYERS = (
     "harness.errors",
     "harness.stats",
+    "harness.ddmin",
     "harness",  # __version__
     "harness.store",
     "harness.zoo",
     "harness.cell",
+    "harness.exporters",
+    "harness.runtime",
     "harness.plan",
     "harness.dispatch",
     "harness.coverage",
@@ -161,6 +168,8 @@ LAYERS = (
     "harness.progress",
     "harness.pipeline",
     "harness.bisect",
+    "harness.repro",
+    "harness.debt",
     "harness.commands",
     "harness.cli",
 )
@@ -257,6 +266,6 @@ def test_only_the_exporters_call_torch_onnx_and_only_dispatchs_shell_imports_ray
             if any(n == prefix or n.startswith(prefix + ".") for n in _imports_of(p))
         }
 
-    assert {u for u in users("torch.onnx") if not u.startswith("cell/exporters/")} == set()
+    assert {u for u in users("torch.onnx") if not u.startswith("exporters/")} == set()
     assert users("ray") == {f"dispatch/{m}.py" for m in ("session", "remote", "driver")}
     assert users("matplotlib") == {"report/plots.py"}

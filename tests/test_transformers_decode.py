@@ -13,8 +13,8 @@ import onnx
 import pytest
 import torch
 
-from harness.cell.worker import run_cell
 from harness.plan.suites import load_suite
+from harness.runtime.worker import run_cell
 from harness.store import rundir as store
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -87,9 +87,9 @@ def test_the_probe_names_each_axis_by_how_it_moved() -> None:
 
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
-    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    # (how long the load takes is a figure of benchmarks/, not a timed test here)
+    count, _, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
     assert count == len(ENTRIES) and not transformers_loaded and not torch_loaded
-    assert seconds < 3.0
 
 
 def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:

@@ -101,9 +101,9 @@ def test_the_registry_names_every_head_once() -> None:
 
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
-    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    # (how long the load takes is a figure of benchmarks/, not a timed test here)
+    count, _, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
     assert count == len(ENTRIES) and not transformers_loaded and not torch_loaded
-    assert seconds < 3.0
 
 
 def test_every_head_is_an_entry_and_the_unbuildable_say_why() -> None:

@@ -166,16 +166,16 @@ def test_dynamic_dimensions_follow_the_recipe() -> None:
 
 def test_the_zoo_file_builds_nothing_and_imports_no_library() -> None:
     """Workers import the zoo file for every cell: it reads the inventory, nothing more."""
-    count, seconds, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
+    # (how long the load takes is a figure of benchmarks/, not a timed test here)
+    count, _, transformers_loaded, torch_loaded = load_zoo_file_fresh(ZOO_FILE)
     assert count == len(MODELS) and not transformers_loaded and not torch_loaded
-    assert seconds < 3.0
 
 
 def test_every_model_type_is_an_entry_and_the_unbuildable_say_why() -> None:
     specs = {s.name: s for s in discovery.load_file(ZOO_FILE)}
     assert len(specs) == len(MODELS) == INVENTORY["registry"]
     assert len(BUILT) >= 400, f"only {len(BUILT)} model types build"
-    # What the zygote imports for every cell (harness.cell.isolation) imports here: a
+    # What the zygote imports for every cell (harness.runtime.zygote) imports here: a
     # module misnamed in `requires` would skip every cell of the suite.
     built = specs[_inventory.model_name(next(iter(BUILT)))]
     assert len(built.requires) > 1 and built.missing_requirement() is None

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from harness.cell.exporters import NAMES as EXPORTERS
+from harness.exporters import NAMES as EXPORTERS
 from harness.plan import suites
 from harness.zoo import ModelSpec, discovery
 

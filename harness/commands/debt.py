@@ -37,7 +37,7 @@ GRACE_S = 300.0  # past the bound: the last try's build, export and judgement
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from harness.cell.debt import DEFAULT_BOUND_S
+    from harness.debt.search import DEFAULT_BOUND_S
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run directory")
     p.add_argument(
@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.cell.repro.runner import default_jobs
+    from harness.repro.runner import default_jobs
     from harness.store.amend import amend_records
 
     records = finished_run_records(args.run_dir)
@@ -99,7 +99,7 @@ def _check_names(names: tuple[str, ...]) -> None:
     """Each name one the installed transformers registers (a typo would try nothing)."""
     if not names:
         return
-    from harness.cell.exporters.hf_debt import workarounds
+    from harness.exporters.hf_debt import workarounds
 
     known = workarounds()
     unknown = [n for n in names if n not in known]
@@ -134,8 +134,8 @@ def needed_anywhere(records: list[Any]) -> list[str]:
 
 def _search(record: Any, source: str, bound_s: float, only: list[str], suspected: list[str]) -> Any:
     """One cell's search in a fresh process; None (and why, printed) where it gave none."""
-    from harness.cell.debt import DebtJob
-    from harness.cell.repro.runner import run_in_session
+    from harness.debt.search import DebtJob
+    from harness.repro.runner import run_in_session
     from harness.store.declare import read
     from harness.store.details import Workarounds
 
@@ -143,7 +143,7 @@ def _search(record: Any, source: str, bound_s: float, only: list[str], suspected
     with tempfile.TemporaryDirectory(prefix="harness-debt-job-") as tmp:
         job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
         job_path.write_text(job.to_json())
-        command = [sys.executable, "-m", "harness.cell.debt", str(job_path), str(result_path)]
+        command = [sys.executable, "-m", "harness.debt.search", str(job_path), str(result_path)]
         code, out, err = run_in_session(command, bound_s + GRACE_S, cwd=None)
         result = json.loads(result_path.read_text()) if result_path.is_file() else {}
     if "used" in result:

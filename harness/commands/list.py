@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from harness.cell import patches
+from harness.exporters import patches
 from harness.plan.suites import available_suites, load_suite
 from harness.zoo import Expect, ModelSpec
 from harness.zoo.discovery import BUILTIN_ZOO, discover

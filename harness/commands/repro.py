@@ -47,7 +47,7 @@ def jobs_count(value: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from harness.cell.repro.job import DEFAULT_BOUND_S
+    from harness.repro.job import DEFAULT_BOUND_S
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a finished run directory")
     p.add_argument(
@@ -78,8 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.cell.repro import runner, select
-    from harness.cell.repro.figures import figures
+    from harness.repro import runner, select
+    from harness.repro.figures import figures
 
     records = finished_run_records(args.run_dir)
     if args.cells and args.models:
@@ -139,7 +139,7 @@ def finished_run_records(run_dir: Path) -> list:  # type: ignore[type-arg]
 
 
 def _check_cells(records: list, cells: list[str]) -> None:  # type: ignore[type-arg]
-    from harness.cell.repro.select import kind_of
+    from harness.repro.select import kind_of
 
     by_id = {r.cell.cell_id: r for r in records}
     for cell in cells:
@@ -181,7 +181,7 @@ def add_bound_argument(p: argparse.ArgumentParser) -> None:
 def bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
     """The search bound per failure cluster: the flag, else $HARNESS_REPRO_BOUND, else the
     default; 0 turns the automatic repros off."""
-    from harness.cell.repro.job import DEFAULT_BOUND_S
+    from harness.repro.job import DEFAULT_BOUND_S
 
     raw = flag if flag is not None else (environ or os.environ).get("HARNESS_REPRO_BOUND")
     try:
@@ -197,8 +197,8 @@ def bound(flag: float | None, environ: dict[str, str] | None = None) -> float:
 
 def after_run(sources: dict[str, str], run_dir: Path, bound_s: float) -> None:
     """The first cell of each failure cluster without a repro yet, minimized and verified
-    (harness.cell.repro.runner); the records say how it went."""
-    from harness.cell.repro import runner, select
+    (harness.repro.runner); the records say how it went."""
+    from harness.repro import runner, select
     from harness.store.rundir import read_records
 
     chosen = [r for r in select.choose(read_records(run_dir)) if r.minimal_repro is None]

@@ -2,7 +2,7 @@
 
 The same driver loop (`harness.dispatch.loop`) and the same isolation as a Ray run: each
 slot of the machine (`--threads` CPUs, and a GPU for a CUDA cell) has zygotes of its own
-(`harness.cell.isolation.Zygotes`), and each cell runs in a child forked from one, with its
+(`harness.runtime.zygote.Zygotes`), and each cell runs in a child forked from one, with its
 timeout, memory ceiling and crash handling. What Ray alone gives is absent: other nodes,
 `--variant`'s runtime environments and node loss. For a laptop, or a CI job where starting
 Ray costs more than the run; the tests drive every run-directory command through it."""
@@ -21,11 +21,11 @@ from dataclasses import replace
 from pathlib import Path
 from queue import SimpleQueue
 
-from harness.cell.isolation import Zygotes
 from harness.dispatch.cluster import ClusterInfo, Runner, VersionProbe
 from harness.dispatch.flight import Start
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import GPU, DispatchStats, Failure, Options, RayNode, TaskFailure, kind
+from harness.runtime.zygote import Zygotes
 from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line
 from harness.store.paired import PairResult, PairTask

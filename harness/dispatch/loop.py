@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from harness.cell.limits import crash_log_path, read_crash_log
 from harness.dispatch.flight import InFlight, Start, no_run
 from harness.dispatch.policy import (
     POLL_S,
@@ -42,6 +41,7 @@ from harness.dispatch.policy import (
     wait_for,
     waiting,
 )
+from harness.runtime.limits import crash_log_path, read_crash_log
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 

@@ -449,7 +449,7 @@ class DispatchStats:
     lost_nodes: set[str] = field(default_factory=set)
     # How long each node-loss decision waited for the node's state to settle.
     settle_waits_s: list[float] = field(default_factory=list)
-    # Each zygote's first export per exporter (harness.cell.warmup), from every record
+    # Each zygote's first export per exporter (harness.runtime.warmup), from every record
     # collected.
     cold_starts: list[ColdStart] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)

@@ -4,7 +4,7 @@ per kind of worker), the start board actor, the version probe of a variant's env
 says about its cell.
 
 Each cell's task runs the cell in a process of its own, forked from the worker's zygote
-(`harness.cell.isolation`), which also enforces the cell's timeout and turns its crashes
+(`harness.runtime.zygote`), which also enforces the cell's timeout and turns its crashes
 into records."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _run_cell_here(
     here = _whoami()
     if board is not None:
         _report_start(board, (flight_id, here.node or "", here.host or "", here.pid or 0, started))
-    from harness.cell.isolation import run_cell_isolated
+    from harness.runtime.zygote import run_cell_isolated
 
     # A CPU cell is given no GPU: none of its exports or runs opens a CUDA context beside
     # the CUDA cell timing on it.

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cell import exporters, patches
+from harness import exporters
 from harness.errors import UsageError
+from harness.exporters import patches
 from harness.plan.matrix import DYNAMIC_ONLY
 from harness.store.options import Shapes
 from harness.store.protocol import Protocol

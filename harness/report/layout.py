@@ -1,7 +1,7 @@
 """The grid every table and plot of a run shares.
 
 Rows are (model, shape), columns exporter@opset (with device, dtype, ORT optimisation,
-variant and patch where a run has several), exporters in the registry's order (harness.cell.exporters).
+variant and patch where a run has several), exporters in the registry's order (harness.exporters).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.cell.exporters import NAMES as EXPORTERS
+from harness.exporters import NAMES as EXPORTERS
 from harness.store.records import NO_PATCH, Dtype, OrtOpt, Record
 
 # == the grid ==================================================================================

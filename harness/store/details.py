@@ -158,7 +158,7 @@ class OrtRuntime(Open):
 
 @dataclass(frozen=True)
 class ColdStart(Open):
-    """One worker process's first export with one exporter (harness.cell.warmup): its
+    """One worker process's first export with one exporter (harness.runtime.warmup): its
     wall and CPU time and peak memory, or the error that stopped it. A record's `worker`
     holds its cell's process's; the manifest, every process's, with where it ran."""
 
@@ -186,7 +186,7 @@ class ColdStart(Open):
 @dataclass(frozen=True)
 class WorkerInfo(Open):
     """Where and at what cost a cell ran: the Ray worker (node, host, pid) and its clocks,
-    the zygote it forked from (harness.cell.isolation) and the cell's own process."""
+    the zygote it forked from (harness.runtime.zygote) and the cell's own process."""
 
     node: str | None = None
     host: str | None = None
@@ -249,7 +249,7 @@ class SampleTolerance(Open):
 
 @dataclass(frozen=True)
 class SampleSummary(Open):
-    """A sampled cell (harness.cell.samples): how many samples exported, matched, gave
+    """A sampled cell (harness.runtime.samples): how many samples exported, matched, gave
     wrong numbers, failed or were skipped, and each failing and skipped sample."""
 
     total: int | None = None
@@ -272,8 +272,8 @@ class SampleSummary(Open):
 @dataclass(frozen=True)
 class Workarounds:
     """Which of transformers' workarounds around torch.export and torch.onnx a cell of its
-    exporter needs (harness.cell.debt, `harness debt`): those the export used, and of them
-    the ones tried (alone or in a group, harness.cell.debt.settle), and of those the ones
+    exporter needs (harness.debt.search, `harness debt`): those the export used, and of them
+    the ones tried (alone or in a group, harness.debt.search.settle), and of those the ones
     without which alone the cell fails (name -> the failure's signature); the others tried
     are no longer needed at this torch and onnxscript (obsolete for this model)."""
 
@@ -307,7 +307,7 @@ class Workarounds:
 
 @dataclass(frozen=True)
 class MinimalRepro(Open):
-    """A minimal repro made after the run (harness.cell.repro): how, its node counts, and
+    """A minimal repro made after the run (harness.repro): how, its node counts, and
     whether it reproduced in a fresh process; the script is in the record's `artifacts`."""
 
     kind: str | None = None  # export | check | ort_session | ort_run | numerics | capture

@@ -28,7 +28,7 @@ def repro_text(record: Record) -> str | None:
     found = record.minimal_repro
     if found is None:
         return None
-    module = found.module  # a module-level repro (harness.cell.repro.modules)
+    module = found.module  # a module-level repro (harness.repro.modules)
     if (found.nodes_after is None and not module) or not record.artifacts.get("minimal_repro"):
         return f"no repro: {found.reason or 'no reason given'}"
     verdict = "reproduces" if found.reproduces else "does not reproduce"

@@ -288,7 +288,7 @@ class Numerics(Group):
     first_divergence: Divergence | None = None
     mismatch_stage: MismatchStage | None = None
     precision_loss: PrecisionLoss | None = None  # reduced-precision cells only
-    # A generative export's components, each judged on its own (harness.cell.components).
+    # A generative export's components, each judged on its own (harness.runtime.components).
     components: dict[str, ComponentCheck] | None = None
     generation: Generation | None = None  # generative cells: tokens against eager's
 
@@ -315,7 +315,7 @@ class Measurements:
     eager: EagerMeasures = field(default_factory=EagerMeasures)
     numerics: Numerics = field(default_factory=Numerics)
     artifacts: dict[str, str] = field(default_factory=dict)
-    samples: SampleSummary | None = None  # a sampled cell (harness.cell.samples)
+    samples: SampleSummary | None = None  # a sampled cell (harness.runtime.samples)
     # A dynamic cell timed at named shapes (the entry's `latency_shapes`: a decode step, a
     # prefill): each one's sizes and latencies; the first is also the record's latency.
     shape_latency: dict[str, ShapeLatency] | None = None

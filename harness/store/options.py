@@ -84,7 +84,9 @@ class RunOptions:
     local: bool = False  # on this machine without Ray (harness.dispatch.local)
     max_memory_gb: GiB | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
-    patches: tuple[str, ...] = ()  # export-time patches (harness.cell.patches); (): the suite's
+    patches: tuple[
+        str, ...
+    ] = ()  # export-time patches (harness.exporters.patches); (): the suite's
     dtypes: tuple[Dtype, ...] = ()  # the cells' floating dtypes; (): the suite's, else float32
     ort_opts: tuple[
         OrtOpt, ...

@@ -52,7 +52,7 @@ SCHEMA = 6
 DEVICES = ("cpu", "cuda")
 
 
-NO_PATCH = "none"  # the plain export call: no patch (harness.cell.patches)
+NO_PATCH = "none"  # the plain export call: no patch (harness.exporters.patches)
 CellKey = tuple[str, str, int, str, bool, str, str, str, str]  # Cell.key
 
 
@@ -121,7 +121,7 @@ class CellTask:
     # Seconds the cell may run (from the fork of its process); None: no limit.
     timeout_s: float | None = None
     # Modules the model requires (`ModelSpec.requires`): the worker's zygote imports them
-    # once, before it forks the cell's process (harness.cell.isolation).
+    # once, before it forks the cell's process (harness.runtime.zygote).
     requires: tuple[str, ...] = ()
     # Where an ok cell's graph is kept, content-addressed (harness/store/graphs.py); None: not kept.
     graph_store: str | None = None
@@ -153,8 +153,8 @@ class Record:
     worker: WorkerInfo | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path in the run directory
     metadata: JsonObject | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
-    minimal_repro: MinimalRepro | None = None  # harness.cell.repro; the script: `artifacts`
-    workarounds: Workarounds | None = None  # harness.cell.debt (`harness debt`)
+    minimal_repro: MinimalRepro | None = None  # harness.repro; the script: `artifacts`
+    workarounds: Workarounds | None = None  # harness.debt.search (`harness debt`)
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.

@@ -95,7 +95,7 @@ def zoo_files(path: Path) -> list[Path]:
 
 def load_file(path: Path) -> list[ModelSpec]:
     """Import one zoo file and return its specs, each tagged with the file as `source`.
-    A worker imports it in each cell's own process (harness.cell.isolation), so whatever
+    A worker imports it in each cell's own process (harness.runtime.zygote), so whatever
     the file does at import ends with the cell."""
     path = path.resolve()
     module_name = (

@@ -98,7 +98,7 @@ class ModelSpec:
     skip_reason: str | None = None
     # A sampled entry (one OpInfo at one dtype): () -> SampleSet. Each sample is exported,
     # checked, run and compared on its own, and the cell's record summarises them
-    # (harness.cell.samples); `build`/`example_inputs` then give its first sample alone.
+    # (harness.runtime.samples); `build`/`example_inputs` then give its first sample alone.
     samples: Callable[[], SampleSet] | None = None
     # Facts about the entry for `harness list --json`, selection (`--models KEY:GLOB`) and
     # its records (e.g. {"opinfo": "nn.functional.conv2d", "dtype": "float32"}).

@@ -22,7 +22,7 @@ from harness.zoo.expect import Expect
 
 # What building any transformers model imports (this suite's and the hf suite's, model_zoo/hf).
 # Each cell runs in a child forked from its worker's zygote, which imports an entry's
-# `requires` once (harness.cell.isolation): with only "transformers" (a lazy package) every
+# `requires` once (harness.runtime.zygote): with only "transformers" (a lazy package) every
 # child imported ~1 000 modules itself (torch's distributed and dynamo packages, sympy,
 # transformers' generation and integrations), about 1.3 s a cell.
 REQUIRES = (

@@ -13,10 +13,11 @@ import pytest
 import torch
 from torch.export import Dim
 
-from harness.cell import exporters, failures
-from harness.cell.exporters.request import ExportRequest
+from harness import exporters
+from harness.cell import failures
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
+from harness.exporters.request import ExportRequest
 from harness.store.error_text import root_cause
 
 

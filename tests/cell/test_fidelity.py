@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cell.worker import run_cell
+from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Stage, Status
 

@@ -18,10 +18,11 @@ import pytest
 import torch
 from onnx import helper
 
-from harness.cell import components, generation
+from harness.cell import generation
 from harness.cell.ort import OrtRunner
 from harness.cell.stages import StageFailure
-from harness.cell.worker import find_spec, run_cell
+from harness.runtime import components
+from harness.runtime.worker import find_spec, run_cell
 from harness.store.measures import ComponentCheck, OutputCheck
 from harness.store.records import Cell, CellTask, Measurements, OrtOpt, Record
 from harness.store.status import Stage, Status
@@ -227,7 +228,7 @@ def _traced(model_type: str) -> tuple[torch.nn.Module, torch.Tensor, dict[str, A
     components transformers' `decompose_for_generation` traces from it (module, kwargs)."""
     from transformers.exporters.utils import decompose_for_generation
 
-    from harness.cell.exporters.hf import pretrained
+    from harness.exporters.hf import pretrained
 
     torch.manual_seed(0)
     model = pretrained(build_lm(model_type, "causal-lm"))

@@ -146,7 +146,7 @@ def test_a_dtype_difference_keeps_the_values_note() -> None:
 
 
 def test_a_sampled_cells_error_names_a_dtype_difference_as_such() -> None:
-    from harness.cell.pipeline import mismatch_text
+    from harness.runtime.pipeline import mismatch_text
 
     (c,) = compare_outputs([np.array([1], np.int32)], [np.array([1])], None, ["y"], None)
     assert mismatch_text([c], 2).splitlines()[0] == "1 of 2 outputs differ: dtype differs"

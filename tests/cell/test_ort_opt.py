@@ -16,7 +16,7 @@ import torch
 
 from harness.cell import ort_opt
 from harness.cell.ort import Optimisation
-from harness.cell.worker import run_cell
+from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask, Dtype, OrtOpt, Record
 from harness.store.status import Status
 

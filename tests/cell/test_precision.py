@@ -16,14 +16,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness.cell import pipeline
 from harness.cell.numerics import compare_outputs
 from harness.cell.ort import OrtRunner
 from harness.cell.precision import BFLOAT16, input_dtype_problems
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
-from harness.cell.worker import run_cell
+from harness.runtime import pipeline
+from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask, Dtype, Record
 from harness.store.status import Stage, Status
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from harness.cell.limits import crash_log_path
 from harness.dispatch.flight import Start
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import (
@@ -25,6 +24,7 @@ from harness.dispatch.policy import (
     Options,
     TaskFailure,
 )
+from harness.runtime.limits import crash_log_path
 from harness.store.records import Cell, CellTask, Measurements, Record
 from harness.store.status import Status
 

@@ -169,7 +169,7 @@ def test_a_crash_or_hang_only_under_export_is_one_for_both_exporters(tmp_path: P
 def test_cells_in_one_reused_worker_run_as_if_alone(tmp_path: Path) -> None:
     """Contaminators and their victims through one Ray worker, in that order: each victim
     gets the record it gets alone, while the controls (contaminator and victim in one
-    cell) show that the contamination is real (tests/cell/test_isolation.py has every
+    cell) show that the contamination is real (tests/runtime/test_isolation.py has every
     kind)."""
     out = tmp_path / "contamination"
     # As many threads per cell as the local Ray instance has CPUs (the harness starts it

@@ -68,7 +68,7 @@ MAX_SAMPLES_ENV = "HARNESS_OPINFO_MAX_SAMPLES"  # samples per cell; 0: all of th
 DEFAULT_MAX_SAMPLES = 10
 # torch.testing._internal (op_db) imports these: `pip install -e ".[opinfo]"`. The last is
 # op_db itself (~3 s to import): a worker's zygote imports it once, before it forks each
-# cell (harness.cell.isolation), so no cell pays for it.
+# cell (harness.runtime.zygote), so no cell pays for it.
 REQUIRES = ("expecttest", "hypothesis", "torch.testing._internal.common_methods_invocations")
 
 

@@ -30,8 +30,8 @@ from typing import cast
 
 import torch
 
-from harness.cell.exporters.dynamo import translated_program
 from harness.coverage.matrix import BUILTIN_INVENTORY, OPS_FAMILY
+from harness.exporters.dynamo import translated_program
 from harness.store.error_text import first_line
 from harness.zoo.discovery import discover
 from harness.zoo.generated.one_op import (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cell import samples
-from harness.cell.worker import run_cell
+from harness.runtime import samples
+from harness.runtime.worker import run_cell
 from harness.store.measures import Numerics
 from harness.store.records import Cell, CellTask, Measurements, Record
 from harness.store.status import Stage, Status

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.cell.worker import run_cell
+from harness.runtime.worker import run_cell
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from harness.zoo import ModelSpec

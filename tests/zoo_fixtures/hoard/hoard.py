@@ -3,7 +3,7 @@
 memory ceiling that does not hold fails the test instead of the machine), and the eager
 reference run keeps nothing. Under a ceiling below the hoard, the export fails with a
 MemoryError inside torch.export, which torch.onnx wraps in its TorchExportError: the
-cell's verdict is `oom` (tests/cell/test_isolation.py; benchmarks/hoard_verdict.py
+cell's verdict is `oom` (tests/runtime/test_isolation.py; benchmarks/hoard_verdict.py
 compares it with a direct call)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One small model as a whole-model entry and as a sampled entry (two samples), for the
-tests of the per-cell pipeline that both share (tests/cell/test_pipeline.py)."""
+tests of the per-cell pipeline that both share (tests/runtime/test_pipeline.py)."""
 
 from __future__ import annotations
 

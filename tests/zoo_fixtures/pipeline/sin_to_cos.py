@@ -1,4 +1,4 @@
-"""sin-to-cos: a test patch for tests/cell/test_pipeline.py: while it is applied,
+"""sin-to-cos: a test patch for tests/runtime/test_pipeline.py: while it is applied,
 `torch.sin` is `torch.cos`, so an exported graph shows whether the patch was in place
 (Cos where the model calls torch.sin) and its numbers differ from eager's."""
 

@@ -1,0 +1,329 @@
+"""Every cell in a process of its own, forked from its worker's zygote: each cell runs as
+if alone.
+
+A cell can change what its process holds: patch a torch function, wrap
+`torch.onnx.export`, set the default dtype or flush-denormal, change `os.environ`,
+`sys.modules`, the warnings filters or the recursion limit, register a TorchScript
+symbolic. In a process reused by the next cell, that state silently changes the next
+cell's graph and verdict (seen here: a patched `F.gelu` put `Tanh` where `Erf` belongs in
+the next model's graph, and its record still said `ok`). So no cell runs in a reused
+process: each runs in a child that takes its state with it when it exits.
+
+The zygote, one per worker process, is spawned (a fresh interpreter: nothing of the
+worker's) and never runs a cell. Before each cell it pays, once each, what any fresh
+process would pay for it: the exporter's cold start (measured; the zygote's first record
+of that exporter carries it), the exporter's warm-up at the cell's opset (which fills the
+dynamo registry memo), and the imports of what the model requires (`ModelSpec.requires`:
+transformers, the OpInfo database), then fills inspect's map from source file to module
+for what is loaded. It never executes a zoo file. It then sets what is
+alive aside (`gc.freeze`: a child's collections leave the zygote's objects, and so their
+pages, alone) and forks.
+
+The child sets the state every cell starts from (its own process group, the seeds; the
+cell's thread count and memory ceiling are set by `run_cell`), runs `run_cell`, sends the
+record through a pipe and leaves with `os._exit` (no exit handler of the zygote runs).
+The zygote waits for it up to the cell's timeout: past that, the child's process group is
+killed and the record is `timeout`; a child that dies is `crashed` with its signal, or
+`oom` where the kernel's OOM killer took it. The worker and its zygote go on. torch runs
+on one thread in the zygote, so no OpenMP pool exists for the fork to break. The zygote
+dies with its worker, and the child with its zygote.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import importlib
+import inspect
+import multiprocessing
+import os
+import pickle
+import random
+import signal
+import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import NoReturn
+
+from harness.runtime import limits
+from harness.runtime.exits import LENGTH, ChildExit, no_record, oom_kills, own_group, wait_for
+from harness.store.details import WorkerInfo
+from harness.store.records import CellTask, Record
+from harness.store.status import Status
+
+SEED = 0
+_PR_SET_PDEATHSIG = 1
+# A zygote never opens CUDA: a child cannot use a CUDA its parent initialised ("Cannot
+# re-initialize CUDA in forked subprocess": on the first GPU run every cell failed so, CPU
+# cells too, since the zygote's warm-up export had initialised it: torch._dynamo saves the
+# CUDA RNG state wherever CUDA is available). So a zygote sees no GPU, and asks through
+# NVML, which initialises nothing; each child gets its worker's view back, or its task's GPUs.
+# Hiding the GPU is not enough for an export: torch caches the device count it first finds
+# (zero, in C++, for the process and its forks; seen on the second GPU run), so CUDA cells
+# fork from a zygote of their own that only imports, and pay their exporter's warm-up in
+# the child, before the export they measure.
+_ZYGOTE_CUDA_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+class Zygotes:
+    """A worker's zygotes, each started on its first cell: one for CPU cells and one for
+    CUDA cells. A Ray worker process has one set (`run_cell_isolated`'s default); the
+    local runner (`harness.dispatch.local`) one per slot. (The worker itself imports
+    neither torch nor the measuring code: only the zygote and its children do.)"""
+
+    def __init__(self, log: Path | None = None) -> None:
+        self.pools: dict[str, concurrent.futures.ProcessPoolExecutor] = {}
+        self.stopped = False
+        self.log = log  # where the zygotes and their cells print; None: the worker's output
+
+    def run(self, task: CellTask, gpus: str | None = None) -> Record:
+        """`run_cell` in a child forked from the zygote of the cell's kind. A zygote that
+        died (only something outside can kill it: cells run in its children) is started
+        again, once, unless it was stopped on purpose (`stop`)."""
+        lost: BaseException | None = None
+        which = "cuda" if task.cell.device == "cuda" else "cpu"
+        for _ in range(2):
+            if self.stopped:
+                return no_record(task, Status.CRASHED, "the cell was cancelled")
+            pool = self.pools.get(which) or _start_zygote(self.log)
+            self.pools[which] = pool
+            try:
+                return pool.submit(_fork_and_run, task, gpus).result()
+            except BrokenProcessPool as exc:
+                del self.pools[which]
+                lost = exc
+        return no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
+
+    def stop(self) -> None:
+        """Kill the zygotes at once (a cell running in one dies with it: its child has
+        `die_with_parent`)."""
+        self.stopped = True
+        for pool in list(self.pools.values()):
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.kill()
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Shut the zygotes down (their cells are done)."""
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self.pools.clear()
+
+
+_WORKER = Zygotes()  # a Ray worker process's: it runs one cell at a time
+# In a zygote: its worker's CUDA environment, which each child gets back (`_give_gpus`).
+_WORKER_CUDA_ENV: dict[str, str | None] = {}
+
+
+def run_cell_isolated(
+    task: CellTask, gpus: str | None = None, zygotes: Zygotes | None = None
+) -> Record:
+    """`run_cell` in a child forked from a zygote of `zygotes` (this worker's by default).
+
+    `gpus` is the `CUDA_VISIBLE_DEVICES` the scheduler gave this task (a CUDA cell's GPU):
+    the child sets it before anything touches CUDA. The zygote's own environment is the
+    one its worker had when it was spawned, for whichever task came first, so a child must
+    not inherit it: it may name another task's GPU, or none."""
+    return (zygotes or _WORKER).run(task, gpus)
+
+
+def _start_zygote(log: Path | None) -> concurrent.futures.ProcessPoolExecutor:
+    context = multiprocessing.get_context("spawn")
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=_become_zygote, initargs=(log,)
+    )
+
+
+def _become_zygote(log: Path | None = None) -> None:
+    if log is not None:  # what the cells print goes there, as a Ray worker's goes to its log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            for fd in (1, 2):
+                os.dup2(out.fileno(), fd)
+    _WORKER_CUDA_ENV.update({k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV})
+    os.environ.update(_ZYGOTE_CUDA_ENV)
+    import torch
+
+    die_with_parent()
+    torch.set_num_threads(1)
+    _no_tqdm_process_lock()
+
+
+def _no_tqdm_process_lock() -> None:
+    """tqdm (the dynamo exporter's optimizer shows progress with it) makes a
+    multiprocessing lock on first use, a named semaphore that a zygote, which ends with
+    `os._exit`, never unlinks: Python's resource tracker then warns of a leak at the end of
+    every local run. No cell of a zygote shares tqdm across processes: a thread lock does."""
+    try:
+        from tqdm import std
+    except ImportError:
+        return
+    std.TqdmDefaultWriteLock.mp_lock = None
+
+
+# -- in the zygote ------------------------------------------------------------------------------
+
+
+def _fork_and_run(task: CellTask, gpus: str | None = None) -> Record:
+    """Prepare what every process running this cell would pay for, then run the cell in a
+    forked child and return its record, with where and at what cost it ran."""
+    from harness.cell.timing import freeze_survivors, rss_mb
+    from harness.runtime.warmup import take_cold_start
+
+    start = time.perf_counter()
+    cold_start = None
+    if task.cell.device != "cuda":  # a CUDA cell's child warms its exporter up itself
+        _prepare(task.cell.exporter, task.cell.opset, task.requires)
+        cold_start = take_cold_start(task.cell.exporter)  # the child has none pending
+    freeze_survivors()
+    facts = WorkerInfo(
+        zygote_pid=os.getpid(),
+        zygote_rss_mb=_rounded(rss_mb()),
+        prepare_s=round(time.perf_counter() - start, 4),
+        cold_start=cold_start,
+    )
+    child = _fork(task, gpus)
+    record, child_facts = child.record(task)
+    worker = record.worker or WorkerInfo()
+    return record.with_changes(worker=worker.with_facts(facts).with_facts(child_facts))
+
+
+@functools.cache
+def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
+    """The exporter's cold start (measured once per exporter, before anything else is
+    exported), its warm-up at the opset, and the modules the model requires. A module that
+    does not import is the child's to meet and record (a skip)."""
+    from harness.runtime.warmup import measure_cold_start, warm_up_exporter
+
+    measure_cold_start(exporter)
+    warm_up_exporter(exporter, opset)
+    for module in requires:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: B036 - even SystemExit: the zygote must live on
+            pass
+    # inspect's map from source file to module, filled for every module loaded by now: a
+    # child that asks inspect where a frame comes from (OpInfo's sample_inputs calls
+    # inspect.stack() for every op) would otherwise resolve the path of each loaded module
+    # again (0.04-0.13 s a cell).
+    inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
+
+
+def _fork(task: CellTask, gpus: str | None) -> ChildExit:
+    read_fd, write_fd = os.pipe()
+    oom_kills_before = oom_kills()
+    forked_at = time.perf_counter()
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(task, write_fd, forked_at, zygote, gpus)
+    os.close(write_fd)
+    own_group(pid)
+    try:
+        watch = limits.CeilingWatch(pid, task.max_memory_gb) if task.max_memory_gb else None
+        return wait_for(pid, read_fd, task.timeout_s, oom_kills_before, watch)
+    finally:
+        os.close(read_fd)
+
+
+# -- in the child -------------------------------------------------------------------------------
+
+
+def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | None) -> NoReturn:
+    """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
+    that none of the zygote's exit handlers runs here."""
+    started = time.perf_counter()
+    from harness.cell.timing import private_memory_mb  # the zygote imported it: a lookup
+
+    code = 0
+    try:
+        own_group(0)  # a timeout kills what the cell started, too
+        die_with_parent()
+        if os.getppid() != zygote:  # the zygote died before the line above took effect
+            raise SystemExit(70)
+        _give_gpus(gpus)
+        record = _run(task)
+        memory = private_memory_mb()
+        facts = WorkerInfo(
+            fork_s=round(started - forked_at, 4),
+            cell_pss_mb=memory.get("pss_mb"),
+            cell_uss_mb=memory.get("uss_mb"),
+        )
+        _send(fd, _encode(task, record, facts))
+    except BaseException:  # noqa: B036 - nothing may unwind into the zygote's code
+        code = 70
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed or broken stream: nothing to flush
+                pass
+        os._exit(code)
+
+
+def _give_gpus(gpus: str | None) -> None:
+    """The child's view of the GPUs, before CUDA is first touched: `gpus` (as
+    CUDA_VISIBLE_DEVICES names them: a CUDA cell's GPU, or "" for none) where the task
+    says, else the worker's own."""
+    worker = dict(_WORKER_CUDA_ENV)
+    if gpus is not None:
+        worker["CUDA_VISIBLE_DEVICES"] = gpus
+    for name, value in worker.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _run(task: CellTask) -> Record:
+    from harness.runtime.worker import run_cell
+
+    seed_everything()
+    try:
+        return run_cell(task)
+    except BaseException as exc:  # noqa: B036 - sys.exit() in a model's code
+        reason = f"the cell ended its own process: {type(exc).__name__}: {exc}"
+        return no_record(task, Status.CRASHED, reason)
+
+
+def seed_everything(seed: int = SEED) -> None:
+    """The seeds every cell starts from: torch, Python's and numpy's generators (the
+    zygote's are whatever its start left them at)."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _encode(task: CellTask, record: Record, facts: WorkerInfo) -> bytes:
+    try:
+        body = pickle.dumps((record, facts, time.perf_counter()))
+    except Exception as exc:  # e.g. an unpicklable value in the entry's metadata
+        reason = f"the record cannot be sent back: {type(exc).__name__}: {exc}"
+        body = pickle.dumps((no_record(task, Status.HARNESS_ERROR, reason), facts, 0.0))
+    return LENGTH.pack(len(body)) + body
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# -- shared ---------------------------------------------------------------------------------------
+
+
+def die_with_parent() -> None:
+    """Have Linux kill this process when the process that started it dies."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

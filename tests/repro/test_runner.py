@@ -1,0 +1,64 @@
+"""The driver's side of minimal repros on hostile run directories: nothing is written
+outside the run, and a cell that cannot be minimized here says why in its record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.repro.runner import make_repros
+from harness.store.records import Cell, Record
+from harness.store.rundir import RecordWriter, read_records
+
+
+def _failed(model: str, variant: str = "base") -> Record:
+    cell = Cell(model, "dynamo", 18, variant=variant)
+    record = Record.without_run(cell, "r", status="skipped", reason="-")
+    return record.with_changes(status="export_failed", stage="translate", error_signature="E: x")
+
+
+def _write(run_dir: Path, records: list[Record]) -> None:
+    with RecordWriter(run_dir) as writer:
+        for r in records:
+            writer.write(r)
+
+
+def test_an_artifacts_folder_linking_out_of_the_run_is_refused(tmp_path: Path) -> None:
+    run_dir, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "repro_min.py").write_text("precious")
+    record = _failed("m")
+    (run_dir / "artifacts").mkdir(parents=True)
+    (run_dir / "artifacts" / record.cell.cell_id).symlink_to(outside)
+    _write(run_dir, [record])
+    made = make_repros(run_dir, [record], {"m": "zoo.py"}, bound_s=1)
+    assert "outside the run directory" in (made[0].summary.reason or "")
+    assert (outside / "repro_min.py").read_text() == "precious"
+    repro = read_records(run_dir)[0].minimal_repro
+    assert repro is not None and repro.reason == made[0].summary.reason
+
+
+def test_a_model_not_in_the_zoo_and_another_variant_say_why_not(tmp_path: Path) -> None:
+    records = [_failed("gone"), _failed("m", variant="old")]
+    _write(tmp_path, records)
+    made = make_repros(tmp_path, records, {"m": "zoo.py"}, bound_s=1)
+    reasons = {m.record.model: m.summary.reason or "" for m in made}
+    assert "not in the zoo here" in reasons["gone"]
+    assert "variant 'old'" in reasons["m"]
+    assert all(m.summary.reproduces is None for m in made)
+    assert [r.minimal_repro is not None for r in read_records(tmp_path)] == [True, True]
+
+
+def test_a_run_stopped_half_way_keeps_the_cells_it_finished(tmp_path: Path) -> None:
+    """Stopped (Ctrl-C) after the first cell is recorded: that one is in the records file."""
+    records = [_failed("gone"), _failed("also-gone")]
+    _write(tmp_path, records)
+
+    def stop(made: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        make_repros(tmp_path, records, {}, bound_s=1, progress=stop)
+    except KeyboardInterrupt:
+        pass
+    kept = [r.minimal_repro is not None for r in read_records(tmp_path)]
+    assert sorted(kept) == [False, True]

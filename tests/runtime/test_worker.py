@@ -1,0 +1,195 @@
+"""The worker in-process (no Ray): one cell start to finish, real export and onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from harness.cell.ort import CudaProviderMissing, OrtRunner
+from harness.cell.shapes import Inputs
+from harness.cell.stages import StageFailure
+from harness.runtime.warmup import WARM_UP_MODEL_MIN_OPSET, WarmUpModel, _warm_up, warm_up_exporter
+from harness.runtime.worker import run_cell
+from harness.store.protocol import Protocol
+from harness.store.records import Cell, CellTask
+from tests.conftest import FIXTURES
+
+QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
+
+
+def _task(
+    tmp_path: Path,
+    source: Path,
+    model: str,
+    exporter: str = "torchscript",
+    dynamic: bool = False,
+    device: str = "cpu",
+) -> CellTask:
+    cell = Cell(model, exporter, 17, device=device, dynamic=dynamic)
+    return CellTask(cell, str(source), "r", str(tmp_path), protocol=QUICK)
+
+
+def test_ok_cell_measures_everything(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", dynamic=True))
+    assert r.status == "ok", r.error_message
+    assert r.export.opset_actual == 17 and r.export.onnx_ops and r.export.onnx_nodes
+    assert r.export.aten_ops == {"aten.linear": 2, "aten.sigmoid": 1}
+    assert [c.name for c in r.numerics.checks or []] == ["output_0", "output_0@second_shape"]
+    assert r.ort.latency and r.ort.latency.n >= 5 and r.speedup and r.duration_s
+    assert r.export.graph_fingerprint and len(r.export.graph_fingerprint) == 64
+    assert r.ort.runtime and r.ort.runtime.providers == ("CPUExecutionProvider",)
+    assert (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
+
+
+def test_the_same_cell_exported_twice_has_the_same_fingerprint(tmp_path: Path) -> None:
+    task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp")
+    first, second = run_cell(task), run_cell(task)
+    assert first.export.graph_fingerprint == second.export.graph_fingerprint is not None
+    assert first.same_graph_as(second)
+
+
+def test_export_memory_budget_fails_the_cell(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "budget.py", "budget_zero"))
+    assert (r.status, r.stage, r.error_type) == ("export_failed", "save", "MemoryBudgetExceeded")
+    assert "x the weights" in (r.error_message or "")
+
+
+def test_unknown_model_is_a_harness_error_record(tmp_path: Path) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "budget.py", "not_there"))
+    assert r.status == "harness_error" and "not found" in (r.error_message or "")
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_warm_up_model_exports_from_its_minimum_opset(exporter: str) -> None:
+    inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
+    assert _warm_up(exporter, WARM_UP_MODEL_MIN_OPSET, WarmUpModel().eval(), inputs)
+
+
+def test_warm_up_below_its_minimum_opset_is_quiet(capfd: pytest.CaptureFixture[str]) -> None:
+    warm_up_exporter("torchscript", 11)
+    out, err = capfd.readouterr()
+    assert "prim::Constant" not in out + err
+    # and the model really would not export there, which is why the trivial one is used
+    inputs = Inputs(WarmUpModel.example_inputs(), {}, ("image", "ids"))
+    assert not _warm_up("torchscript", 11, WarmUpModel().eval(), inputs)
+
+
+# -- CUDA cells: the CUDA execution provider or a failure, never a quiet CPU run ------------
+
+HAS_CUDA_PROVIDER = "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+@pytest.mark.skipif(HAS_CUDA_PROVIDER, reason="this onnxruntime has the CUDA provider")
+def test_a_cuda_cell_whose_onnxruntime_lacks_the_cuda_provider_is_ort_load_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU is the one stand-in (this machine has none): torch says a CUDA device
+    exists, as on a GPU runner where the CPU-only onnxruntime won the install."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda")
+    r = run_cell(task)
+    assert (r.status, r.stage, r.error_type) == (
+        "ort_load_failed",
+        "ort_session",
+        "CudaProviderMissing",
+    )
+    assert "no CUDAExecutionProvider" in (r.error_message or "")
+    assert "gpu" in (r.error_message or "")  # says which extra to install
+
+
+@pytest.mark.skipif(HAS_CUDA_PROVIDER, reason="this onnxruntime has the CUDA provider")
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider'")
+def test_a_session_that_falls_back_to_the_cpu_is_refused_for_a_cuda_cell(tmp_path: Path) -> None:
+    """ORT, asked for the CUDA provider it cannot give, warns and runs on the CPU; the
+    runner refuses that session (stage ort_session). Nothing is mocked."""
+    path = tmp_path / "relu.onnx"
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    assert OrtRunner(path, 1, "cpu").session.get_providers() == ["CPUExecutionProvider"]
+    with pytest.raises(StageFailure) as failure:
+        OrtRunner(path, 1, "cuda")
+    assert failure.value.stage == "ort_session"
+    assert isinstance(failure.value.error, CudaProviderMissing)
+    assert "got ['CPUExecutionProvider'], not CUDA" in str(failure.value.error)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")
+def test_a_cuda_cell_on_a_worker_without_a_cuda_device_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp", device="cuda"))
+    assert (r.status, r.reason) == ("skipped", "no CUDA device on this worker")
+
+
+def test_an_ok_cells_graph_is_kept_once_by_fingerprint(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from harness.store.graphs import INPUTS, store_size, stored_model
+
+    store = tmp_path / "run" / "graphs"
+    task = replace(
+        _task(tmp_path / "run", FIXTURES / "tiny" / "models.py", "tiny_mlp"), graph_store=str(store)
+    )
+    first, second = run_cell(task), run_cell(task)
+    assert first.artifacts["graph"] == second.artifacts["graph"]
+    assert first.artifacts["graph"].startswith("graphs/")  # relative: inside the run
+    model = stored_model(tmp_path / "run", first)
+    assert model is not None and (model.parent / INPUTS).is_file()
+    assert model.parent.name == first.export.graph_fingerprint
+    assert store_size(store)[0] == 1
+    from harness.cell.fingerprint import graph_fingerprint
+
+    assert graph_fingerprint(model) == first.export.graph_fingerprint  # re-saved, same graph
+
+
+# -- odd outputs ---------------------------------------------------------------------------------
+
+ODD = FIXTURES / "odd_outputs" / "models.py"
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_a_model_that_returns_none_is_a_harness_error_at_reference(
+    tmp_path: Path, exporter: str
+) -> None:
+    """It used to be ort_load_failed at ort_session, blaming ONNX Runtime."""
+    r = run_cell(_task(tmp_path, ODD, "returns_none", exporter=exporter))
+    assert (r.status, r.stage, r.error_type) == ("harness_error", "reference", "NoOutputs")
+    assert "the model returns no tensor (NoneType): nothing to compare" in (r.error_message or "")
+    assert r.export.seconds is None  # nothing was exported
+
+
+@pytest.mark.parametrize("model", ["all_nan", "empty_output"])
+def test_an_output_with_nothing_to_compare_has_no_error_sizes(tmp_path: Path, model: str) -> None:
+    """NaN throughout (on both sides) and no elements used to read max_abs 0.0."""
+    r = run_cell(_task(tmp_path, ODD, model))
+    assert r.status == "ok", r.error_message
+    (check,) = r.numerics.checks or []
+    assert check.ok and check.mismatches == 0
+    assert (check.max_abs, check.max_rel, check.rmse) == (None, None, None)
+
+
+def test_keep_onnx_keeps_the_model_of_a_cell_that_exported_and_then_failed(tmp_path: Path) -> None:
+    """Only passing cells used to keep theirs: the failing one is the one to debug."""
+    source = FIXTURES / "fidelity" / "wrong_constant.py"
+    task = CellTask(Cell("wrong_constant", "dynamo", 18), str(source), "r", str(tmp_path),
+                    protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert (r.status, r.stage) == ("numerics_mismatch", "numerics")
+    kept = tmp_path / r.artifacts["onnx"]
+    assert kept.name == "model.onnx" and {"error", "repro"} <= set(r.artifacts)
+    model = onnx.load(str(kept))  # loads with its external data, as saved
+    assert any(n.domain == "" and n.op_type == "Add" for n in model.graph.node)
+    assert r.export.onnx_bytes == sum(f.stat().st_size for f in kept.parent.glob("model.onnx*"))
+
+
+def test_keep_onnx_keeps_nothing_where_nothing_exported(tmp_path: Path) -> None:
+    task = CellTask(Cell("tiny_cummax", "torchscript", 17), str(FIXTURES / "tiny" / "models.py"),
+                    "r", str(tmp_path), protocol=QUICK, keep_onnx=True)  # fmt: skip
+    r = run_cell(task)
+    assert r.status == "export_failed" and "onnx" not in r.artifacts
