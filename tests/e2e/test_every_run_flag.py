@@ -14,6 +14,7 @@ import pytest
 
 from harness.cli import build_parser, main
 from harness.plan.build import RunOptions
+from harness.store.axes import DTYPE
 from harness.store.options import Shapes
 from harness.store.rundir import read_manifest, read_records
 from tests.conftest import FIXTURES, run_cli
@@ -108,7 +109,7 @@ def test_the_options_each_run_took_are_in_its_manifest(runs: dict[str, Path]) ->
     assert (first.keep_onnx, first.keep_graphs, first.threads) == (True, "run", 1)
     assert (first.timeout_s, first.max_memory_gb, first.patches) == (120.0, 4.0, ("none",))
     assert first.devices == ("cpu",) and first.exporters == ("dynamo",)
-    assert first.dtypes == ("float16",)
+    assert first.values(DTYPE) == ("float16",)
     record = next(iter(read_records(runs["dynamic-only"])))
     assert record.status == "ok" and record.dynamic and "onnx" in record.artifacts
     assert record.dtype == "float16" and record.numerics.precision_loss is not None
