@@ -189,8 +189,17 @@ ORT_OPT: Axis[OrtOpt] = Axis(
     " (onnxruntime.transformers' fused ops)",
 )  # fmt: skip
 
+BATCH: Axis[int] = Axis(
+    "batch", int, 0, int, "batch size", lambda v: f"--batch{v}" if v else "",
+    lambda v: f" batch {v}" if v else "", 7, column_rank=6,
+    flag="--batches", plural="batches", many="batch sizes",
+    help="the batch sizes the inputs are resized to along the entry's `batch` dimension, each"
+    " a value of the cells' batch axis (0: the entry's own example; an entry that declares"
+    " no batch dimension is skipped at any other)",
+)  # fmt: skip
+
 # In the key's order (and the cell id's, and the expected file's optional columns').
-AXES: tuple[Axis[Any], ...] = (OPSET, DEVICE, DYNAMIC, VARIANT, PATCH, DTYPE, ORT_OPT)
+AXES: tuple[Axis[Any], ...] = (OPSET, DEVICE, DYNAMIC, VARIANT, PATCH, DTYPE, ORT_OPT, BATCH)
 LIST_AXES: tuple[Axis[Any], ...] = tuple(a for a in AXES if a.flag is not None)
 BY_NAME: Mapping[str, Axis[Any]] = {a.name: a for a in AXES}
 
