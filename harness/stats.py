@@ -9,15 +9,22 @@ from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
 
+# The fewest samples a percentile is published from: below them its value would be the
+# largest sample's, or an extrapolation past it (p99 of 20 samples is their maximum).
+PERCENTILE_MIN_SAMPLES = {90: 10, 99: 100}
+
 
 @dataclass(frozen=True)
 class Summary:
     p50: float
-    p90: float
-    p99: float
+    p90: float | None  # None below PERCENTILE_MIN_SAMPLES[90] samples
+    p99: float | None
     mean: float
     stdev: float
     n: int
+    # The median's distribution-free 95% confidence interval (None below 6 samples)
+    ci_low: float | None = None
+    ci_high: float | None = None
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -52,14 +59,49 @@ def stdev(samples: Sequence[float]) -> float:
 def summarize(samples: Sequence[float]) -> Summary:
     if not samples:
         raise ValueError("cannot summarize an empty sample")
+    interval = median_interval(samples)
     return Summary(
         p50=percentile(samples, 50),
-        p90=percentile(samples, 90),
-        p99=percentile(samples, 99),
+        p90=published_percentile(samples, 90),
+        p99=published_percentile(samples, 99),
         mean=sum(samples) / len(samples),
         stdev=stdev(samples),
         n=len(samples),
+        ci_low=interval[0] if interval else None,
+        ci_high=interval[1] if interval else None,
     )
+
+
+def published_percentile(samples: Sequence[float], q: int) -> float | None:
+    """The q-th percentile, or None where the samples are too few to say it
+    (`PERCENTILE_MIN_SAMPLES`)."""
+    return percentile(samples, q) if len(samples) >= PERCENTILE_MIN_SAMPLES.get(q, 1) else None
+
+
+def median_interval(samples: Sequence[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The median's distribution-free confidence interval: the order statistics whose
+    ranks a Binomial(n, 1/2) puts around the middle with at least `level` coverage (no
+    assumption about the distribution of latencies, which is skewed). None where even the
+    whole range covers less than `level` (n < 6 at 95%)."""
+    n = len(samples)
+    if n == 0 or 1 - 2 * 0.5**n < level:
+        return None
+    ordered = sorted(samples)
+    # the largest j with P(X < j) <= (1 - level) / 2, X ~ Binomial(n, 1/2): [x_(j), x_(n-j+1)]
+    j = int(scipy_stats.binom.ppf((1 - level) / 2, n, 0.5))
+    while j > 0 and scipy_stats.binom.cdf(j - 1, n, 0.5) > (1 - level) / 2:
+        j -= 1
+    j = max(j, 1)
+    return ordered[j - 1], ordered[n - j]
+
+
+def interval_width(samples: Sequence[float], level: float = 0.95) -> float | None:
+    """The median interval's half-width relative to the median; None where there is none."""
+    interval = median_interval(samples, level)
+    mid = median(samples)
+    if interval is None or mid <= 0:
+        return None
+    return (interval[1] - interval[0]) / 2 / mid
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -30,9 +30,30 @@ def test_summarize_fields() -> None:
     s = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
     assert s.p50 == pytest.approx(5.5)
     assert s.p90 == pytest.approx(9.1)  # rank 8.1
-    assert s.p99 == pytest.approx(9.91)  # rank 8.91
+    assert s.p99 is None  # 10 samples cannot say a p99 (PERCENTILE_MIN_SAMPLES)
     assert s.mean == pytest.approx(5.5)
     assert s.n == 10
+    assert (s.ci_low, s.ci_high) == (2.0, 9.0)  # x(2), x(9): P = 0.979 at n = 10
+    hundred = summarize([float(v) for v in range(1, 101)])
+    assert hundred.p99 == pytest.approx(99.01)  # rank 98.01
+    assert summarize([1.0] * 9).p90 is None
+
+
+@pytest.mark.parametrize(
+    ("n", "ranks"),
+    # Order statistics of the median's 95% interval, from the Binomial(n, 1/2) tables
+    [(5, None), (6, (1, 6)), (8, (1, 8)), (9, (2, 8)), (20, (6, 15)), (100, (40, 61))],
+)
+def test_the_median_interval_is_the_binomial_order_statistics(
+    n: int, ranks: tuple[int, int] | None
+) -> None:
+    from harness.stats import interval_width, median_interval
+
+    samples = [float(v) for v in range(n, 0, -1)]  # any order
+    assert median_interval(samples) == (None if ranks is None else tuple(map(float, ranks)))
+    if ranks is not None:
+        middle = (n + 1) / 2
+        assert interval_width(samples) == pytest.approx((ranks[1] - ranks[0]) / 2 / middle)
 
 
 def test_geomean_of_2_and_8_is_4() -> None:

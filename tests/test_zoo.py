@@ -28,7 +28,12 @@ MODELS = sorted(set(ZOO.models) - set(SAMPLED))
 # are benchmarks (benchmarks/test_transformers_sweep.py, test_transformers_decode.py,
 # test_transformers_tasks.py). Their metadata is checked here like any other.
 GENERATED_FAMILIES = {"transformers", "transformers-decode", "transformers-tasks"}
-HAND_WRITTEN = [n for n in MODELS if ZOO.get(n).family not in GENERATED_FAMILIES]
+# The real-size zoo (model_zoo/real_size/: up to 1.5 B parameters) is tested in
+# tests/test_real_size.py: every entry on the meta device, a few for real.
+REAL_SIZE = {"real-size", "real-size-xl"}
+HAND_WRITTEN = [
+    n for n in MODELS if ZOO.get(n).family not in {*GENERATED_FAMILIES, *REAL_SIZE}
+]
 # Only what this machine can build is parametrized (nothing is skipped): models whose
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere
 # (tests/test_adapters.py, where their cells must come out `skipped` or ok).

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from harness.stats import is_stable
+from harness.stats import interval_width, is_stable
 from harness.store.protocol import Protocol
 
 STABLE_WINDOW = 6
@@ -32,7 +32,7 @@ def time_calls(fn: Callable[[], object], protocol: Protocol) -> list[float]:
             t0 = time.perf_counter()
             fn()
             samples.append((time.perf_counter() - t0) * 1000.0)
-            if enough_samples(len(samples), time.perf_counter() - start, protocol):
+            if enough_samples(len(samples), time.perf_counter() - start, protocol, (samples,)):
                 return samples
 
 
@@ -62,15 +62,18 @@ def time_interleaved(
                 spent[side] += _block(fn, samples)
             blocks += 1
             n, elapsed = min(len(a), len(b)), min(spent)
-            if enough_samples(n, elapsed, protocol):
+            if enough_samples(n, elapsed, protocol, (a, b)):
                 return a, b
 
 
 def _block(fn: Callable[[], object], samples: list[float]) -> float:
     """One untimed call, then timed calls for INTERLEAVE_BLOCK_S (at least one); returns
-    the seconds the block took."""
+    the seconds the block took. A call that outlasts a block by itself (a real-size model:
+    hundreds of ms) is not warmed again: its caches are its own after the first few ms,
+    and the untimed call would double the loop's time."""
     start = time.perf_counter()
-    fn()
+    if not samples or samples[-1] < INTERLEAVE_BLOCK_S * 1000:
+        fn()
     while True:
         t0 = time.perf_counter()
         fn()
@@ -80,10 +83,16 @@ def _block(fn: Callable[[], object], samples: list[float]) -> float:
             return now - start
 
 
-def enough_samples(n: int, elapsed: float, protocol: Protocol) -> bool:
-    """At least `min_iters` calls and `min_time_s`; or a cap (`max_iters`, or `max_time_s`
-    once a quarter of `min_iters` is in)."""
+def enough_samples(
+    n: int, elapsed: float, protocol: Protocol, sides: tuple[list[float], ...] = ()
+) -> bool:
+    """At least `min_iters` calls and `min_time_s`, and, with a `target_interval`, each
+    side's median known that well (its 95% interval that narrow); or a cap (`max_iters`, or
+    `max_time_s` once a quarter of `min_iters` is in)."""
     enough = n >= protocol.min_iters and elapsed >= protocol.min_time_s
+    if enough and protocol.target_interval > 0:
+        widths = [interval_width(side) for side in sides]
+        enough = all(w is not None and w <= protocol.target_interval for w in widths)
     capped = n >= protocol.max_iters or (
         elapsed >= protocol.max_time_s and n >= max(1, protocol.min_iters // 4)
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from harness.dispatch.policy import DispatchStats, Options, RayNode, Slots
+from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 
 # What a worker's version probe answers: package -> version (None: not installed); with
@@ -81,6 +82,9 @@ class Runner:
     run_tasks: RunTasks
     versions: Callable[[dict[str, tuple[str, ...]], tuple[str, ...]], dict[str, VersionProbe]]
     node_versions: Callable[[list[str]], dict[str, VersionProbe]]
+    # two graphs timed together, each pair's result as it comes (harness compare, and the
+    # run's exporter pairs)
+    time_pairs: Callable[[Iterable[PairTask], Callable[[PairResult], None]], None]
 
 
 def auth_hint() -> str:

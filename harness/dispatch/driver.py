@@ -65,7 +65,7 @@ def runner(cluster: ClusterInfo) -> Runner:
     ) -> dict[str, VersionProbe]:
         return remote.variant_versions(variants, distributions=distributions)
 
-    return Runner(cluster, _dispatch, versions, remote.node_versions)
+    return Runner(cluster, _dispatch, versions, remote.node_versions, time_pairs)
 
 
 class RayTasks:

@@ -10,13 +10,14 @@ Ray costs more than the run; the tests drive every run-directory command through
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gc
 import os
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from queue import SimpleQueue
@@ -32,6 +33,7 @@ from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 
 NODE = "local"  # the one node's id, as records and the manifest name it
+MEMORY_SHARE = 0.9  # of the machine's memory, what its cells may reserve together
 ADDRESS = "local (in-process, no Ray)"
 
 Ref = concurrent.futures.Future[Record]
@@ -41,7 +43,7 @@ def runner() -> Runner:
     """This machine, as the pipeline runs on it without Ray."""
     node = this_node()
     cluster = ClusterInfo.of_ray(ADDRESS, [node], node["Resources"])
-    return Runner(cluster, _dispatch, _versions, lambda nodes: {NODE: dict(_here())})
+    return Runner(cluster, _dispatch, _versions, lambda nodes: {NODE: dict(_here())}, time_pairs)
 
 
 def this_node() -> RayNode:
@@ -50,8 +52,8 @@ def this_node() -> RayNode:
 
     found = hardware()
     resources = {"CPU": float(os.cpu_count() or 1), "GPU": float(len(found["gpus"]))}
-    if found["memory_gb"]:
-        resources["memory"] = float(found["memory_gb"] * 1024**3)
+    if found["memory_gb"]:  # what cells may reserve: the machine, less room for the rest
+        resources["memory"] = float(found["memory_gb"] * MEMORY_SHARE * 1024**3)
     host = socket.gethostname()
     return {
         "NodeID": NODE,
@@ -121,6 +123,7 @@ class LocalTasks:
         for index in range(int(resources.get("GPU", 0))):
             self.gpus.put(str(index))
         self.seats: dict[Ref, _Seat] = {}
+        self.memory = _Reservations(resources.get("memory", 0.0) / 1024**3)
         self.starts: list[Start] = []
         self.lock = threading.Lock()
         self.every: list[Zygotes] = []
@@ -141,6 +144,12 @@ class LocalTasks:
         return ref
 
     def _run(self, task: CellTask, flight_id: int, report_start: bool, seat: _Seat) -> Record:
+        with self.memory.reserved(task.memory_gb or 0.0):  # its clock starts once it fits
+            return self._run_reserved(task, flight_id, report_start, seat)
+
+    def _run_reserved(
+        self, task: CellTask, flight_id: int, report_start: bool, seat: _Seat
+    ) -> Record:
         zygotes = seat.take(self._borrow(task.run_id))
         started = time.time()
         here = WorkerInfo(node=NODE, host=self.node.get("NodeManagerHostname"), pid=os.getpid())
@@ -215,6 +224,32 @@ class LocalTasks:
 def logs_of(run_id: str) -> Path:
     """Where a local run's zygotes print (a cell's output, a crash's last words)."""
     return Path(tempfile.gettempdir()) / "harness-local" / run_id
+
+
+class _Reservations:
+    """The machine's memory as cells reserve it (their `memory_gb`): a cell waits until
+    what it needs is free, as Ray holds a task whose `memory` no node has free. One that
+    needs more than the whole (never dispatched: the pipeline skips it) runs alone."""
+
+    def __init__(self, capacity_gb: float) -> None:
+        self.capacity = capacity_gb
+        self.used = 0.0
+        self.free = threading.Condition()
+
+    @contextlib.contextmanager
+    def reserved(self, gb: float) -> Iterator[None]:
+        if not gb or not self.capacity:
+            yield
+            return
+        with self.free:
+            self.free.wait_for(lambda: self.used == 0 or self.used + gb <= self.capacity)
+            self.used += gb
+        try:
+            yield
+        finally:
+            with self.free:
+                self.used -= gb
+                self.free.notify_all()
 
 
 class _Seat:

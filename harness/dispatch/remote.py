@@ -110,11 +110,13 @@ def submit(
     board: ActorHandle[StartBoard] | None,
     flight_id: int,
 ) -> ray.ObjectRef[Record]:
-    """The cell's task, on `task.threads` CPUs (and a GPU for a CUDA cell), in its
-    variant's runtime_env."""
+    """The cell's task, on `task.threads` CPUs (and a GPU for a CUDA cell, and its memory
+    need where it is known), in its variant's runtime_env."""
     # Ray's stubs lose the function's arity through `.options(**options)`.
     remote: Any = _run_cell_remote_gpu if kind(task) == GPU else _run_cell_remote
     options: dict[str, object] = {"num_cpus": task.threads}
+    if task.memory_gb:  # Ray places the cell on a node with that much memory free
+        options["memory"] = int(task.memory_gb * 1024**3)
     env = runtime_env(variants.get(task.cell.variant, ()))
     if env:
         options["runtime_env"] = env

@@ -41,6 +41,9 @@ class Exporter:
     max_opset: int
     implementation: str  # the module that implements it (it imports torch)
     options: tuple[tuple[str, bool], ...] = ()  # keyword arguments of its `Adapter`
+    # The export's peak RSS over the model's weights, as the real-size suite measured it
+    # (benchmarks/README.md, "Real size"): what a cell's memory need is sized from.
+    export_memory: float = 2.0
 
     def opset_problem(self, opset: int) -> str | None:
         """Why this exporter cannot take `opset`, or None."""

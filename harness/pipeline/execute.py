@@ -18,9 +18,12 @@ from typing import TextIO
 from harness.dispatch.cluster import ClusterInfo, Runner
 from harness.dispatch.policy import DispatchStats, Options
 from harness.errors import UsageError
+from harness.pipeline.pairing import ExporterPairs, GroupKey, group_of
 from harness.plan.build import RunPlan
+from harness.plan.memory import largest_node_gb, memory_need_gb
 from harness.progress import Progress
 from harness.store import rundir
+from harness.store.amend import amend_records
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import (
     Cluster,
@@ -29,6 +32,7 @@ from harness.store.manifest import (
     Settings,
     ZooProblem,
 )
+from harness.store.paired import PairPlan
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
@@ -66,6 +70,7 @@ def execute_on(
     manifest = _manifest(plan, argv, runner)
     rundir.write_manifest(plan.run_dir, manifest)
     progress = Progress(total=len(plan.pending), stream=stream)
+    pairs = _exporter_pairs(plan, runner)
     with rundir.RecordWriter(plan.run_dir) as writer:
 
         def on_record(record: Record) -> None:
@@ -75,17 +80,59 @@ def execute_on(
                 record = record.with_changes(metadata=dict(spec.metadata))
             writer.write(record)
             progress.update(record)
+            if pairs is not None:
+                pairs.observe(record)
 
         runnable = _skip_without_gpus(plan, plan.pending, cluster, on_record)
+        runnable = _skip_unplaceable(plan, runnable, cluster, on_record)
         options = Options(plan.options.timeout_s, plan.options.threads, variants=plan.variants)
         tasks = _tasks(plan, runnable, manifest.max_memory_gb)
         stats = runner.run_tasks(tasks, on_record, options)
+    if pairs is not None:
+        _record_speeds(plan, pairs)
     finished = manifest.finished_with(
         DispatchSummary.from_dict(_dispatch_figures(stats)),
         tuple(stats.cold_starts),
     )
     rundir.write_manifest(plan.run_dir, finished)
     return plan.run_dir
+
+
+def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
+    """The run's exporter pairs where its protocol asks for them: each group of pending
+    cells (a model at one opset, device, shape, ...) that two exporters or more run."""
+    if not plan.protocol.pair_exporters:
+        return None
+    expected: dict[GroupKey, set[str]] = {}
+    for cell in plan.pending:
+        expected.setdefault(group_of(cell), set()).add(cell.exporter)
+    groups = {g: e for g, e in expected.items() if len(e) > 1}
+    budget = max(plan.protocol.max_time_s, 10.0)
+    return ExporterPairs(
+        plan.run_dir,
+        groups,
+        runner.time_pairs,
+        threads=plan.options.threads,
+        keep_graphs=plan.options.keep_graphs is not None,
+        plan=PairPlan(min_pairs=10, round=10, max_s=budget),
+    )
+
+
+def _record_speeds(plan: RunPlan, pairs: ExporterPairs) -> None:
+    """Each paired cell's speed into its record (graphs kept for the pairs alone are gone)."""
+    found = pairs.finish()
+    kept = plan.options.keep_graphs is not None
+    by_key = {r.cell.key: r for r in rundir.iter_records(plan.run_dir) if r.cell.key in found}
+    amended = {
+        key: r.with_changes(
+            exporter_speed=found[key],
+            artifacts=r.artifacts
+            if kept
+            else {k: v for k, v in r.artifacts.items() if k != "graph"},
+        )
+        for key, r in by_key.items()
+    }
+    amend_records(plan.run_dir, amended)
 
 
 def _check_threads(cluster: ClusterInfo, threads: int) -> None:
@@ -141,7 +188,8 @@ def _manifest(plan: RunPlan, argv: list[str], runner: Runner) -> Manifest:
             timeout_s=plan.options.timeout_s,
             keep_onnx=plan.options.keep_onnx,
             graph_store=_graph_store(plan),
-            protocol=vars(plan.protocol),
+            protocol=plan.protocol.numbers(),
+            latency_threads=plan.protocol.latency_threads,
             max_memory_gb=memory,
         ),
         matrix=plan.matrix.announcement,
@@ -205,26 +253,60 @@ def _skip_without_gpus(
     return [c for c in cells if c.device != "cuda"]
 
 
+def _skip_unplaceable(
+    plan: RunPlan, cells: list[Cell], cluster: ClusterInfo, on_record: Callable[[Record], None]
+) -> list[Cell]:
+    """Cells whose memory need (harness.plan.memory) is more than any node offers are
+    recorded as skipped, saying both: placed anyway, they would take a node down."""
+    largest = largest_node_gb([dict(n) for n in cluster.nodes])
+    runnable = []
+    for cell in cells:
+        need = memory_need_gb(plan.specs[cell.model].metadata, cell.exporter)
+        if need is None or largest is None or need <= largest:
+            runnable.append(cell)
+            continue
+        reason = (
+            f"needs {need:.1f} GB of memory (its weights and the {cell.exporter} export's"
+            f" peak over them); the largest node offers {largest:.1f} GB"
+        )
+        on_record(Record.without_run(cell, plan.run_id, status=Status.SKIPPED, reason=reason))
+    return runnable
+
+
 def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
     for cell in cells:
+        spec = plan.specs[cell.model]
+        need = memory_need_gb(spec.metadata, cell.exporter)
         yield CellTask(
             cell=cell,
-            source=plan.specs[cell.model].source,
+            source=spec.source,
             run_id=plan.run_id,
             run_dir=str(plan.run_dir.resolve()),
             threads=plan.options.threads,
             keep_onnx=plan.options.keep_onnx,
             protocol=plan.protocol,
-            max_memory_gb=max_memory,
+            max_memory_gb=_ceiling(plan, need, max_memory),
+            memory_gb=need,
             timeout_s=plan.options.timeout_s,
-            requires=plan.specs[cell.model].requires,
+            requires=spec.requires,
             graph_store=_graph_store(plan),
         )
 
 
+def _ceiling(plan: RunPlan, need: float | None, share: float | None) -> float | None:
+    """The cell's memory ceiling: --max-memory-gb where given; else its need where it is
+    known and larger than the machine's share per slot, else that share."""
+    if plan.options.max_memory_gb is not None or need is None:
+        return share
+    return max(need, share or 0.0)
+
+
 def _graph_store(plan: RunPlan) -> str | None:
-    """The folder of the content-addressed graph store, absolute (workers write to it)."""
+    """The folder of the content-addressed graph store, absolute (workers write to it):
+    the run's own where its exporter pairs need the graphs and it keeps none."""
     where = plan.options.keep_graphs
+    if where is None and plan.protocol.pair_exporters:
+        where = "run"
     if where is None:
         return None
     return str((plan.run_dir / RUN_STORE if where == "run" else Path(where)).resolve())

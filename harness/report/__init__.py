@@ -39,6 +39,7 @@ from harness.report.outcomes import (
     verdict,
 )
 from harness.report.precision import precision_section
+from harness.report.real_size import real_size_section
 from harness.report.tasks import tasks_section
 from harness.report.tokens import tokens_section
 from harness.report.trend_report import build_trend_report
@@ -122,6 +123,7 @@ def build_report(
         skipped_section(records),
         export_section(lay, figure.get("export_cost"), manifest),
         latency_section(lay, figure.get("latency")),
+        real_size_section(records),
         generation_section(records, figure.get("generation_latency")),
         precision_section(records),
         ort_opt_section(records),

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.coverage import matrix as coverage
 from harness.report.layout import Layout, RowKey, layout
-from harness.stats import median, percentile
+from harness.stats import PERCENTILE_MIN_SAMPLES, median, percentile
 from harness.store.records import Latency, Record
 from harness.store.status import Status
 
@@ -66,12 +66,17 @@ class Spread:
 
 
 def spread(latency: Latency | None) -> Spread | None:
-    """p10-p50-p90 from the raw samples; without samples the bars collapse onto p50..p90."""
+    """p10-p50-p90 from the raw samples, where they are enough to say p90
+    (harness.stats.PERCENTILE_MIN_SAMPLES); else the median's 95% interval around it, or
+    the median alone. Without samples the bars collapse onto p50..p90."""
     if latency is None:
         return None
-    if latency.samples:
+    if len(latency.samples) >= PERCENTILE_MIN_SAMPLES[90]:
         return Spread(percentile(latency.samples, 10), latency.p50, percentile(latency.samples, 90))
-    return Spread(latency.p50, latency.p50, latency.p90)
+    if latency.samples:
+        low, high = latency.ci_low or latency.p50, latency.ci_high or latency.p50
+        return Spread(low, latency.p50, high)
+    return Spread(latency.p50, latency.p50, latency.p90 or latency.p50)
 
 
 def _grid(

@@ -53,7 +53,7 @@ def _flatten(d: Mapping[str, JsonValue], prefix: str = "") -> dict[str, JsonValu
     for key, value in d.items():
         if isinstance(value, Mapping):
             flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
+        elif value != []:  # a setting that lists nothing (no extra thread counts) says nothing
             flat[f"{prefix}{key}"] = value
     return flat
 

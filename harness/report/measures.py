@@ -30,6 +30,7 @@ from harness.report.document import (
 )
 from harness.report.layout import Layout, column_of
 from harness.report.outcomes import artifacts_link, grid_table, status_cell
+from harness.stats import PERCENTILE_MIN_SAMPLES
 from harness.store.manifest import ColdStart, Manifest
 from harness.store.records import Latency, Record
 from harness.store.status import Stage
@@ -121,13 +122,20 @@ def _cold_start_row(exporter: str, variant: str, entries: list[ColdStart]) -> tu
 
 
 def latency_text(latency: Latency | None) -> str:
-    """'1.52 (1.48–1.60)': p50 and p10–p90 of the raw samples (p90 only without samples)."""
+    """'1.52 (1.48–1.60)': p50 and p10–p90 of the raw samples (p90 only without samples);
+    from fewer samples than a p90 needs, p50 with the median's 95% interval and the count
+    ('2,350 (95% CI 2,310–2,400, n=7)'), never a p10–p90 of a handful."""
     s = spread(latency)
     if latency is None or s is None:
         return MISSING
     if not latency.samples:
         return f"{fmt(latency.p50)} (p90 {fmt(latency.p90)})"
-    return f"{fmt(s.p50)} ({fmt(s.p10)}–{fmt(s.p90)})"
+    if len(latency.samples) >= PERCENTILE_MIN_SAMPLES[90]:
+        return f"{fmt(s.p50)} ({fmt(s.p10)}–{fmt(s.p90)})"
+    if latency.ci_low is None or latency.ci_high is None:
+        return f"{fmt(latency.p50)} (n={len(latency.samples)}, too few for an interval)"
+    interval = f"{fmt(latency.ci_low)}–{fmt(latency.ci_high)}"
+    return f"{fmt(latency.p50)} (95% CI {interval}, n={len(latency.samples)})"
 
 
 def latency_section(lay: Layout, image: Image | None) -> Section:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from harness import exporters
-from harness.cell import failures, ort_opt
+from harness.cell import failures, node, ort_opt
 from harness.cell.graph import check as check
 from harness.cell.numerics import compare_outputs, largest_finite, tolerance_at
 from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
@@ -29,7 +29,7 @@ from harness.cell.precision import (
 )
 from harness.cell.reference import Reference
 from harness.cell.shapes import Inputs
-from harness.cell.stages import StageFailure, stage
+from harness.cell.stages import StageFailure, stage, timed
 from harness.cell.timing import PeakCuda, PeakRss
 from harness.exporters import patches
 from harness.exporters.request import Exported, ExportRequest, Unavailable
@@ -86,11 +86,12 @@ def _export_call(
     exporter = exporters.get(task.cell.exporter)
     peak, peak_cuda = PeakRss(), PeakCuda(task.cell.device)
     try:
-        if peaks:
-            with peak, peak_cuda:
+        with node.alone(), timed("export"):  # the export's time and memory, the node alone
+            if peaks:
+                with peak, peak_cuda:
+                    exported = exporter.export(request)
+            else:
                 exported = exporter.export(request)
-        else:
-            exported = exporter.export(request)
     except Unavailable as exc:  # pragma: no cover - only where dynamo_export vanished mid-run
         raise StageFailure("translate", exc) from exc
     except StageFailure as failure:
@@ -104,9 +105,16 @@ def _export_call(
         peak_rss_mb=peak.peak_mb,
         peak_cuda_mb=peak_cuda.peak_mb,
         aten_ops=exporter.aten_ops(request, exported),
+        weights_mb=round(weights_mb(request.model), 6),
     )
     _check_memory_budget(request.model, peak.peak_mb, memory_ratio)
     return exported
+
+
+def weights_mb(model: torch.nn.Module) -> float:
+    """The model's parameters and buffers, in MiB (each tensor once, however shared)."""
+    tensors = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values()) / 1024**2
 
 
 def _check_memory_budget(
@@ -116,14 +124,12 @@ def _check_memory_budget(
     an exporter holding extra copies of 2 GB of weights is a regression)."""
     if ratio is None or peak_mb is None:
         return
-    weights_mb = (
-        sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / 1024**2
-    )
-    if peak_mb > ratio * weights_mb:
+    weights = weights_mb(model)
+    if peak_mb > ratio * weights:
         raise StageFailure(
             "save",
             MemoryBudgetExceeded(
-                f"export peak {peak_mb:.0f} MiB is over {ratio:g} x the weights ({weights_mb:.0f} MiB)"
+                f"export peak {peak_mb:.0f} MiB is over {ratio:g} x the weights ({weights:.0f} MiB)"
             ),
         )
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Self
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema as cs
 
-from harness.store.declare import Clock, Count, Error, MiB, Named, Seconds, finite, read
+from harness.store.declare import Clock, Count, Error, MiB, Named, Ratio, Seconds, finite, read
 from harness.store.status import Stage, Status
 
 JsonObject = dict[str, Any]  # a JSON object as `json.loads` gives it
@@ -204,6 +204,9 @@ class WorkerInfo(Open):
     cell_pss_mb: WorkerMiB | None = None
     cell_uss_mb: WorkerMiB | None = None
     cold_start: ColdStart | None = None
+    # The seconds the cell waited for the node to itself before its timed phases (its
+    # export and latency loops never ran beside another cell's work: harness.cell.node)
+    node_wait_s: Taken | None = None
 
     def with_facts(self, facts: WorkerInfo) -> WorkerInfo:
         """This object with what `facts` knows (its fields that are set) added or replaced:
@@ -267,6 +270,22 @@ class SampleSummary(Open):
 
 
 # -- after the run ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExporterSpeed(Open):
+    """A cell's graph speed against the fastest exporter's graph of the same model and
+    axes (harness.pipeline.pairing): the two timed together in interleaved pairs, the
+    ORT latency ratio (this one's over the fastest's; 1 for the fastest itself) with its
+    95% interval and how many pairs, the pair's verdict; or why it could not be timed."""
+
+    fastest: str | None = None  # the exporter whose graph was fastest
+    ratio: Ratio | None = None
+    ci_low: Ratio | None = None
+    ci_high: Ratio | None = None
+    pairs: int | None = None
+    verdict: str | None = None  # slower | faster | same | unknown, as the pair judged it
+    error: str | None = None
 
 
 @dataclass(frozen=True)

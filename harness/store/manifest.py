@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, TypeAlias
 from harness.store import environment
 from harness.store.declare import (
     As,
+    Count,
     Error,
     GiB,
     MiB,
@@ -90,7 +91,9 @@ class Settings(Part):
     timeout_s: Seconds | None = None
     keep_onnx: bool | None = None
     graph_store: str | None = None  # the folder the kept graphs went to, if kept
-    protocol: Numbers = field(default_factory=dict)  # harness.plan.Protocol
+    protocol: Numbers = field(default_factory=dict)  # harness.store.protocol.Protocol
+    # the protocol's `latency_threads`: counts ORT and eager were also timed at
+    latency_threads: Annotated[tuple[Count, ...], NullIsEmpty()] = ()
     max_memory_gb: GiB | None = None
 
 

@@ -46,18 +46,32 @@ class Latency:
 
     samples: Annotated[tuple[Millis, ...], NullIsEmpty()]
     p50: Millis
-    p90: Millis
-    p99: Millis
+    # None where the samples are too few to say it (harness.stats.PERCENTILE_MIN_SAMPLES:
+    # 10 for p90, 100 for p99); a record before that rule holds it anyway
+    p90: Millis | None
+    p99: Millis | None
     mean: Millis
     stdev: Spread
     n: Count
+    # The median's distribution-free 95% confidence interval; None below 6 samples
+    ci_low: Millis | None = None
+    ci_high: Millis | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float] | tuple[float, ...]) -> Latency:
         from harness.stats import summarize
 
         s = summarize(samples_ms)
-        return cls(tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n)
+        return cls(
+            tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n, s.ci_low, s.ci_high
+        )
+
+    @property
+    def interval(self) -> float | None:
+        """The median interval's half-width relative to the median (0.02: +-2%)."""
+        if self.ci_low is None or self.ci_high is None or self.p50 <= 0:
+            return None
+        return (self.ci_high - self.ci_low) / 2 / self.p50
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Latency:
@@ -227,6 +241,14 @@ class ExportMeasures(Group):
     # A canonical hash of the graph (harness/cell/fingerprint.py): equal on two cells with
     # the same runtime, they ran the same computation.
     graph_fingerprint: str | None = None
+    # The model's parameters and buffers at the export (MiB): what the export's peak and
+    # the graph's bytes are measured against, as users plan memory and disk.
+    weights_mb: MiB | None = None
+    # Initializers of the graph that hold the same values (a weight stored more than once,
+    # such as a tied embedding saved twice): each group's names, and the bytes the copies
+    # beyond the first take.
+    duplicate_initializers: list[list[str]] | None = None
+    duplicate_bytes: int | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "opset_actual": "opset_actual",
@@ -240,7 +262,25 @@ class ExportMeasures(Group):
         "aten_ops": "aten_ops",
         "unsupported_ops": "unsupported_ops",
         "graph_fingerprint": "graph_fingerprint",
+        "weights_mb": "weights_mb",
+        "duplicate_initializers": "duplicate_initializers",
+        "duplicate_bytes": "duplicate_bytes",
     }
+
+    @property
+    def peak_over_weights(self) -> float | None:
+        """The export's peak RSS over the model's weights: 'exporting X needs N x its size'."""
+        if self.peak_rss_mb is None or not self.weights_mb:
+            return None
+        return self.peak_rss_mb / self.weights_mb
+
+    @property
+    def graph_over_weights(self) -> float | None:
+        """The saved graph's bytes over the model's weights (above 1: a weight stored twice,
+        or constants folded into the graph)."""
+        if self.onnx_bytes is None or not self.weights_mb:
+            return None
+        return self.onnx_bytes / (self.weights_mb * 1024**2)
 
 
 @dataclass(frozen=True)
@@ -319,3 +359,5 @@ class Measurements:
     # A dynamic cell timed at named shapes (the entry's `latency_shapes`: a decode step, a
     # prefill): each one's sizes and latencies; the first is also the record's latency.
     shape_latency: dict[str, ShapeLatency] | None = None
+    # ORT and eager at the protocol's other thread counts, by the count
+    thread_latency: dict[str, ShapeLatency] | None = None

@@ -21,6 +21,25 @@ class Protocol:
     min_time_s: float = 0.3
     max_iters: int = 2000
     max_time_s: float = 5.0
+    # Stop a loop once the median's 95% interval is this narrow on both sides (its
+    # half-width over the median: 0.02 is +-2%), past the minimums; 0: the minimums alone.
+    target_interval: float = 0.0
+    # The seconds every latency loop of a cell may take together (0: each its max_time_s).
+    budget_s: float = 0.0
+    # Thread counts ORT and eager are also timed at, beside the cell's own (0: every core
+    # of the node); () : the cell's alone.
+    latency_threads: tuple[int, ...] = ()
+    # Time each model's graphs of every exporter together, in pairs, as the run goes on
+    # (harness.pipeline.pairing): each record's speed against the fastest exporter's.
+    pair_exporters: bool = False
+
+    def numbers(self) -> dict[str, float]:
+        """Every setting that is one number (the manifest's `settings.protocol`)."""
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
 
     @classmethod
     def from_table(cls, table: dict[str, Any], source: str) -> Protocol:
@@ -30,7 +49,21 @@ class Protocol:
             raise UsageError(
                 f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})"
             )
-        for key, value in table.items():
+        values = dict(table)
+        pair = values.pop("pair_exporters", False)
+        if not isinstance(pair, bool):
+            raise UsageError(f"{source}: [protocol] pair_exporters must be true or false")
+        threads = values.pop("latency_threads", [])
+        if not isinstance(threads, list) or not all(_count(t) for t in threads):
+            raise UsageError(
+                f"{source}: [protocol] latency_threads must be a list of thread counts"
+                " (0: every core of the node)"
+            )
+        for key, value in values.items():
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise UsageError(f"{source}: [protocol] {key} must be a non-negative number")
-        return cls(**table)
+        return cls(**values, latency_threads=tuple(threads), pair_exporters=pair)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

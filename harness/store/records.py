@@ -28,6 +28,7 @@ from harness.store.cell import CellKey as CellKey
 from harness.store.declare import Malformed, Positive, Ratio, Seconds, free, hints, read
 from harness.store.declare import SchemaError as SchemaError  # raised by the readers
 from harness.store.details import (
+    ExporterSpeed,
     JsonObject,
     MinimalRepro,
     SampleSummary,
@@ -69,6 +70,9 @@ class CellTask:
     protocol: Protocol | None = None
     attempt: int = 1
     max_memory_gb: float | None = None
+    # The memory the cell reserves where it is placed (Ray's `memory` resource, the local
+    # runner's share of the machine); None: it reserves none beyond its CPUs
+    memory_gb: float | None = None
     # Seconds the cell may run (from the fork of its process); None: no limit.
     timeout_s: float | None = None
     # Modules the model requires (`ModelSpec.requires`): the worker's zygote imports them
@@ -101,11 +105,19 @@ class Record:
     samples: SampleSummary | None = None  # a sampled cell's per-sample summary
     attempt: Positive = 1  # 2 and up: retried after its worker died
     duration_s: Seconds | None = None  # the cell, start to end, as its worker timed it
+    # Where `duration_s` went, stage by stage (build, reference, export, check,
+    # ort_session, ort_run, latency, ...), in the order they first ran
+    stage_s: dict[str, Seconds] | None = None
+    # ORT's and eager's latency at other thread counts than the cell's (the protocol's
+    # `latency_threads`), by the count: "1", "2"
+    thread_latency: dict[str, ShapeLatency] | None = None
     worker: WorkerInfo | None = None
     artifacts: dict[str, str] = field(default_factory=dict)  # name -> path in the run directory
     metadata: JsonObject | None = None  # the zoo entry's metadata (e.g. opinfo, dtype)
     minimal_repro: MinimalRepro | None = None  # harness.repro; the script: `artifacts`
     workarounds: Workarounds | None = None  # harness.debt.search (`harness debt`)
+    # against the fastest exporter's graph of the same model and axes (harness.pipeline.pairing)
+    exporter_speed: ExporterSpeed | None = None
 
     def __post_init__(self) -> None:
         # Constructors and readers pass plain strings; the record holds the enums.
@@ -141,6 +153,7 @@ class Record:
             eager=m.eager,
             numerics=m.numerics,
             shape_latency=m.shape_latency,
+            thread_latency=m.thread_latency,
             samples=m.samples,
             artifacts=dict(m.artifacts),
         )
@@ -232,39 +245,25 @@ class Record:
     # -- serialisation --------------------------------------------------------------------
 
     def to_dict(self) -> JsonObject:
-        """The flat line of `records.jsonl` (the contract's field names and shapes)."""
-        c, shapes = self.cell, self.shape_latency
-        return {
+        """The flat line of `records.jsonl` (the contract's field names and shapes), derived
+        from the declarations: the cell's model, family, exporter and axes; each group under
+        its flat keys (harness.store.measures); the record's own fields as JSON holds them;
+        `speedup` beside the eager figures it is derived from; the list axes last."""
+        c = self.cell
+        line: JsonObject = {
             "schema": SCHEMA,
             "run_id": self.run_id,
             "model": c.model,
             "family": c.family,
             "exporter": c.exporter,
             **{a.name: a.json(c[a]) for a in _CORE_AXES},
-            "status": self.status.value,
-            "stage": None if self.stage is None else self.stage.value,
-            "error_type": self.error_type,
-            "error_message": self.error_message,
-            "error_signature": self.error_signature,
-            **self.export.to_flat(),
-            **self.ort.to_flat(),
-            **self.eager.to_flat(),
-            "speedup": self.speedup,
-            **self.numerics.to_flat(),
-            "attempt": self.attempt,
-            "worker": plain(self.worker),
-            "duration_s": self.duration_s,
-            "artifacts": self.artifacts,
-            "reason": self.reason,
-            "samples": plain(self.samples),
-            "metadata": self.metadata,
-            "minimal_repro": plain(self.minimal_repro),
-            "workarounds": plain(self.workarounds),
-            "shape_latency": None
-            if shapes is None
-            else {k: v.to_dict() for k, v in shapes.items()},
-            **{a.name: a.json(c[a]) for a in LIST_AXES},
         }
+        for name in _WRITTEN:
+            value = getattr(self, name)
+            line |= value.to_flat() if name in _GROUPS else {name: plain(value)}
+            if name == "eager":
+                line["speedup"] = self.speedup
+        return {**line, **{a.name: a.json(c[a]) for a in LIST_AXES}}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), allow_nan=False)
@@ -310,6 +309,8 @@ RECORD_REQUIRED = ("schema", "run_id", *_CELL_KEYS, "status")
 _OWN = tuple(
     f.name for f in dataclasses.fields(Record) if f.name not in ("cell", "run_id", *_GROUPS)
 )
+# What a line holds after its cell, in the record's order: its own fields and its groups.
+_WRITTEN = tuple(f.name for f in dataclasses.fields(Record) if f.name not in ("cell", "run_id"))
 
 
 @functools.cache

@@ -95,3 +95,25 @@ def test_the_backstop_kills_a_running_cell_and_the_run_goes_on(
 def hang_ended(record: Record) -> float:
     assert record.worker is not None and record.worker.collected_at is not None
     return record.worker.collected_at
+
+
+def test_cells_that_together_need_more_memory_than_the_machine_run_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """Each cell reserves its memory need on the local runner as on a Ray node: two slow
+    cells of 6 GB each on a machine offering 10 GB run one after the other, though two CPU
+    slots are free (the node is this machine with its memory said to be 10 GB)."""
+    node = local.this_node()
+    node["Resources"] = {**node["Resources"], "CPU": 2.0, "memory": 10.0 * 1024**3}
+    tasks = [_task(tmp_path, SLOW, f"slow_{i}", memory_gb=6.0) for i in range(2)]
+    records: list[Record] = []
+    tasks_here = local.LocalTasks(node)
+    try:
+        from harness.dispatch.loop import Driver
+
+        Driver(tasks, records.append, Options(timeout_s=120), tasks_here).run()
+    finally:
+        tasks_here.close()
+    spans = sorted((r.worker.started_at, r.worker.finished_at) for r in records if r.worker)
+    assert [r.status for r in records] == [Status.OK, Status.OK]
+    assert spans[1][0] >= spans[0][1]  # type: ignore[operator]

@@ -105,6 +105,36 @@ def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(tmp_pat
     assert "(raylet)" in result.stderr
 
 
+def test_cells_are_placed_by_their_memory_need_and_one_no_node_holds_is_skipped(
+    tmp_path: Path,
+) -> None:
+    """Two nodes that declare different memory (Ray's `memory` resource): a cell whose
+    weights need more than the small node has runs on the large one, one that needs more
+    than either is skipped saying both figures, a small one runs anywhere. (The models say
+    their weights are large: harness.plan.memory sizes the need from that.)"""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        c.add_node(num_cpus=1, memory=4 * 1024**3)
+        large = c.add_node(num_cpus=1, memory=24 * 1024**3)
+        c.wait_for_nodes()
+        out = tmp_path / "sized"
+        result = run_cli(
+            "run", "--zoo", str(FIXTURES / "sized"), "--exporters", "torchscript",
+            "--opsets", "17", "--address", c.address, "--out", str(out), "--no-report",
+            ray=True,
+        )  # fmt: skip
+    finally:
+        c.shutdown()
+    assert result.returncode == 0, result.stderr[-3000:]
+    by_model = {r.model: r for r in _records(out)}
+    mid, huge, small = (by_model[f"sized_{n}"] for n in ("mid", "huge", "small"))
+    assert mid.status == "ok" and mid.worker is not None and mid.worker.node == large.node_id
+    assert small.status == "ok"
+    assert huge.status == "skipped" and huge.worker is None
+    assert "needs 121.5 GB of memory" in (huge.reason or "")
+    assert "the largest node offers 24.0 GB" in (huge.reason or "")
+
+
 def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: Path) -> None:
     """The one real node kill of the suite (the decisions around it are tested without Ray
     in tests/dispatch/test_policy.py; benchmarks/test_node_loss.py kills ten times through

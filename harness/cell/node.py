@@ -1,0 +1,125 @@
+"""Timed phases that do not overlap: a cell's export and latency loops run with the node to
+themselves, while its other work (build, reference, checker, session, numerics) shares the
+node with other cells' other work.
+
+Two cells on one node slowed each other's figures (issue 47: a Qwen3-0.6B cell's ORT p50
+1.49 times a plain script's, its export 1.56 times, beside the other cell of its 2-core
+worker; alone, 0.96 and within 10%). So every cell holds the node shared while it runs and
+exclusively while it times: a readers-writer lock of two `flock`ed files in the node's temp
+folder (every harness process of the machine, any run, sees them): `work` (shared by the
+cells working, exclusive to one timing) and a `gate` a cell waiting to time closes, so that
+no new work starts before it gets its turn. The kernel lets go of a process's locks when it
+dies, so a crashed or killed cell holds nothing. What a cell waited for its turn is its
+record's (`worker.node_wait_s`)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per test)
+
+
+class NodeLock:
+    """This process's hold on the node: shared while it works, exclusive while it times."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        where = folder or Path(os.environ.get(FOLDER_ENV) or _default_folder())
+        where.mkdir(parents=True, exist_ok=True)
+        self.gate = _open(where / "gate")
+        self.work = _open(where / "work")
+        self.waited_s = 0.0
+        self.depth = 0
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        """Hold the node shared: other cells may work beside this one, none may time."""
+        self._pass_gate(fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.work, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Hold the node exclusively (from within `working`, or alone): no other cell works
+        or times meanwhile. Nested uses hold it once."""
+        if self.depth:
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+            return
+        fcntl.flock(self.work, fcntl.LOCK_UN)  # a share this process holds is given up first
+        start = time.perf_counter()
+        self._pass_gate(fcntl.LOCK_EX)
+        self.waited_s += time.perf_counter() - start
+        self.depth = 1
+        try:
+            yield
+        finally:
+            self.depth = 0
+            fcntl.flock(self.work, fcntl.LOCK_UN)
+            self._pass_gate(fcntl.LOCK_SH)  # back to working, as before
+
+    def _pass_gate(self, mode: int) -> None:
+        """Take the work lock in `mode` through the gate: a cell waiting to time holds the
+        gate, so work that comes after it waits behind it."""
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.work, mode)
+        finally:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self.gate)
+        os.close(self.work)
+
+
+def _open(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    with contextlib.suppress(OSError):  # another user's file: it was opened as it is
+        os.chmod(path, 0o666)
+    return fd
+
+
+def _default_folder() -> Path:
+    return Path(tempfile.gettempdir()) / "harness-node"
+
+
+_HELD: list[NodeLock] = []  # this process's (a cell's child holds one, for its life)
+
+
+@contextlib.contextmanager
+def holding(folder: Path | None = None) -> Iterator[NodeLock]:
+    """The node held shared for the block (a cell's whole run); `alone()` times in it."""
+    lock = NodeLock(folder)
+    _HELD.append(lock)
+    try:
+        with lock.working():
+            yield lock
+    finally:
+        _HELD.remove(lock)
+        lock.close()
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """The node to this process alone for the block: under `holding`, its lock; a process
+    that holds none (a test, a stage run outside a cell) takes one for the block."""
+    if _HELD:
+        with _HELD[-1].alone():
+            yield
+        return
+    lock = NodeLock()
+    try:
+        with lock.alone():
+            yield
+    finally:
+        lock.close()

@@ -1,0 +1,48 @@
+"""A cell's memory need, sized from its model's weights before anything runs, so that a
+cluster places big cells where they fit and never more than fit on one node
+(docs/design.md, "Distribution"). Pure: the weights come from the zoo entry's metadata
+(`parameter_bytes`, which the real-size zoo and checkpoints declare), the factors from the
+exporter registry and the measurements behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness import exporters
+
+GIB = 1024**3
+# A cell's process without its model: torch, onnx, onnxruntime and the harness, as a forked
+# child of its zygote touches them (its unique memory, measured 0.6-1.1 GiB here).
+BASE_GB = 1.5
+# ONNX Runtime holds the graph's weights while the session is built (the protobuf and the
+# initializers it makes of it): about twice the weights at their peak.
+ORT_MEMORY = 2.0
+
+
+def memory_need_gb(metadata: Mapping[str, object], exporter: str) -> float | None:
+    """What a cell of this model and exporter needs at its peak: its process, the model's
+    weights, and on top of them the larger of the export's peak and the ORT session's
+    (the two never overlap: the export is done when the session is made). None where the
+    entry does not say how large its weights are."""
+    weight_bytes = metadata.get("parameter_bytes")
+    if not isinstance(weight_bytes, int | float) or isinstance(weight_bytes, bool):
+        return None
+    factor = max(_export_memory(exporter), ORT_MEMORY)
+    return round(BASE_GB + weight_bytes / GIB * (1 + factor), 2)
+
+
+def _export_memory(exporter: str) -> float:
+    return exporters.get(exporter).export_memory if exporter in exporters.NAMES else 2.0
+
+
+def largest_node_gb(nodes: list[Mapping[str, object]]) -> float | None:
+    """The most memory one alive node offers (Ray's `memory` resource, bytes); None where
+    no node says."""
+    found = [
+        float(m) / GIB
+        for n in nodes
+        if n.get("alive")
+        and isinstance(resources := n.get("resources"), Mapping)
+        and isinstance(m := resources.get("memory"), int | float)
+    ]
+    return max(found, default=None)

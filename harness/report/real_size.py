@@ -1,0 +1,124 @@
+"""The report's real-size section (cells whose model's weights are large enough to plan
+for, or whose exporters were timed in pairs): per cell what a user plans by (the weights,
+the export's time and peak memory over them, the graph's bytes over them and the weights it
+stores twice), the ORT latency with how well it is known (its median's interval and the
+samples, at the cell's threads and the protocol's others), the graph's speed against the
+fastest exporter's, flagged past `SLOWER`; then where each cell's time went, stage by
+stage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.report.document import Paragraph, Section, Table, Text, fmt, sub, table
+from harness.report.layout import unique_cells
+from harness.report.measures import latency_text
+from harness.store.records import Record
+
+# A graph this much slower than the fastest exporter's (and surely so: its interval's lower
+# end past 1) is flagged (`harness compare`'s exporter speed finding uses the same).
+SLOWER = 1.2
+MIN_WEIGHTS_MB = 64.0  # a model this large is planned for: its export memory is a figure
+STAGES = ("build", "reference", "export", "check", "ort_session", "ort_run", "latency")
+
+
+def real_size(r: Record) -> bool:
+    return (r.export.weights_mb or 0.0) >= MIN_WEIGHTS_MB or r.exporter_speed is not None
+
+
+def slower_than_fastest(r: Record, threshold: float = SLOWER) -> bool:
+    """The cell's graph is slower than the fastest exporter's beyond `threshold`, surely."""
+    speed = r.exporter_speed
+    if speed is None or speed.ratio is None or speed.ci_low is None:
+        return False
+    return speed.ratio >= threshold and speed.ci_low > 1.0
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else fmt(None)
+
+
+def _speed_text(r: Record) -> str:
+    speed = r.exporter_speed
+    if speed is None:
+        return fmt(None)
+    if speed.error is not None:
+        return f"not timed: {speed.error}"
+    if speed.ratio == 1.0 and speed.ci_low is None:
+        return "fastest"
+    interval = f" ({_ratio(speed.ci_low)}–{_ratio(speed.ci_high)}, {speed.pairs} pairs)"
+    flag = f" **slower than {speed.fastest}**" if slower_than_fastest(r) else ""
+    return f"{_ratio(speed.ratio)} of {speed.fastest}{interval}{flag}"
+
+
+def _duplicates(r: Record) -> str:
+    groups = r.export.duplicate_initializers
+    if groups is None:
+        return fmt(None)
+    if not groups:
+        return "none"
+    names = ", ".join(" = ".join(g) for g in groups[:2]) + (" ..." if len(groups) > 2 else "")
+    return f"{(r.export.duplicate_bytes or 0) / 1e6:,.0f} MB: {names}"
+
+
+def _threads_text(r: Record) -> str:
+    found = r.thread_latency or {}
+    return "; ".join(
+        f"{n} threads {latency_text(s.ort_latency_ms)}" for n, s in found.items()
+    ) or fmt(None)
+
+
+def _cell_row(r: Record) -> tuple[Text, ...]:
+    weights = r.export.weights_mb
+    return (
+        Text(r.model),
+        Text(r.exporter),
+        Text(r.status.value, status=r.status),
+        Text(fmt(None) if weights is None else f"{weights / 1024:.2f}"),
+        Text(fmt(r.export.seconds)),
+        Text(_ratio(r.export.peak_over_weights)),
+        Text(_ratio(r.export.graph_over_weights)),
+        Text(_duplicates(r)),
+        Text(latency_text(r.ort.latency)),
+        Text(_threads_text(r)),
+        Text(_speed_text(r)),
+    )
+
+
+def _time_row(r: Record) -> tuple[Text, ...]:
+    spent = r.stage_s or {}
+    other = (r.duration_s or 0.0) - sum(spent.values())
+    named = [Text(fmt(spent.get(s))) for s in STAGES]
+    return (Text(r.cell.label()), Text(fmt(r.duration_s)), *named, Text(fmt(max(0.0, other))))
+
+
+def figures_table(records: Sequence[Record]) -> Table:
+    headers = ("model", "exporter", "status", "weights GB", "export s",
+               "export peak / weights", "graph / weights", "stored twice",
+               "ORT p50 ms", "at other threads", "speed vs fastest exporter")  # fmt: skip
+    return table(headers, [_cell_row(r) for r in records])
+
+
+def time_table(records: Sequence[Record]) -> Table:
+    headers = ("cell", "cell s", *STAGES, "other")
+    return table(headers, [_time_row(r) for r in records if r.duration_s is not None])
+
+
+def real_size_section(records: Sequence[Record]) -> Section | None:
+    chosen = sorted((r for r in unique_cells(records) if real_size(r)), key=lambda r: r.cell)
+    if not chosen:
+        return None
+    slower = [r for r in chosen if slower_than_fastest(r)]
+    intro = (
+        "What a user plans by: the model's weights, the export's time and its peak memory"
+        " over them, the graph's size over them and the weights it stores twice. ORT's p50"
+        " comes with the median's 95% interval where fewer samples were taken than a p90"
+        " needs; the speed against the fastest exporter's graph was timed in interleaved"
+        f" pairs. {len(slower)} graph(s) slower than another exporter's by {SLOWER}x or more."
+    )
+    return sub(
+        "Real-size figures",
+        Paragraph(intro),
+        figures_table(chosen),
+        sub("Where each cell's time went (s)", time_table(chosen)),
+    )

@@ -1,0 +1,71 @@
+"""Graph speed across exporters (harness/pipeline/pairing.py), without a run: the groups of
+cells, the fastest first, and each cell's speed against the fastest from hand-made pair
+results (log-ratios of the other graph over the first's)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.pipeline.pairing import fastest_first, group_of, speeds
+from harness.store.measures import Latency
+from harness.store.paired import PairResult
+from harness.store.records import Cell, OrtMeasures, Record
+from harness.store.status import Status
+
+
+def _ok(exporter: str, p50: float) -> Record:
+    cell = Cell("m", exporter, 18, dtype="float32")
+    latency = Latency.from_samples([p50] * 6)
+    return Record(cell, "r", Status.OK, ort=OrtMeasures(latency=latency))
+
+
+def _pair(estimate: float, low: float, high: float, pairs: int = 20) -> PairResult:
+    return PairResult(
+        ("k",),
+        log_ratios=(estimate,) * pairs,
+        verdict="slower",
+        estimate=estimate,
+        low=low,
+        high=high,
+    )
+
+
+def test_cells_of_one_model_and_axes_are_one_group_whatever_their_exporter() -> None:
+    a, b = Cell("m", "dynamo", 18), Cell("m", "torchscript", 18)
+    assert group_of(a) == group_of(b) != group_of(Cell("m", "dynamo", 17))
+    ranked = fastest_first([_ok("dynamo", 3.0), _ok("torchscript", 2.0)])
+    assert [r.exporter for r in ranked] == ["torchscript", "dynamo"]
+
+
+def test_the_other_graphs_speed_is_its_pairs_ratio_over_the_fastest() -> None:
+    first = _ok("torchscript", 2.0)
+    found = speeds(first, {"dynamo": _pair(math.log(1.5), math.log(1.4), math.log(1.6))})
+    mine = found[first.cell.key]
+    other = found[first.cell.replace(exporter="dynamo").key]
+    assert (mine.fastest, mine.ratio, mine.ci_low) == ("torchscript", 1.0, None)
+    assert (other.fastest, other.pairs) == ("torchscript", 20)
+    assert (other.ratio, other.ci_low, other.ci_high) == pytest.approx((1.5, 1.4, 1.6), abs=1e-4)
+
+
+def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
+    """Chosen by its own p50, the first was not the fastest: the pair says the other graph
+    takes 0.8 of its time, so the first is 1.25 of the other's, its interval inverted."""
+    first = _ok("dynamo", 2.0)
+    found = speeds(first, {"torchscript": _pair(math.log(0.8), math.log(0.7), math.log(0.9))})
+    mine = found[first.cell.key]
+    other = found[first.cell.replace(exporter="torchscript").key]
+    assert (other.fastest, other.ratio, other.ci_low) == ("torchscript", 1.0, None)
+    assert mine.fastest == "torchscript"
+    assert (mine.ratio, mine.ci_low, mine.ci_high) == pytest.approx(
+        (1.25, 1 / 0.9, 1 / 0.7), abs=1e-3
+    )
+
+
+def test_a_pair_that_could_not_be_timed_says_why() -> None:
+    first = _ok("dynamo", 2.0)
+    found = speeds(first, {"torchscript": PairResult(("k",), error="OSError: no graph")})
+    other = found[first.cell.replace(exporter="torchscript").key]
+    assert (other.ratio, other.error, other.fastest) == (None, "OSError: no graph", "dynamo")
+    assert found[first.cell.key].ratio == 1.0
