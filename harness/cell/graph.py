@@ -81,20 +81,19 @@ def _same_key(
 
 
 def _size(tensor: onnx.TensorProto) -> int:
-    external = _external(tensor)
-    if external is not None:
-        return external[2]
-    if tensor.raw_data:
-        return len(tensor.raw_data)
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.raw_data:
+        item = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+        return int(np.prod(tensor.dims, dtype=np.int64)) * item
     return int(onnx.numpy_helper.to_array(tensor).nbytes)
 
 
-def _external(tensor: onnx.TensorProto) -> tuple[str, int, int] | None:
-    """(file, offset, length) of a tensor kept in external data; None where it is inline."""
+def _external(tensor: onnx.TensorProto) -> tuple[str, int] | None:
+    """(file, offset) of a tensor kept in external data (its length is its shape's: the
+    TorchScript exporter writes a file per tensor and no `length`); None where it is inline."""
     if tensor.data_location != onnx.TensorProto.EXTERNAL:
         return None
     info = {e.key: e.value for e in tensor.external_data}
-    return info["location"], int(info.get("offset", 0)), int(info.get("length", 0))
+    return info["location"], int(info.get("offset", 0))
 
 
 def _canonical(path: Path, tensor: onnx.TensorProto) -> np.ndarray:
@@ -105,7 +104,7 @@ def _canonical(path: Path, tensor: onnx.TensorProto) -> np.ndarray:
     if external is None:
         values = onnx.numpy_helper.to_array(tensor)
     else:
-        location, offset, _ = external
+        location, offset = external
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
         values = np.memmap(path.parent / location, dtype, "r", offset=offset, shape=dims)
     if values.ndim == 2 and dims[0] < dims[1]:
