@@ -157,11 +157,11 @@ def run_sources(run_dir: Path) -> dict[str, str]:
     """Where each model comes from: the zoo as the run saw it (its --zoo paths)."""
     from harness.plan.build import RunOptions
     from harness.store import rundir
-    from harness.zoo.discovery import discover
+    from harness.zoo.discovery import discover, with_checkpoints
 
     options = RunOptions.from_dict(dict(rundir.read_manifest(run_dir).options))
     paths = [Path(p) for p in options.zoo if Path(p).exists()]
-    zoo = discover(paths)
+    zoo, _ = with_checkpoints(discover(paths), options.models)
     return {name: spec.source for name, spec in zoo.models.items()}
 
 

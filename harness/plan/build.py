@@ -34,7 +34,7 @@ from harness.store.options import RunOptions as RunOptions
 from harness.store.options import Shapes
 from harness.store.records import Cell
 from harness.zoo import ModelSpec
-from harness.zoo.discovery import Zoo, discover
+from harness.zoo.discovery import Zoo, discover, with_checkpoints
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         problem := unwritable(Path(options.keep_graphs))
     ):
         raise UsageError(f"--keep-graphs {options.keep_graphs}: {problem}")
-    zoo = discover([Path(p) for p in options.zoo])
+    zoo, named = with_checkpoints(discover([Path(p) for p in options.zoo]), options.models)
     suite = load_suite(options.suite) if options.suite else None
-    specs = _models(options, zoo, suite)
+    specs = _models(named, options, zoo, suite)
     matrix = _matrix(options, suite, specs)
     if not matrix.cells:
         raise UsageError(_why_empty(options, zoo))
@@ -192,21 +192,29 @@ def _pip_installable(spec: str) -> bool:
     return True
 
 
-def _models(options: RunOptions, zoo: Zoo, suite: Any) -> list[ModelSpec]:
+def _models(
+    patterns: tuple[str, ...], options: RunOptions, zoo: Zoo, suite: Any
+) -> list[ModelSpec]:
+    """The suite's models (or the --zoo paths', or the whole zoo's), narrowed by --models;
+    a model --models names exactly runs even where the suite does not hold it (it was
+    dropped without a word: "40 models" for 41 named)."""
     if suite is not None:
         chosen = zoo.select(suite.models)
     elif options.zoo:
         roots = [str(Path(p).resolve()) for p in options.zoo]
         chosen = [m for m in zoo.models.values() if any(m.source.startswith(r) for r in roots)]
-    elif options.models:
+    elif patterns:
         chosen = list(zoo.models.values())
     else:
         raise UsageError("nothing to run: give --suite NAME, --zoo PATH or --models GLOB")
-    if options.models:
-        wanted = {m.name for m in zoo.select(options.models)}
-        chosen = [m for m in chosen if m.name in wanted]
-        if not chosen:
-            raise UsageError(f"--models {','.join(options.models)} selects no model of this suite")
+    if not patterns:
+        return chosen
+    wanted = {m.name for m in zoo.select(patterns)}
+    named = [zoo.get(p) for p in patterns if p in zoo.models]
+    chosen = [m for m in chosen if m.name in wanted]
+    chosen += [m for m in named if m not in chosen]
+    if not chosen:
+        raise UsageError(f"--models {','.join(options.models)} selects no model of this suite")
     return chosen
 
 

@@ -2,6 +2,7 @@
 what is expected of it, how entries are found, and the generators of the generated zoos.
 
     from harness.zoo import Expect, ModelSpec, Sample, SampleSet   # the plugin contract
+    SPEC = checkpoint("./my-bert")   # a saved Hugging Face checkpoint, in one line
 
 - spec.py: `ModelSpec`, `Sample`, `SampleSet`;
 - expect.py: `Expect`, an expected outcome, and how a record is judged by it;
@@ -15,7 +16,20 @@ The zoo's contents (entry files, inventories, expected failures) live in `model_
 
 from __future__ import annotations
 
+import os
+
 from harness.zoo.expect import Expect
 from harness.zoo.spec import ModelSpec, Sample, SampleSet
 
-__all__ = ["Expect", "ModelSpec", "Sample", "SampleSet"]
+__all__ = ["Expect", "ModelSpec", "Sample", "SampleSet", "checkpoint"]
+
+
+def checkpoint(location: str | os.PathLike[str], *, name: str | None = None) -> ModelSpec:
+    """A zoo entry of a saved Hugging Face checkpoint (a `save_pretrained` directory, a repo
+    id in the cache, or the Hub where the network allows), built by `from_pretrained` with
+    its own weights, its class and inputs from its config's architecture; what `--models
+    hf:PATH_OR_REPO` makes. A relative path is the working directory's: write
+    `Path(__file__).parent / "my-bert"` for one beside the zoo file."""
+    from model_zoo.transformers._checkpoint import checkpoint as entry
+
+    return entry(location, name=name)

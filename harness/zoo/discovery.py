@@ -177,10 +177,42 @@ def load_entry_point(name: str) -> list[ModelSpec]:
 
 
 def load_source(source: str) -> list[ModelSpec]:
-    """The specs of one source (a file path or `entry-point:NAME`), as a worker loads them."""
+    """The specs of one source (a file path, `entry-point:NAME` or `checkpoint:LOCATION`),
+    as a worker loads them."""
     if source.startswith("entry-point:"):
         return load_entry_point(source.split(":", 1)[1])
+    if source.startswith(CHECKPOINT):
+        return [checkpoint_spec(source.removeprefix(CHECKPOINT))]
     return load_file(Path(source))
+
+
+CHECKPOINT = "checkpoint:"
+HF_PREFIX = "hf:"  # `--models hf:PATH_OR_REPO`
+
+
+def checkpoint_spec(location: str) -> ModelSpec:
+    """The entry of a saved Hugging Face checkpoint (model_zoo/transformers/_checkpoint.py);
+    one that cannot be an entry (no such directory, no config.json, a class the installed
+    transformers lacks) is a user's mistake: exit 2, one line."""
+    from model_zoo.transformers._checkpoint import CheckpointError, checkpoint
+
+    try:
+        return checkpoint(location)
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def with_checkpoints(zoo: Zoo, patterns: Iterable[str]) -> tuple[Zoo, tuple[str, ...]]:
+    """The zoo with the checkpoints `--models` names (`hf:PATH_OR_REPO`) added, and the
+    patterns with each of those named by its entry's name."""
+    names = []
+    for pattern in patterns:
+        if pattern.startswith(HF_PREFIX):
+            spec = checkpoint_spec(pattern.removeprefix(HF_PREFIX))
+            zoo.models[spec.name] = spec
+            pattern = spec.name
+        names.append(pattern)
+    return zoo, tuple(names)
 
 
 def discover(
