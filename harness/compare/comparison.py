@@ -13,6 +13,7 @@ from harness.compare.against_history import noisy_findings_against_history
 from harness.compare.against_run import noisy_findings_against_run
 from harness.compare.cold_start import cold_start_findings
 from harness.compare.deterministic import deterministic_findings
+from harness.compare.exporters import exporter_speed_findings
 from harness.compare.findings import BLOCKING, CompareError, Finding, sorted_findings
 from harness.compare.metrics import NotCompared
 from harness.compare.paired import apply_paired
@@ -83,6 +84,7 @@ def compare_runs(base: Run, cand: Run, options: Options | None = None) -> Compar
     options = options or Options()
     t, skipped = options.thresholds, NotCompared()
     found = deterministic_findings(base, cand, t)
+    found += exporter_speed_findings(base.by_cell(), cand.by_cell())
     notes = []
     if options.compare_noisy:
         b, c = base.by_cell(), cand.by_cell()
@@ -107,6 +109,7 @@ def compare_history(
     options = options or Options()
     t, skipped = options.thresholds, NotCompared()
     found = deterministic_findings(history[-1], cand, t)
+    found += exporter_speed_findings(history[-1].by_cell(), cand.by_cell())
     found += noisy_findings_against_history(history, list(cand.by_cell().values()), t, skipped)
     found += cold_start_findings(history, cand, t)
     found = apply_paired(found, options.paired, cand, t, skipped)

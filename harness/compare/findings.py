@@ -43,6 +43,8 @@ FAMILY_OF_KIND = {
     "paired_unknown": "ort_latency",
     "workaround_obsolete": "workarounds",
     "workaround_needed": "workarounds",
+    "slower_than_exporter": "exporter_speed",
+    "exporter_speed_fixed": "exporter_speed",
 }
 
 

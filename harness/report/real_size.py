@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from harness.report.document import Paragraph, Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
 from harness.report.measures import latency_text
+from harness.store.details import SLOWER_THAN_FASTEST
 from harness.store.records import Record
 
-# A graph this much slower than the fastest exporter's (and surely so: its interval's lower
-# end past 1) is flagged (`harness compare`'s exporter speed finding uses the same).
-SLOWER = 1.2
+SLOWER = SLOWER_THAN_FASTEST  # flagged in the report, as `harness compare` flags it
 MIN_WEIGHTS_MB = 64.0  # a model this large is planned for: its export memory is a figure
 STAGES = ("build", "reference", "export", "check", "ort_session", "ort_run", "latency")
 
@@ -26,12 +25,8 @@ def real_size(r: Record) -> bool:
     return (r.export.weights_mb or 0.0) >= MIN_WEIGHTS_MB or r.exporter_speed is not None
 
 
-def slower_than_fastest(r: Record, threshold: float = SLOWER) -> bool:
-    """The cell's graph is slower than the fastest exporter's beyond `threshold`, surely."""
-    speed = r.exporter_speed
-    if speed is None or speed.ratio is None or speed.ci_low is None:
-        return False
-    return speed.ratio >= threshold and speed.ci_low > 1.0
+def slower_than_fastest(r: Record) -> bool:
+    return r.exporter_speed is not None and r.exporter_speed.slower()
 
 
 def _ratio(value: float | None) -> str:

@@ -272,6 +272,10 @@ class SampleSummary(Open):
 # -- after the run ------------------------------------------------------------------------------
 
 
+# A graph this much slower than another exporter's is flagged (the report, `harness compare`).
+SLOWER_THAN_FASTEST = 1.2
+
+
 @dataclass(frozen=True)
 class ExporterSpeed(Open):
     """A cell's graph speed against the fastest exporter's graph of the same model and
@@ -286,6 +290,12 @@ class ExporterSpeed(Open):
     pairs: int | None = None
     verdict: str | None = None  # slower | faster | same | unknown, as the pair judged it
     error: str | None = None
+
+    def slower(self, threshold: float = SLOWER_THAN_FASTEST) -> bool:
+        """Slower than the fastest exporter's graph by `threshold` or more, and surely so
+        (the interval's lower end past 1)."""
+        ratio, low = self.ratio, self.ci_low
+        return ratio is not None and low is not None and ratio >= threshold and low > 1.0
 
 
 @dataclass(frozen=True)
