@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -35,7 +36,7 @@ SLOWDOWNS = (1.05, 1.10, 1.20, 1.30, 1.50, 2.00, 2.50, 3.00)
 
 
 def pairs(runs: Sequence[Run]) -> list[tuple[Run, Run]]:
-    return list(zip(runs, runs[1:], strict=False))
+    return list(itertools.pairwise(runs))
 
 
 def false_alarms(runs: Sequence[Run]) -> dict[str, Any]:

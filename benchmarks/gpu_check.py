@@ -16,6 +16,7 @@ step prints one JSON line last.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -76,7 +77,7 @@ def _overlaps(cuda: list[dict[str, Any]]) -> int:
         for w in (r.get("worker") or {} for r in cuda)
         if w.get("started_at") and w.get("finished_at")
     )
-    return sum(1 for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1])
+    return sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
 
 
 def runs(paths: list[Path]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def sample_records(n: int) -> list[Record]:
             onnx_nodes=12,
             onnx_ops={"Gemm": 3, "Relu": 2},
             graph_fingerprint="ab" * 16,
-        ),  # fmt: skip
+        ),
         "ort": OrtMeasures(
             session_s=0.05,
             latency=Latency.from_samples(samples),

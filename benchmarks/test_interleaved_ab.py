@@ -50,7 +50,7 @@ def test_interleaved_against_a_base_checkout(figures: Figures, tmp_path: Path) -
         *(
             f"round {i + 1}: base {b:.1f} s, this {t:.1f} s, ratio {t / b:.2f}"
             for i, (b, t) in enumerate(zip(walls["base"], walls["this"], strict=True))
-        ),  # fmt: skip
+        ),
         f"median ratio {statistics.median(ratios):.2f}; verdicts that differ in any round:"
         f" {changed or 'none'}",
     ]

@@ -55,7 +55,7 @@ def _history(db: Path, runs: Path, channel: str, source: list[Any], failure: Any
                 versions={"torch": torch},
                 keep_samples=5,
                 hour=3 + i,
-            )  # fmt: skip
+            )
             for i, (suite, cells) in enumerate(NIGHTLY_SUITES.items())
         ]
         history.add_runs(db, dirs)

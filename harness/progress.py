@@ -17,7 +17,7 @@ class Progress:
     """One line per finished cell on stderr: done/total, failures so far, elapsed."""
 
     total: int
-    stream: TextIO = sys.stderr
+    stream: TextIO = field(default_factory=lambda: sys.stderr)  # at call time: redirectable
     done: int = 0
     statuses: Counter[Status] = field(default_factory=Counter)
     started: float = field(default_factory=time.perf_counter)

@@ -3,6 +3,7 @@ of significance and the confidence intervals are scipy's."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -188,7 +189,7 @@ def robust_sigma(values: Sequence[float]) -> float:
 
 def log_ratios(series: Sequence[float]) -> list[float]:
     """log(x[i] / x[i-1]) for consecutive positive values: run-to-run changes of a series."""
-    return [math.log(b / a) for a, b in zip(series, series[1:], strict=False) if a > 0 and b > 0]
+    return [math.log(b / a) for a, b in itertools.pairwise(series) if a > 0 and b > 0]
 
 
 def noise_log_threshold(

@@ -158,10 +158,14 @@ def _compare(pair: Pair, sources: Sources) -> Comparison:
     history = _history(candidate, sources.history_db)
     notes = [pair.note] if pair.note else []
     paired: dict[CellKey, PairResult] = {}
-    if sources.remeasure and baseline is not None and baseline.records:
-        if not check_comparable(baseline, candidate, allow_different_hardware=True):
-            paired, more = remeasure(baseline, candidate, plan=PairPlan())
-            notes += more
+    comparable = (
+        baseline is not None
+        and baseline.records
+        and not check_comparable(baseline, candidate, allow_different_hardware=True)
+    )
+    if sources.remeasure and comparable:
+        paired, more = remeasure(baseline, candidate, plan=PairPlan())
+        notes += more
     return nightly_comparison(
         candidate,
         baseline,

@@ -78,16 +78,20 @@ def run_cli(
     timeout: float = 600,
     env: dict[str, str] | None = None,
     ray: bool = False,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """The real `harness` command line. By default in this process, a `harness run` on this
     machine without Ray (`--local`: the same driver loop, zygotes and cells as a Ray run);
-    with `ray`, in a fresh process whose `harness run` starts its own Ray instance (what
-    only Ray does: other nodes, runtime environments, node loss, the queue)."""
-    if not ray:
+    with `fresh`, the same in a fresh process (what reads the environment at start-up:
+    PYTHONPATH, installed entry points); with `ray`, in a fresh process whose `harness run`
+    starts its own Ray instance (what only Ray does: other nodes, runtime environments,
+    node loss, the queue)."""
+    if not (ray or fresh):
         return run_in_process(*args, cwd=cwd, env=env)
+    argv = list(args) if ray else without_ray(args)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, "-m", "harness.cli", *argv],
         cwd=cwd or REPO,
         capture_output=True,
         text=True,
@@ -105,12 +109,16 @@ def run_in_process(
 
     argv = without_ray(args)
     out, err = io.StringIO(), io.StringIO()
-    with _environment(env or {}), contextlib.chdir(cwd or REPO):
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:  # --help, --version
-                code = exc.code if isinstance(exc.code, int) else 1
+    with (
+        _environment(env or {}),
+        contextlib.chdir(cwd or REPO),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # --help, --version
+            code = exc.code if isinstance(exc.code, int) else 1
     return subprocess.CompletedProcess(["harness", *argv], code, out.getvalue(), err.getvalue())
 
 

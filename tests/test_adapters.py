@@ -251,7 +251,7 @@ def test_torchvision_adapter_end_to_end(torchvision_site: Path, tmp_path: Path) 
     result = run_cli(
         "run", "--suite", "torchvision", "--models", "tv_resnet18",
         "--opsets", "18", "--out", str(out), "--no-report",
-        env={"PYTHONPATH": path},
+        env={"PYTHONPATH": path}, fresh=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     records = store.read_records(out)

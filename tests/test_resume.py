@@ -118,10 +118,8 @@ def test_a_run_directory_holding_a_symlink_is_not_resumed(
 
 
 def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
-    with lock.holding(tmp_path):
-        with pytest.raises(rundir.RunDirError) as info:
-            with lock.holding(tmp_path):
-                pass
+    with lock.holding(tmp_path), pytest.raises(rundir.RunDirError) as info, lock.holding(tmp_path):
+        pass
     assert f"is in use by another harness run (pid {os.getpid()} on " in str(info.value)
     assert not (tmp_path / lock.LOCK).exists()  # let go: the file goes too
     with lock.holding(tmp_path):  # and the next run takes it
@@ -137,9 +135,11 @@ def test_a_lock_file_left_by_a_killed_run_does_not_block(tmp_path: Path) -> None
 
 def test_a_run_refused_at_its_start_leaves_no_folder_behind(tmp_path: Path) -> None:
     out = tmp_path / "a" / "b" / "run"
-    with pytest.raises(RuntimeError), lock.holding(out, create=True):
-        assert (out / lock.LOCK).is_file()
+    held = []
+    with pytest.raises(RuntimeError, match="refused"), lock.holding(out, create=True):  # noqa: PT012
+        held.append((out / lock.LOCK).is_file())
         raise RuntimeError("refused after the lock was taken")
+    assert held == [True]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -72,5 +72,5 @@ def test_is_stable_compares_half_medians() -> None:
 
 
 def test_empty_samples_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="empty sample"):
         summarize([])

@@ -160,7 +160,7 @@ def test_multiple_choice_boxes_and_eos_are_laid_out_as_processors_do() -> None:
 
     torch.manual_seed(0)
     bert = head_config("layoutlm", "LayoutLMForTokenClassification")
-    ids, mask, boxes = _inputs.generate(bert, ("input_ids", "attention_mask", "bbox"))
+    ids, _mask, boxes = _inputs.generate(bert, ("input_ids", "attention_mask", "bbox"))
     assert boxes.shape == (*ids.shape, 4) and (boxes >= 0).all() and (boxes <= 1000).all()
     assert (boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all()
     (choices,) = _inputs.generate(bert, ("input_ids",), choices=3)

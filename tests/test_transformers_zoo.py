@@ -6,8 +6,6 @@ benchmarks/test_transformers_sweep.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,7 @@ from harness.store import rundir as store
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
-from tests.conftest import REPO, installed_version, load_zoo_file_fresh, run_cli
+from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "architectures.py"
 INVENTORY = _inventory.read_inventory()
@@ -286,49 +284,6 @@ def test_a_handful_of_architectures_end_to_end(tmp_path: Path) -> None:
     for r in records:
         assert r.status.passing, (r.cell.label(), r.status, r.error_signature, r.reason)
     assert (out / "report.md").is_file()
-
-
-def _index_reachable(spec: str) -> str | None:
-    """None where pip can fetch `spec`, else why not."""
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d",
-             str(REPO / ".cache" / "pip-probe"), spec],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return "pip download timed out"
-    return None if result.returncode == 0 else result.stderr.strip().splitlines()[-1][:200]
-
-
-VARIANT_TRANSFORMERS = "transformers==5.22.2"
-
-
-@pytest.mark.e2e
-def test_compare_across_transformers_versions_with_a_variant(tmp_path: Path) -> None:
-    """`--variant old=transformers==X` runs the same cells with another transformers in a
-    Ray runtime_env; records say which variant, and the manifest which versions."""
-    pytest.importorskip("transformers")
-    problem = _index_reachable(VARIANT_TRANSFORMERS)
-    if problem:
-        pytest.skip(f"no package index reachable for {VARIANT_TRANSFORMERS}: {problem}")
-    out = tmp_path / "variant"
-    result = run_cli(
-        "run", "--suite", "transformers", "--models", "hf.bert", "--exporters", "dynamo",
-        "--opsets", "18", "--variant", f"old={VARIANT_TRANSFORMERS}", "--out", str(out),
-        "--timeout", "600", "--no-report",
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    records = {r.variant: r for r in store.read_records(out)}
-    assert set(records) == {"base", "old"}
-    outcome = {v: (str(r.status), r.error_signature) for v, r in records.items()}
-    assert all(r.status is Status.OK for r in records.values()), outcome
-    versions = store.read_manifest(out).versions
-    assert versions["old"]["transformers"] == VARIANT_TRANSFORMERS.split("==")[1]
-    assert versions["base"]["transformers"] == installed_version("transformers")
-    compared = run_cli("compare", str(out), "--variants", "old,base", "--no-expected")
-    assert compared.returncode in (0, 1), compared.stderr[-2000:]
-    assert f"transformers {versions['old']['transformers']}" in compared.stdout
 
 
 def test_building_sets_the_hub_offline() -> None:

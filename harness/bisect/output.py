@@ -155,7 +155,7 @@ def to_markdown(r: BisectResult) -> str:
     if r.note:
         lines += [r.note, ""]
     if r.cells:
-        lines += _cells_table(r) + [""]
+        lines += [*_cells_table(r), ""]
     tries = sum(1 for t in r.tried if t.purpose == "bisect")
     lines += [
         f"{len(r.tried)} package sets tried ({tries} bisection steps), finding `{r.criterion}`,"

@@ -74,9 +74,10 @@ class Runner:
     by side, on as many cores or nodes as Ray has."""
 
     def __init__(
-        self, selection: RunPlan, out: Path, source: PipSource, *, stream: TextIO = sys.stderr
+        self, selection: RunPlan, out: Path, source: PipSource, *, stream: TextIO | None = None
     ) -> None:
-        self.selection, self.out, self.source, self.stream = selection, out, source, stream
+        self.selection, self.out, self.source = selection, out, source
+        self.stream = stream or sys.stderr
         self.cells = {c.key: c for c in selection.matrix.cells}
         self.cluster: ClusterInfo | None = None  # once entered
 

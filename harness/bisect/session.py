@@ -69,12 +69,12 @@ def bisect(
     request: Request,
     runner: Runner,
     *,
-    stream: TextIO = sys.stderr,
+    stream: TextIO | None = None,
     on_step: Callable[[BisectResult], object] | None = None,
 ) -> BisectResult:
     """Bisect; `on_step` gets the result so far after each step (an interrupted bisection
     keeps what it tried), and the answer is returned at the end."""
-    return _Session(request, runner, stream, on_step).run()
+    return _Session(request, runner, stream or sys.stderr, on_step).run()
 
 
 class _Session:

@@ -161,7 +161,7 @@ def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
     """An output OrtValue as numpy (bfloat16 through DLPack, which numpy lacks)."""
     if value.data_type() != "tensor(bfloat16)":
         return np.asarray(value.numpy())
-    return to_numpy(torch.from_dlpack(value._ortvalue.to_dlpack()))
+    return to_numpy(torch.utils.dlpack.from_dlpack(value._ortvalue.to_dlpack()))
 
 
 def session_options(

@@ -116,7 +116,7 @@ def changed_by(path: Path, optimisation: Optimisation) -> list[str]:
 
 class _Log:
     def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile()
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - ORT writes to it until closed
 
     def read(self) -> str:
         self.file.seek(0)

@@ -187,10 +187,9 @@ def _release_free_memory() -> None:
     export reuses it without raising RSS, and its peak reads far too low (measured: 0-1
     MiB for vision exports that peak at 8-22 MiB in a fresh process)."""
     gc.collect()
-    try:
+    # not glibc: the peak may read low in reused workers
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the peak may read low in reused workers
-        pass
 
 
 class PeakRss:

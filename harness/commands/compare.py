@@ -222,7 +222,7 @@ def _expected_path(args: argparse.Namespace) -> Path | None:
     if args.no_expected:
         return None
     if args.expected is not None:
-        return args.expected
+        return Path(args.expected)
     return DEFAULT_EXPECTED if DEFAULT_EXPECTED.is_file() else None
 
 

@@ -15,7 +15,7 @@ from harness.store.records import CellTask, Record
 # What a worker's version probe answers: package -> version (None: not installed); with
 # distributions asked, "distributions" -> each one's {version, import_error}; or the
 # probe's {"error"}.
-VersionProbe = dict[str, str | None | dict[str, dict[str, str | None]]]
+VersionProbe = dict[str, str | dict[str, dict[str, str | None]] | None]
 
 # A variant's pip environment as Ray's runtime_env takes it (`runtime_env`).
 RuntimeEnv = dict[str, list[str] | dict[str, list[str]]]

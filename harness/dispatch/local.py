@@ -294,7 +294,7 @@ def time_pairs(tasks: Iterable[PairTask], on_result: Callable[[PairResult], None
         for future in concurrent.futures.as_completed(futures):
             try:
                 on_result(future.result())
-            except Exception as exc:  # noqa: BLE001 - a dead process is the pair's result
+            except Exception as exc:
                 on_result(PairResult(futures[future].key, error=first_line(exc)))
 
 

@@ -9,6 +9,7 @@ into records."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -172,10 +173,8 @@ def node_versions(node_ids: list[str]) -> dict[str, VersionProbe]:
         ray.cancel(ref, force=True)
     found: dict[str, VersionProbe] = {}
     for ref in done:
-        try:
+        with contextlib.suppress(ray_errors.RayError):
             found[refs[ref]] = ray.get(ref)
-        except ray_errors.RayError:
-            pass
     return found
 
 

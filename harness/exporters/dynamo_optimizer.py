@@ -62,7 +62,8 @@ def _known_entry_point() -> bool:
         from torch.onnx._internal.exporter import _core
     except ImportError:
         return False
-    return getattr(_core.onnxscript_apis, "optimize", None) is torch_2_8.optimize
+    apis = getattr(_core, "onnxscript_apis", None)  # torch's private lazy module
+    return getattr(apis, "optimize", None) is torch_2_8.optimize
 
 
 def steps() -> list[Step] | None:

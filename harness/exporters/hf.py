@@ -118,7 +118,7 @@ class Adapter(Opaque):
     def export(self, request: ExportRequest) -> Exported:
         """The user's call (`export_for_generation` for a model that generates, else
         `export`), then `save_pretrained` into the cell's folder."""
-        from transformers.exporters import OnnxConfig
+        from transformers.exporters import OnnxConfig  # type: ignore[attr-defined]  # no stubs
 
         r = request
         model = pretrained(r.model)
@@ -144,7 +144,7 @@ class Adapter(Opaque):
 def _timed_export(call: Callable[[Any], Any]) -> tuple[Any, float]:
     """transformers' exporter called as `call(OnnxExporter())`, and its wall time; its
     failure is the translate stage's."""
-    from transformers.exporters import OnnxExporter
+    from transformers.exporters import OnnxExporter  # type: ignore[attr-defined]  # no stubs
 
     start = time.perf_counter()
     with quiet():

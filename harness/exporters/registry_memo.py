@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from torch.onnx._internal.exporter._registration import ONNXRegistry
@@ -58,7 +58,7 @@ def enabled() -> bool:
 class _State:
     """This process's memo: registries by key, and whether the key is trusted here."""
 
-    built: dict[RegistryKey, ONNXRegistry] = {}
+    built: ClassVar[dict[RegistryKey, ONNXRegistry]] = {}
     trusted: bool | None = None  # None: not checked yet
     hits = 0
     misses = 0
@@ -196,7 +196,7 @@ def _unresolved(onnxscript_side: TorchlibSide) -> frozenset[str]:
 
 
 class _Unresolved:
-    names: dict[frozenset[str], frozenset[str]] = {}
+    names: ClassVar[dict[frozenset[str], frozenset[str]]] = {}
 
 
 def _trust_key() -> bool:
@@ -205,7 +205,9 @@ def _trust_key() -> bool:
     if _State.trusted is None:
         try:
             from onnxscript.function_libs.torch_lib import registration
-            from torch.onnx._internal._lazy_import import onnxscript_apis
+            from torch.onnx._internal._lazy_import import (  # type: ignore[attr-defined]  # torch's private lazy module
+                onnxscript_apis,
+            )
 
             listed = {
                 (m.qualified_name, id(m.function)) for m in onnxscript_apis.get_torchlib_ops()

@@ -37,12 +37,12 @@ from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
 
-def execute(plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr) -> Path:
+def execute(plan: RunPlan, argv: list[str], *, stream: TextIO | None = None) -> Path:
     """Run every pending cell of the plan; returns the run directory. Ray's driver prints
     what its raylets report ("(raylet) A worker died ...") to sys.stdout from a thread of
     its own, and stdout is the summary table's: while Ray runs, stdout is stderr."""
     with contextlib.redirect_stdout(sys.stderr):
-        return _execute(plan, argv, stream)
+        return _execute(plan, argv, stream or sys.stderr)
 
 
 def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
@@ -61,7 +61,7 @@ def _execute(plan: RunPlan, argv: list[str], stream: TextIO) -> Path:
 
 
 def execute_on(
-    runner: Runner, plan: RunPlan, argv: list[str], *, stream: TextIO = sys.stderr
+    runner: Runner, plan: RunPlan, argv: list[str], *, stream: TextIO | None = None
 ) -> Path:
     """Run every pending cell of the plan on a runner already started (`harness bisect`
     runs one plan per package version on one Ray instance); returns the run directory."""
@@ -69,7 +69,7 @@ def execute_on(
     _check_threads(cluster, plan.options.threads)
     manifest = _manifest(plan, argv, runner)
     rundir.write_manifest(plan.run_dir, manifest)
-    progress = Progress(total=len(plan.pending), stream=stream)
+    progress = Progress(total=len(plan.pending), stream=stream or sys.stderr)
     pairs = _exporter_pairs(plan, runner)
     with rundir.RecordWriter(plan.run_dir) as writer:
 
@@ -235,7 +235,7 @@ def max_memory_gb(plan: RunPlan, slots: int) -> float | None:
     machine_gb = hardware().get("memory_gb")
     if not machine_gb:
         return None
-    return round(machine_gb * 0.9 / max(1, slots), 2)
+    return round(float(machine_gb) * 0.9 / max(1, slots), 2)
 
 
 def _skip_without_gpus(

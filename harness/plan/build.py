@@ -20,7 +20,6 @@ from harness.plan.matrix import Matrix, ModelRef, expand
 from harness.plan.suites import (
     DEFAULT_EXPORTERS,
     DEFAULT_OPSETS,
-    Protocol,
     Suite,
     load_suite,
     validate_devices,
@@ -32,6 +31,7 @@ from harness.store.axes import LIST_AXES, Axis
 from harness.store.lock import LOCK
 from harness.store.options import RunOptions as RunOptions
 from harness.store.options import Shapes
+from harness.store.protocol import Protocol
 from harness.store.records import Cell
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover, with_checkpoints

@@ -3,6 +3,7 @@ and data file is rendered from (pure: no files read or written here)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -66,7 +67,7 @@ def build_channel(name: str, runs: Sequence[NightRun]) -> Channel:
     regressions, fixes = cells.changes(previous, newest) if newest else ([], [])
     history = [
         (after.date, cells.changes(before, after)[0])
-        for before, after in list(zip(nights, nights[1:], strict=False))[-FEED_NIGHTS:]
+        for before, after in list(itertools.pairwise(nights))[-FEED_NIGHTS:]
     ]
     return Channel(
         name=name,

@@ -34,9 +34,8 @@ def environment_facts(m: Manifest) -> list[tuple[str, Text]]:
     command = " ".join(m.command)
     if command:
         facts.insert(5, ("command", Text(command, code=True)))
-    for problem in m.zoo_problems:
-        # a zoo file that did not import: its models are missing from the matrix
-        facts.append(("zoo problem", Text(f"{problem.source}: {problem.error}", code=True)))
+    # a zoo file that did not import: its models are missing from the matrix
+    facts += [("zoo problem", Text(f"{p.source}: {p.error}", code=True)) for p in m.zoo_problems]
     return facts
 
 

@@ -4,6 +4,7 @@ ceiling) as the cell's record (harness.runtime.zygote forks it)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
@@ -158,19 +159,15 @@ def _pidfd(pid: int) -> int | None:
 
 def own_group(pid: int) -> None:
     """Put the child in a process group of its own (it does so too: whichever runs first)."""
-    try:
+    with contextlib.suppress(OSError):  # it already did, or already exited
         os.setpgid(pid, pid)
-    except OSError:  # it already did, or already exited
-        pass
 
 
 def _kill_group(pid: int) -> None:
     """Kill the child and whatever it started."""
     for kill in (os.kill, os.killpg):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _decode(sent: bytes) -> tuple[Record, WorkerInfo, float] | None:

@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -112,8 +113,8 @@ class _ColdStarts:
     """This process's exporter cold starts: which exporters it measured, and the figures
     not yet handed to a record (the first record of that exporter carries it)."""
 
-    measured: set[str] = set()
-    pending: dict[str, ColdStart] = {}
+    measured: ClassVar[set[str]] = set()
+    pending: ClassVar[dict[str, ColdStart]] = {}
 
 
 def measure_cold_start(exporter: str) -> None:

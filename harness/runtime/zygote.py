@@ -32,6 +32,7 @@ dies with its worker, and the child with its zygote.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import functools
 import importlib
@@ -200,10 +201,8 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     measure_cold_start(exporter)
     warm_up_exporter(exporter, opset)
     for module in requires:
-        try:
+        with contextlib.suppress(BaseException):
             importlib.import_module(module)
-        except BaseException:  # noqa: B036 - even SystemExit: the zygote must live on
-            pass
     # inspect's map from source file to module, filled for every module loaded by now: a
     # child that asks inspect where a frame comes from (OpInfo's sample_inputs calls
     # inspect.stack() for every op) would otherwise resolve the path of each loaded module
@@ -253,14 +252,12 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | N
             cell_uss_mb=memory.get("uss_mb"),
         )
         _send(fd, _encode(task, record, facts))
-    except BaseException:  # noqa: B036 - nothing may unwind into the zygote's code
+    except BaseException:
         code = 70
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # a closed or broken stream: nothing to flush
                 stream.flush()
-            except Exception:  # a closed or broken stream: nothing to flush
-                pass
         os._exit(code)
 
 
@@ -284,7 +281,7 @@ def _run(task: CellTask) -> Record:
     seed_everything()
     try:
         return run_cell(task)
-    except BaseException as exc:  # noqa: B036 - sys.exit() in a model's code
+    except BaseException as exc:
         reason = f"the cell ended its own process: {type(exc).__name__}: {exc}"
         return no_record(task, Status.CRASHED, reason)
 

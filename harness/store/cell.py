@@ -34,7 +34,7 @@ class Cell:
     `Cell("m", "dynamo", 18, "cpu", dtype="float16")`; read them by name (`cell.opset`)
     or by axis (`cell[DTYPE]`)."""
 
-    __slots__ = ("model", "exporter", "family", "values")
+    __slots__ = ("exporter", "family", "model", "values")
     model: str
     exporter: str
     family: str

@@ -39,7 +39,7 @@ from harness.store.details import Open
 from harness.store.options import RunOptions
 from harness.store.records import SCHEMA
 
-JsonValue: TypeAlias = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+JsonValue: TypeAlias = str | int | float | bool | list["JsonValue"] | dict[str, "JsonValue"] | None
 # A JSON object as read, before or after validation: its values are typed by the parts.
 JsonObject: TypeAlias = Mapping[str, Any]
 # One variant's package versions as its workers saw them: "torch" -> "2.13.0", None where

@@ -101,7 +101,7 @@ class Expect:
         fields = {k: v for k, v in self.__dict__.items() if k != "axes"}
         axes = {**self.axes, **{k: str(v) for k, v in changes.items() if k in _COLUMN}}
         fields |= {k: v for k, v in changes.items() if k not in _COLUMN}
-        return Expect(axes=axes, **fields)  # type: ignore[arg-type]
+        return Expect(axes=axes, **fields)
 
     @classmethod
     def legacy(cls, pattern: str, reason: str) -> Expect:

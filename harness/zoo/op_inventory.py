@@ -19,7 +19,7 @@ class Leaf(TypedDict):
 
 # One argument's template (harness.zoo.generated.ops): {"tensor": Leaf}, {"dtype": name}
 # (memory formats and layouts likewise), {"float": "inf"}; other values as themselves.
-Template: TypeAlias = "None | bool | int | float | str | list[Template] | dict[str, Leaf | str]"
+Template: TypeAlias = "bool | int | float | str | list[Template] | dict[str, Leaf | str] | None"
 
 
 class FirstCall(TypedDict):

@@ -10,18 +10,18 @@ from harness.zoo import Expect, ModelSpec
 
 class MyRelu(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - the docs' names
+    def forward(ctx, input: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(input)
         return input.clamp(min=0)
 
     @staticmethod
-    def symbolic(g: torch.Graph, input: torch.Value) -> torch.Value:  # noqa: A002
+    def symbolic(g: torch.Graph, input: torch.Value) -> torch.Value:
         return g.op("Clip", input, g.op("Constant", value_t=torch.tensor(0, dtype=torch.float)))
 
 
 class MyLogExp(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input: torch.Tensor) -> torch.Tensor:  # noqa: A002
+    def forward(ctx, input: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(input)
         h = input.exp()
         return h.log().log()

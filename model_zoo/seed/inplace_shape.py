@@ -10,7 +10,7 @@ from harness.zoo import Expect, ModelSpec
 
 class InplaceShape(nn.Module):
     def forward(self, states: torch.Tensor) -> torch.Tensor:
-        batch_size, seq_length = states.shape[:2]
+        _batch_size, seq_length = states.shape[:2]
         real_seq_length = seq_length
         real_seq_length += 2  # the pitfall: in tracing, this may also change seq_length
         # The docs return the int; a tensor that carries it keeps the model exportable.

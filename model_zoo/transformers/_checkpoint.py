@@ -103,7 +103,7 @@ def resolve(location: str) -> Path:
     for local_only in (True, False):  # the cache first; the Hub only where the network allows
         try:
             return Path(snapshot_download(location, local_files_only=local_only))
-        except Exception as exc:  # noqa: BLE001 - not found, offline, refused: said below
+        except Exception as exc:
             problem = f"{type(exc).__name__}"
     raise CheckpointError(
         f"{PREFIX}{location}: no such directory, not in the Hugging Face cache, and the Hub"

@@ -196,9 +196,10 @@ def _fill_missing(out: dict[str, Any]) -> None:
     languages = out.get("languages")
     if "default_language" in out and out["default_language"] is None and languages:
         out["default_language"] = languages[0]
-    if "head_dim" in out and out["head_dim"] is None and _is_int(out.get("num_attention_heads")):
-        if _is_int(out.get("hidden_size")) and out["num_attention_heads"]:
-            out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
+    heads, hidden = out.get("num_attention_heads"), out.get("hidden_size")
+    unsized = "head_dim" in out and out["head_dim"] is None
+    if unsized and _is_int(heads) and heads and _is_int(hidden):
+        out["head_dim"] = hidden // heads
 
 
 def _fix_mamba(out: dict[str, Any]) -> None:

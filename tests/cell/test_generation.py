@@ -252,8 +252,8 @@ def test_a_multimodal_prefill_generates_through_its_language_model_and_lm_head()
     tokens, _ = generation.greedy(generation.component_step(runners, kwargs), ids)
     eager_tokens, _ = generation.greedy(generation.eager_step(model), ids)
     assert tokens == eager_tokens
+    without_head = {k: v for k, v in runners.items() if k != "lm_head"}
     with pytest.raises(KeyError, match="no component 'lm_head'"):
-        without_head = {k: v for k, v in runners.items() if k != "lm_head"}
         generation.split_prefill(without_head, kwargs, ids)
 
 

@@ -71,7 +71,7 @@ def test_inputs_carry_the_entrys_graph_input_names_or_number_them() -> None:
 
 
 def test_an_entry_naming_more_inputs_than_it_gives_is_told_so() -> None:
-    with pytest.raises(ValueError, match="names 3 graph inputs .* hold 2 tensors"):
+    with pytest.raises(ValueError, match=r"names 3 graph inputs .* hold 2 tensors"):
         Inputs((torch.zeros(1), torch.zeros(1)), {}, (), ("a", "b", "c")).names()
 
 

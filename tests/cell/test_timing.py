@@ -4,6 +4,7 @@ timing, and the sample count follows the protocol."""
 from __future__ import annotations
 
 import gc
+import itertools
 import weakref
 
 import pytest
@@ -78,7 +79,7 @@ def test_interleaved_timing_alternates_and_cancels_drift() -> None:
 
         a, b = time_interleaved(lambda: work("a"), lambda: work("b"), protocol)
         assert len(a) >= 40 and len(b) >= 40
-        switches = sum(x != y for x, y in zip(order, order[1:], strict=False))
+        switches = sum(x != y for x, y in itertools.pairwise(order))
         return statistics.median(b) / statistics.median(a), switches
 
     # The median of three loops: another process taking the core for a moment (a parallel

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from harness.compare.comparison import compare_runs
 from harness.store.details import ExporterSpeed
-from harness.store.records import Cell, Record
 from harness.store.manifest import Manifest
+from harness.store.records import Cell, Record
 from harness.store.runs import Run
 from harness.store.status import Status
 

@@ -48,7 +48,7 @@ def test_mann_whitney_all_tied_is_no_evidence():
 
 
 def test_mann_whitney_needs_both_samples():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"."):  # scipy's own message
         stats.mann_whitney_u([], [1.0])
 
 

@@ -104,7 +104,7 @@ def test_models_select_by_opinfo_and_dtype_and_an_unknown_opinfo_is_named() -> N
     )
     assert len(plan.matrix.cells) >= 650
     assert all(c.model.endswith(".float32") and c.opset == 18 for c in plan.matrix.cells)
-    with pytest.raises(UsageError, match="opinfo:nn.functional.nosuch"):
+    with pytest.raises(UsageError, match=r"opinfo:nn\.functional\.nosuch"):
         make_plan(RunOptions(suite="opinfo", models=("opinfo:nn.functional.nosuch",)), run_id="t")
     result = run_cli("run", "--suite", "opinfo", "--models", "opinfo:nosuch_op", "--out", "/tmp/x")
     assert result.returncode == 2 and "nosuch_op" in result.stderr

@@ -99,7 +99,7 @@ def test_a_changed_graph_is_re_measured_in_pairs_and_blocks(
 
 
 def test_no_remeasure_judges_the_separate_runs(runs: dict[str, Path], tmp_path: Path) -> None:
-    code, report = _compare(runs["ka"], runs["kb"], tmp_path, "--no-remeasure")
+    _code, report = _compare(runs["ka"], runs["kb"], tmp_path, "--no-remeasure")
     kinds = {f["kind"] for f in report["findings"]}
     assert not kinds & {"paired_regressed", "paired_improved", "paired_unknown"}
     assert not any("re-measured" in n for n in report["notes"])

@@ -82,7 +82,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> Path:
                     cells=len(source) + (1 if night == NIGHTS - 1 else 0),
                     edit=_edit(channel, failure),
                     versions={"torch": torch},
-                )  # fmt: skip
+                )
             )
         added = run_cli("history", "--db", str(root / f"{channel}.sqlite"), "add", *map(str, dirs))
         assert added.returncode == 0, added.stderr
@@ -173,7 +173,7 @@ def test_every_page_loads_clean_and_every_internal_link_resolves(page: Any, base
     for link, fragment in sorted(anchors):
         assert fragment in ids[link], f"{link}#{fragment}: no such id"
     for link in sorted(files):
-        with urllib.request.urlopen(link) as response:  # noqa: S310 (the local server)
+        with urllib.request.urlopen(link) as response:
             assert response.status == 200, link
     paths = {urlsplit(u).path for u in seen}
     for kind in ("/index.html", "/channels.html", "/clusters.html", "/coverage.html"):

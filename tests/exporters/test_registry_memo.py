@@ -110,7 +110,7 @@ def _op_types(folder: Path) -> set[str]:
 def test_what_an_export_adds_to_its_registry_stays_out_of_the_memo(memo: None) -> None:
     from torch.onnx._internal.exporter import _registration
 
-    def fake(self):  # noqa: ANN001, ANN202
+    def fake(self):
         return self
 
     with registry_memo.memoised_registry():

@@ -57,9 +57,11 @@ def decode_records() -> list[Record]:
         failed(_cell("hf.t5.decode-seq2seq"), "translate", ValueError("Cannot view")),
         failed(_cell("hf.t5.decode-seq2seq", patch="sliding-window"), "translate", ValueError("x")),
     ]
-    for model in ("hf.llama.decode", "hf.gemma2.decode", "hf.t5.decode-seq2seq"):
-        for patch in ("none", "sliding-window"):
-            records.append(failed(_cell(model, "torchscript", patch), "capture", cache_error))
+    records += [
+        failed(_cell(model, "torchscript", patch), "capture", cache_error)
+        for model in ("hf.llama.decode", "hf.gemma2.decode", "hf.t5.decode-seq2seq")
+        for patch in ("none", "sliding-window")
+    ]
     return [r.with_changes(run_id="decode-run") for r in records]
 
 

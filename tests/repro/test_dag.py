@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from harness.repro.dag import Dag
 
 # a -> b -> c -> d, with a -> e -> d (a diamond), and f, g hanging off d and a
@@ -62,7 +64,7 @@ def test_without_a_focus_the_one_ring_is_everything() -> None:
 
 def test_rings_on_a_long_chain_double_their_radius() -> None:
     names = [f"n{i}" for i in range(100)]
-    chain = Dag(tuple(names), {b: (a,) for a, b in zip(names, names[1:], strict=False)})
+    chain = Dag(tuple(names), {b: (a,) for a, b in itertools.pairwise(names)})
     sizes = [len(r) for r in chain.rings(["n99"], upstream_only=True)]
     assert sizes == [1, 2, 3, 5, 9, 17, 33, 65, 100]
 

@@ -22,11 +22,12 @@ from harness.store.details import MinimalRepro
 from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 from harness.store.status import Stage
+from tests.conftest import FIXTURES
 
 # Every test here shrinks real failing models in fresh processes (tens of seconds each).
 pytestmark = pytest.mark.slow
 
-BROKEN = Path(__file__).resolve().parent.parent.parent / "zoo_fixtures" / "repro" / "broken.py"
+BROKEN = FIXTURES / "repro" / "broken.py"
 CELLS = [
     ("repro_wrong_constant", "dynamo"),
     ("repro_untranslated", "dynamo"),

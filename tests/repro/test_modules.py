@@ -18,11 +18,12 @@ from harness.store.details import MinimalRepro
 from harness.store.diagnosis import repro_text
 from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
+from tests.conftest import FIXTURES
 
 # Every test here shrinks real failing models in fresh processes (tens of seconds each).
 pytestmark = pytest.mark.slow
 
-BLOCKS = Path(__file__).resolve().parent.parent.parent / "zoo_fixtures" / "repro" / "blocks.py"
+BLOCKS = FIXTURES / "repro" / "blocks.py"
 CELLS = [
     Cell("repro_block_capture", "dynamo", 18),
     Cell("repro_block_export_only", "dynamo", 18),

@@ -13,8 +13,9 @@ from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask, Dtype
 from harness.store.rundir import RecordWriter, read_records
 from harness.store.status import Status
+from tests.conftest import FIXTURES
 
-MODELS = Path(__file__).resolve().parents[2] / "zoo_fixtures" / "precision" / "models.py"
+MODELS = FIXTURES / "precision" / "models.py"
 
 
 @pytest.mark.slow

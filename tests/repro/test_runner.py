@@ -3,6 +3,7 @@ outside the run, and a cell that cannot be minimized here says why in its record
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from harness.repro.runner import make_repros
@@ -56,9 +57,7 @@ def test_a_run_stopped_half_way_keeps_the_cells_it_finished(tmp_path: Path) -> N
     def stop(made: object) -> None:
         raise KeyboardInterrupt
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         make_repros(tmp_path, records, {}, bound_s=1, progress=stop)
-    except KeyboardInterrupt:
-        pass
     kept = [r.minimal_repro is not None for r in read_records(tmp_path)]
     assert sorted(kept) == [False, True]

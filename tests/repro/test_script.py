@@ -125,7 +125,7 @@ def test_a_value_within_eagers_own_float32_error_is_no_mismatch(tmp_path: Path) 
     """ONNX Runtime's exp differs from torch's (no tolerance at all) but no more than 10x
     torch float32's own error against float64: the cell passes it, and so does the script."""
     torch.manual_seed(0)
-    text, check = _mismatch_script(tmp_path, Exp(), torch.randn(1000) * 10, (0.0, 0.0))
+    _text, check = _mismatch_script(tmp_path, Exp(), torch.randn(1000) * 10, (0.0, 0.0))
     assert check.ok and check.note and "passed by float64 gate" in check.note, check
     out = _run(tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]

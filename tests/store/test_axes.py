@@ -41,7 +41,7 @@ def test_every_value_of_every_axis_gives_a_cell_its_own_id_and_label() -> None:
 
 def test_a_cell_is_made_again_from_its_repr_and_survives_pickling() -> None:
     cell = Cell("m", "dynamo", 18, "cpu", True, family="f", dtype="float16", batch=4)
-    again = eval(repr(cell), {"Cell": Cell})  # noqa: S307 - our own repr
+    again = eval(repr(cell), {"Cell": Cell})
     assert again == cell and again.family == "f" and again.dtype is Dtype.FLOAT16
     assert pickle.loads(pickle.dumps(cell)) == cell
     assert sorted([cell, Cell("a", "e", 17)])[0].model == "a"

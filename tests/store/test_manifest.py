@@ -71,7 +71,9 @@ def written_manifest() -> Manifest:
         run_id="r1",
         command=["harness", "run", "--suite", "smoke"],
         suite="smoke",
-        settings=Settings(threads=1, timeout_s=600.0, keep_onnx=False, protocol=Protocol().numbers()),
+        settings=Settings(
+            threads=1, timeout_s=600.0, keep_onnx=False, protocol=Protocol().numbers()
+        ),
         matrix="4 cells = 2 models x 1 exporter x opsets 17, 18",
         cells=4,
         options=options.to_dict(),

@@ -82,9 +82,9 @@ def test_exact_wins_over_glob_and_expired_ones_do_not_count() -> None:
 def test_a_bad_status_stage_or_pattern_is_refused_where_it_is_written() -> None:
     with pytest.raises(ValueError, match="unknown status 'exported_fail'"):
         Expect("dynamo", status="exported_fail")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="translation"):
         Expect("dynamo", stage="translation")
-    with pytest.raises(Exception, match="unterminated|missing"):
+    with pytest.raises(Exception, match=r"unterminated|missing"):
         Expect("dynamo", match="(unclosed")
 
 

@@ -91,13 +91,13 @@ def test_harness_list_shows_the_entry_point_model(
 ) -> None:
     for key, value in plugin_env(fake_install(tmp_path / "site")).items():
         monkeypatch.setenv(key, value)
-    result = run_cli("list", "--json", timeout=120)
+    result = run_cli("list", "--json", timeout=120, fresh=True)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = {m["name"]: m for m in json.loads(result.stdout)["models"]}
     assert rows["demo_gate"]["source"] == "entry-point:demo"
     assert rows["demo_gate"]["description"] == "Plugin demo: a sigmoid-gated Linear layer"
 
-    text = run_cli("list", timeout=120)
+    text = run_cli("list", timeout=120, fresh=True)
     line = next(ln for ln in text.stdout.splitlines() if "demo_gate" in ln)
     assert line.split()[-1] == "entry-point:demo"
 
@@ -118,7 +118,7 @@ def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
             mp.setenv(key, value)
         result = run_cli(
             "run", "--suite", str(suite), "--zoo", str(FIXTURES / "broken"),
-            "--out", str(out), "--timeout", "300", "--no-report",
+            "--out", str(out), "--timeout", "300", "--no-report", fresh=True,
         )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return out, result.stderr

@@ -142,7 +142,7 @@ def test_refresh_transformers_probes_the_named_types(tmp_path: Path) -> None:
     assert json.loads(old.read_text())["models"] == {}
 
 
-def _python(*args: str):  # noqa: ANN202 - a CompletedProcess
+def _python(*args: str):
     import subprocess
     import sys
 

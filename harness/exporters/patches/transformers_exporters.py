@@ -19,7 +19,7 @@ BACKENDS = ("dynamo", "onnx")
 def unavailable() -> str | None:
     try:
         # Importing the exporter modules registers their patches.
-        import transformers.exporters.exporter_dynamo  # noqa: F401
+        import transformers.exporters.exporter_dynamo
         import transformers.exporters.exporter_onnx  # noqa: F401
         from transformers.exporters.utils import apply_patches  # noqa: F401
     except ImportError as exc:
@@ -29,7 +29,7 @@ def unavailable() -> str | None:
 
 @contextlib.contextmanager
 def applied() -> Iterator[None]:
-    import transformers.exporters.exporter_dynamo  # noqa: F401 - registers the dynamo patches
+    import transformers.exporters.exporter_dynamo
     import transformers.exporters.exporter_onnx  # noqa: F401 - registers the onnx patches
     from transformers.exporters.utils import apply_patches
 

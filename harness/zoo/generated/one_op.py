@@ -68,7 +68,8 @@ def model_name(op: str) -> str:
 def resolve(op: str) -> torch._ops.OpOverload:
     """'aten.conv2d.default' -> torch.ops.aten.conv2d.default."""
     namespace, packet, overload = op.split(".")
-    return getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+    found: torch._ops.OpOverload = getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+    return found
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def _selects(name: str, op: OpInfo) -> bool:
 
 
 def _entry(op: OpInfo, dtypes: Sequence[str]) -> OpInfoEntry:
-    supported = op.supported_dtypes("cpu")
+    supported = op.supported_dtypes("cpu")  # type: ignore[no-untyped-call]  # torch's OpInfo is untyped
     samples: dict[str, int] = {}
     problems: dict[str, str] = {}
     for name in dtypes:
@@ -122,7 +122,8 @@ def _entry(op: OpInfo, dtypes: Sequence[str]) -> OpInfoEntry:
             continue
         reseed()
         try:
-            samples[name] = sum(1 for _ in op.sample_inputs("cpu", dtype, requires_grad=False))
+            made = op.sample_inputs("cpu", dtype, requires_grad=False)  # type: ignore[no-untyped-call]
+            samples[name] = len(list(made))
         except Exception as exc:
             problems[name] = (
                 f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[

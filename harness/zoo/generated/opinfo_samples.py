@@ -97,7 +97,7 @@ def sample_set(name: str, variant: str, dtype_name: str, *, max_samples: int) ->
     op = find_opinfo(name, variant)
     dtype = dtype_of(dtype_name)
     reseed()
-    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))  # type: ignore[no-untyped-call]  # torch's OpInfo is untyped
     chosen = spread(len(samples), max_samples)
     tolerance, source = tolerance_of(op, dtype)
     compare_values = not UNINITIALISED.match(name)
@@ -234,7 +234,7 @@ def sample_module(
     """A module of a class of its own (torch.jit and torch.export keep per-class state; a
     worker runs many cells), named after the OpInfo."""
     name = "OpInfo_" + re.sub(r"\W", "_", label)
-    cls = type(name, (SampleModule,), {})
+    cls: type[SampleModule] = type(name, (SampleModule,), {})
     return cls(op, spec, constants)
 
 

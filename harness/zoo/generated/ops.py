@@ -115,7 +115,7 @@ def op_name(target: object) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return str(target)
     if isinstance(target, torch._ops.HigherOrderOperator):
-        return f"higher_order.{target.name()}"
+        return f"higher_order.{target.name()}"  # type: ignore[no-untyped-call]  # torch's own
     module = getattr(target, "__module__", None) or "python"
     return f"{module.lstrip('_')}.{getattr(target, '__name__', type(target).__name__)}"
 

@@ -111,7 +111,7 @@ def test_integer_inputs_stay_valid_indices():
     ids = {"tensor": {"shape": [4, 7], "dtype": "int64", "role": "input"}}
     module = one_op.OneOp("aten.embedding.default", [weight, ids], {})
     (x,) = one_op.example_inputs([weight, ids], {})
-    assert x.dtype == torch.int64 and 0 <= int(x.min()) and int(x.max()) < 5
+    assert x.dtype == torch.int64 and int(x.min()) >= 0 and int(x.max()) < 5
     assert list(module(x).shape) == [4, 7, 16]
 
 

@@ -117,8 +117,8 @@ def _allocate_without_bound() -> torch.nn.Module:
     """Allocates 256 MiB blocks until the allocation fails (capped at 6 GiB so that a
     broken memory ceiling fails the test instead of the machine)."""
     hoard = []
-    for _ in range(24):
-        hoard.append(torch.ones(64 * 1024 * 1024))
+    for _ in range(24):  # one block at a time, until one fails
+        hoard.append(torch.ones(64 * 1024 * 1024))  # noqa: PERF401
     raise AssertionError(f"allocated {len(hoard) * 256} MiB without hitting the memory ceiling")
 
 

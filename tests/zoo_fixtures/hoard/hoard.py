@@ -38,8 +38,8 @@ def _hoard_then_crash() -> torch.nn.Module:
     time.sleep(0.6)
     hoard = []
     try:
-        for _ in range(HOARD_MIB // BLOCK_MIB):
-            hoard.append(b"\x01" * (BLOCK_MIB << 20))
+        for _ in range(HOARD_MIB // BLOCK_MIB):  # one block at a time
+            hoard.append(b"\x01" * (BLOCK_MIB << 20))  # noqa: PERF401
     except MemoryError:
         ctypes.string_at(0)  # reads address 0
     raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")

@@ -27,7 +27,7 @@ def inject_wrong_translation(op: str) -> None:
     if getattr(entry, "harness_injected", False):
         return
 
-    def wrong(self):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    def wrong(self):  # type: ignore[no-untyped-def]
         return opset18.Identity(self)
 
     # onnxscript reads the signature from the annotations (real objects, not strings)
