@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,65 @@ def list_runs(db_path: Path) -> list[RunSummary]:
             "GROUP BY r.run_id ORDER BY r.started, r.run_id"
         ).fetchall()
     return [RunSummary(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What `prune` dropped, and the file's size after it."""
+
+    runs: tuple[str, ...]
+    reason: str
+    megabytes: float
+
+
+def to_drop(
+    runs: Sequence[tuple[str, str, int]], *, keep_days: int, max_bytes: int, total_bytes: int
+) -> tuple[list[str], str]:
+    """Which runs (run id, started, records) to drop, oldest first, and why: those started
+    more than `keep_days` before the newest, then the oldest until the records left take
+    at most `max_bytes` (each record its share of `total_bytes`). Pure: the nightly's
+    budget, tested with hand-made states."""
+    if not runs:
+        return [], ""
+    ordered = sorted(runs, key=lambda r: (r[1], r[0]))
+    newest = datetime.fromisoformat(ordered[-1][1])
+    cut = (newest - timedelta(days=keep_days)).isoformat()
+    dropped = [r for r in ordered if r[1] < cut]
+    why = f"started before {cut[:10]} ({keep_days} days before the newest)" if dropped else ""
+    rows = sum(r[2] for r in ordered) or 1
+    left = [r for r in ordered if r not in dropped]
+    over: list[tuple[str, str, int]] = []
+    while left[:-1] and sum(r[2] for r in left) * total_bytes / rows > max_bytes:
+        over.append(left.pop(0))
+    if over:
+        why = (
+            why + "; " if why else ""
+        ) + f"the oldest, to keep the history under {max_bytes / 2**20:.3g} MiB"
+    return [r[0] for r in dropped + over], why
+
+
+def prune(db_path: Path, *, keep_days: int, max_mb: float) -> Pruned:
+    """Drop what `to_drop` says, then VACUUM: the file shrinks to what is left."""
+    with _connect(db_path, create=False) as conn:
+        runs = conn.execute(
+            "SELECT r.run_id, r.started, COUNT(c.run_id) FROM runs r "
+            "LEFT JOIN records c ON c.run_id = r.run_id GROUP BY r.run_id"
+        ).fetchall()
+        total = db_path.stat().st_size
+        try:
+            datetime.fromisoformat(min((r[1] for r in runs), default="2000-01-01"))
+        except ValueError as exc:
+            raise HistoryError(f"{db_path}: a run's start is not a date: {exc}") from None
+        drop, why = to_drop(
+            runs, keep_days=keep_days, max_bytes=int(max_mb * 2**20), total_bytes=total
+        )
+        for run_id in drop:
+            conn.execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+    if drop:
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            conn.execute("VACUUM")
+    return Pruned(tuple(drop), why, db_path.stat().st_size / 2**20)
 
 
 def dump(db_path: Path) -> list[tuple[object, ...]]:

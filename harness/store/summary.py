@@ -35,8 +35,8 @@ AXES: tuple[tuple[str, object], ...] = tuple(
     for f in dataclasses.fields(Cell)
 )
 # The record's own keys the history keeps: what `compare --history`, the trends and the
-# site read. Not kept: error messages (up to 4 000 characters), op tables, numerics: the
-# run directory has them.
+# site read. Not kept: error messages (up to 4 000 characters), op tables, numerics,
+# timings of the cell's other stages: the run directory has them.
 KEPT = (
     "status",
     "stage",
@@ -45,13 +45,8 @@ KEPT = (
     "opset_actual",
     "export_s",
     "export_peak_rss_mb",
-    "onnx_bytes",
-    "onnx_nodes",
     "graph_fingerprint",
-    "ort_session_s",
     "ort_runtime",
-    "attempt",
-    "duration_s",
     "artifacts",
     "metadata",
     "first_divergence",

@@ -219,3 +219,28 @@ def test_compare_history_says_in_one_line_when_the_latest_samples_are_gone(
     err = capsys.readouterr().err
     assert "note: run n1:" in err and "is not a run directory" in err
     assert "Traceback" not in err
+
+
+def _runs(days: int) -> list[tuple[str, str, int]]:
+    return [(f"r{d:02d}", f"2026-08-{d + 1:02d}T03:00:00+00:00", 100) for d in range(days)]
+
+
+def test_prune_drops_runs_older_than_the_window_then_the_oldest_over_the_budget():
+    drop, why = history.to_drop(_runs(10), keep_days=7, max_bytes=10**9, total_bytes=10**6)
+    assert drop == ["r00", "r01"] and "before 2026-08-03" in why  # the newest is 08-10
+    # 10 runs of 100 records in a 1 000 000-byte file: 1 000 bytes a record, 100 000 a run
+    drop, why = history.to_drop(_runs(10), keep_days=365, max_bytes=450_000, total_bytes=10**6)
+    assert drop == ["r00", "r01", "r02", "r03", "r04", "r05"] and "under 0.429 MiB" in why
+    drop, _ = history.to_drop(_runs(3), keep_days=365, max_bytes=1, total_bytes=10**6)
+    assert drop == ["r00", "r01"]  # the newest run is always kept
+    assert history.to_drop([], keep_days=1, max_bytes=1, total_bytes=0) == ([], "")
+
+
+def test_history_prune_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    db = tmp_path / "h.sqlite"
+    history.add_runs(db, _nights(tmp_path, 3))
+    assert main(["history", "--db", str(db), "prune", "--keep-days", "1"]) == 0
+    assert "dropped 1 runs (started before 2025-01-02" in capsys.readouterr().out
+    assert [r.run_id for r in history.load_runs(db)] == ["n1", "n2"]
+    assert main(["history", "--db", str(db), "prune", "--keep-days", "0"]) == 2
+    assert "--keep-days: takes a whole number of days" in capsys.readouterr().err
