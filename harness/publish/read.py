@@ -20,8 +20,8 @@ from harness.store.records import Cell
 from harness.store.status import Stage, Status
 from harness.store.summary import AXES, BY_NAME, BadValue, cell_of
 
-_KEYS = (
-    *(name for name, _ in AXES),
+# The site's columns: the cell's axes, then what it shows of a record (in `_result`'s order).
+_SHOWN = (
     "status",
     "stage",
     "error_signature",
@@ -33,7 +33,8 @@ _KEYS = (
     "artifacts",
     "first_divergence",
 )
-_COLUMNS = tuple(BY_NAME[k] for k in _KEYS)
+_AXES = len(AXES)
+_COLUMNS = tuple(BY_NAME[k] for k in (*(name for name, _ in AXES), *_SHOWN))
 _STATUSES = {s.value: s for s in Status}
 _STAGES = {s.value: s for s in Stage}
 
@@ -74,6 +75,12 @@ def _text(value: object) -> str:
     return value if type(value) is str else ""
 
 
+def _object(text: str | None) -> dict[str, Any]:
+    """A JSON object column (the reader checked that it parses); anything else is empty."""
+    found = json.loads(text) if text is not None else None
+    return found if isinstance(found, dict) else {}
+
+
 def _divergence(found: dict[str, object]) -> str | None:
     try:
         return Divergence.from_dict(found).text() if found else None
@@ -81,38 +88,33 @@ def _divergence(found: dict[str, object]) -> str | None:
         return None
 
 
-def _result(
-    run_id: str, line: dict[str, Any], suite: str, cells: dict[tuple[object, ...], Cell]
-) -> CellResult:
-    status, stage = line["status"], line.get("stage")
+def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
+    """A row of `_COLUMNS` (run id first), of its columns' kinds, as the site's result."""
+    axes = row[1 : _AXES + 1]
+    status, stage, signature, export_s, rss, p50, graph, *objects = row[_AXES + 1 :]
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
-    key = tuple(line[name] for name, _ in AXES)
-    cell = cells.get(key)
+    cell = cells.get(axes)
     if cell is None:  # one Cell per cell, not per night: 500 000 rows, 5 600 cells
-        cell = cells[key] = cell_of(line)
-    found = line.get("metadata")
-    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
-    artifacts = line.get("artifacts")
-    divergence = line.get("first_divergence")
+        cell = cells[axes] = cell_of(axes)
+    metadata, artifacts, divergence = (_object(o) if o is not None else None for o in objects)
+    metadata = metadata or {}
     return CellResult(
         cell=cell,
-        run_id=run_id,
+        run_id=row[0],
         status=_STATUSES[status],
         stage=_STAGES[stage] if stage is not None else None,
-        error_signature=line.get("error_signature"),
-        export_s=line.get("export_s"),
-        export_peak_rss_mb=line.get("export_peak_rss_mb"),
-        ort_p50_ms=(line.get("ort_latency_ms") or {}).get("p50"),
-        graph=line.get("graph_fingerprint"),
+        error_signature=signature,
+        export_s=export_s,
+        export_peak_rss_mb=rss,
+        ort_p50_ms=p50,
+        graph=graph,
         dtype=_text(metadata.get("dtype")) or (cell.dtype.value if cell.dtype.reduced else ""),
         task=_text(metadata.get("task")),
         opinfo=_text(metadata.get("opinfo")),
         suite=suite,
-        artifacts={k: v for k, v in artifacts.items() if isinstance(v, str)}
-        if isinstance(artifacts, dict)
-        else {},
-        divergence=_divergence(divergence) if isinstance(divergence, dict) else None,
+        artifacts={k: v for k, v in (artifacts or {}).items() if isinstance(v, str)},
+        divergence=_divergence(divergence) if divergence else None,
     )
 
 
@@ -139,8 +141,9 @@ def load_nights(db_path: Path) -> list[NightRun]:
         cells: dict[tuple[object, ...], Cell] = {}
         run_id = ""
         try:
-            for run_id, line in history.iter_lines(conn, _COLUMNS):
-                found = _result(run_id, line, suites.get(run_id, "(no suite)"), cells)
+            for row in history.iter_rows(conn, _COLUMNS):
+                run_id = row[0]
+                found = _result(row, suites.get(run_id, "(no suite)"), cells)
                 results.setdefault(run_id, []).append(found)
         except (BadValue, TypeError, ValueError) as exc:
             raise HistoryError(f"{db_path}: a record of run {run_id!r}: {exc}") from None

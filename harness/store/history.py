@@ -24,11 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import history_schema as schema
+from harness.store import rundir
 from harness.store.manifest import Manifest
-from harness.store.records import Record
-from harness.store.rundir import RunDirError
+from harness.store.records import CellKey, Record
+from harness.store.rundir import RunDirError, read_manifest, records_path
 from harness.store.runs import Run, comparability, read_run
-from harness.store.summary import COLUMNS, Column, line_of, record_of, row_of_record
+from harness.store.summary import (
+    COLUMNS,
+    BadValue,
+    Column,
+    line_of,
+    record_of,
+    row_of_record,
+    summarize_line,
+)
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = schema.DB_SCHEMA
@@ -175,10 +184,25 @@ def _insert(conn: sqlite3.Connection, run: Run, run_dir: Path) -> None:
     conn.executemany(INSERT_RECORD, rows)
 
 
+def read_summaries(run_dir: Path) -> Run:
+    """A run directory as the history keeps it: each record's summary, checked as a record
+    is, its samples neither validated nor kept (a night of every suite is 116 MB of
+    records.jsonl, most of it samples). RunDirError names the file and line of a bad one."""
+    manifest = read_manifest(run_dir)
+    records: dict[CellKey, Record] = {}  # a repeated cell (a resumed run): its last record
+    for number, line in rundir.iter_lines(run_dir):
+        try:
+            record = summarize_line(line)
+        except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
+            raise RunDirError(f"{records_path(run_dir)}:{number}: {exc}") from None
+        records[record.cell.key] = record
+    return Run(manifest, tuple(records.values()), str(run_dir))
+
+
 def add_runs(db_path: Path, run_dirs: Sequence[Path]) -> list[Run]:
     """Ingest run directories (a run already there is replaced), all or none of them.
     RunDirError propagates."""
-    runs = [read_run(d) for d in run_dirs]
+    runs = [read_summaries(d) for d in run_dirs]
     with _connect(db_path, create=True) as conn:
         for run, run_dir in zip(runs, run_dirs, strict=True):
             _insert(conn, run, run_dir)
@@ -201,23 +225,63 @@ def rebuild(db_path: Path, run_dirs: Sequence[Path]) -> list[Run]:
 # -- reading ------------------------------------------------------------------------------------
 
 
+def _check(
+    conn: sqlite3.Connection, columns: Sequence[Column], where: str, params: Sequence[object]
+) -> None:
+    """BadValue naming the first row and column of `columns` whose value no writer stores:
+    one scan in SQLite, so that the rows are read without a check per value in Python."""
+    wrong = [c for c in columns if c.name in schema.columns_of(conn)]
+    if not wrong:
+        return
+    which = " ".join(f"WHEN {c.wrong} THEN {i}" for i, c in enumerate(wrong))
+    condition = " OR ".join(c.wrong for c in wrong)
+    where = f"{where} AND ({condition})" if where else f"WHERE {condition}"
+    found = conn.execute(
+        f"SELECT run_id, cell, CASE {which} END FROM records {where} LIMIT 1", tuple(params)
+    ).fetchone()
+    if found is not None:
+        column = wrong[int(found[2])]
+        value = conn.execute(
+            f"SELECT {column.quoted} FROM records WHERE run_id = ? AND cell = ?", found[:2]
+        ).fetchone()[0]
+        raise BadValue(
+            f"run {found[0]!r}, cell {found[1]!r}: column {column.name!r} holds "
+            f"{value!r:.60}, not a {column.kind} value"
+        )
+
+
+def iter_rows(
+    conn: sqlite3.Connection,
+    columns: Sequence[Column],
+    where: str = "",
+    params: Sequence[object] = (),
+    order: str = "",
+) -> Iterator[tuple[Any, ...]]:
+    """The one reader of the records: (run id, the values of `columns`) per row, each
+    value of its column's kind (checked first, in SQLite) or None; a column the database
+    predates reads as NULL. BadValue names a value no writer stores."""
+    _check(conn, columns, where, params)
+    present = schema.columns_of(conn)
+    select = ", ".join(c.quoted if c.name in present else "NULL" for c in columns)
+    query = f"SELECT run_id, {select} FROM records {where} {order}"
+    yield from conn.execute(query, tuple(params))
+
+
 def iter_lines(
     conn: sqlite3.Connection,
     columns: Sequence[Column],
     where: str = "",
     params: Sequence[object] = (),
+    order: str = "",
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The one reader of the records: (run id, the record line `columns` hold) per row; a
-    column the database predates reads as its default. BadValue names a bad value."""
-    present = schema.columns_of(conn)
-    select = ", ".join(c.quoted if c.name in present else "NULL" for c in columns)
-    query = f"SELECT run_id, {select} FROM records {where}"
-    for run_id, *values in conn.execute(query, tuple(params)):
+    """`iter_rows` as (run id, the record line the row holds): an axis the row lacks reads
+    as its default, a latency as an object of its statistics."""
+    for run_id, *values in iter_rows(conn, columns, where, params, order):
         yield str(run_id), line_of(str(run_id), columns, values)
 
 
 def _records(conn: sqlite3.Connection, run_id: str) -> list[Record]:
-    lines = iter_lines(conn, COLUMNS, "WHERE run_id = ? ORDER BY cell", (run_id,))
+    lines = iter_lines(conn, COLUMNS, "WHERE run_id = ?", (run_id,), "ORDER BY cell")
     return [record_of(line) for _, line in lines]
 
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from harness.store.records import upgrade
-from harness.store.summary import COLUMNS, cell_of, row_of
+from harness.store.summary import COLUMNS, row_of_record, summarize_line
 
 DB_SCHEMA = 3
 
@@ -85,8 +84,8 @@ def _converted(rows: list[tuple[str, str]]) -> list[tuple[object, ...]]:
     """Old rows (a run id, a whole record's JSON) as rows of the summary columns."""
     out = []
     for run_id, text in rows:
-        line = upgrade(json.loads(text))
-        out.append((run_id, cell_of(line).cell_id, *row_of(line)))
+        record = summarize_line(json.loads(text))
+        out.append((run_id, record.cell.cell_id, *row_of_record(record)))
     return out
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import math
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,7 +24,7 @@ from typing import Any
 from harness.store.declare import hints
 from harness.store.details import JsonObject
 from harness.store.measures import Latency
-from harness.store.records import SCHEMA, Cell, Record, line_declaration
+from harness.store.records import SCHEMA, Cell, Record, line_declaration, upgrade
 
 # The cell's axes, one column each, under Record.to_dict()'s cell keys, with the value a row
 # written before the axis existed reads as (None: every row has it). The one line to swap
@@ -78,6 +77,22 @@ class Column:
     @property
     def sql(self) -> str:
         return f"{self.quoted} {_SQL[self.kind]}"
+
+    @property
+    def wrong(self) -> str:
+        """An SQL condition true where the column holds a value no writer stores: another
+        type, a boolean other than 0 and 1, an infinite number, JSON that does not parse
+        (SQLite reads a NaN back as NULL)."""
+        c = self.quoted
+        allowed = {"real": "'real', 'integer'", "int": "'integer'", "bool": "'integer'"}
+        types = allowed.get(self.kind, "'text'")
+        wrong = f"typeof({c}) NOT IN ({types}, 'null')"
+        extra = {
+            "real": f"abs({c}) > 1.7976931348623157e308",
+            "bool": f"{c} NOT IN (0, 1)",
+            "json": f"({c} IS NOT NULL AND NOT json_valid({c}))",
+        }
+        return f"({wrong} OR {extra[self.kind]})" if self.kind in extra else wrong
 
 
 def _bare(hint: Any) -> Any:
@@ -157,6 +172,20 @@ def row_of_record(record: Record) -> tuple[object, ...]:
     return row_of(record.to_dict())
 
 
+def summarize_line(line: JsonObject) -> Record:
+    """A `records.jsonl` line (of any schema this harness reads) as the history keeps it,
+    checked as a record is (SchemaError, Malformed): its samples are never validated nor
+    kept, only read for the quartiles of a line written before they were."""
+    upgraded = upgrade(dict(line))
+    kept: dict[str, Any] = {k: upgraded[k] for k in ("schema", "run_id") if k in upgraded}
+    kept |= {c.key: upgraded[c.key] for c in COLUMNS if c.stat is None and c.key in upgraded}
+    for key in LATENCIES:
+        if isinstance(upgraded.get(key), dict):
+            stats = _latency_stats(upgraded[key])
+            kept[key] = {"samples": [], **{s: stats.get(s) for s in STATS}}
+    return Record.from_dict(kept)
+
+
 # -- reading ---------------------------------------------------------------------------------
 
 
@@ -165,28 +194,17 @@ class BadValue(ValueError):
 
 
 def _read(column: Column, value: object) -> object:
-    kind = column.kind
+    """A value of the column's kind (the database's reader checked it) as the line holds it."""
     if value is None:
         return column.default
-    if kind == "real" and type(value) is float and math.isfinite(value):
-        return value  # the common case first: millions of values a site
-    if kind == "real" and type(value) is int:
-        return float(value)
-    if kind == "text" and type(value) is str or kind == "int" and type(value) is int:
-        return value
-    if kind == "bool" and value in (0, 1) and type(value) is int:
-        return bool(value)
-    if kind == "json" and type(value) is str:
-        try:
-            return json.loads(value)
-        except ValueError:
-            pass
-    raise BadValue(f"column {column.name!r} holds {value!r:.60}, not a {kind} value")
+    if column.kind == "json":
+        return json.loads(str(value))
+    return bool(value) if column.kind == "bool" else value
 
 
 def line_of(run_id: str, columns: Sequence[Column], values: Iterable[object]) -> dict[str, Any]:
-    """The record line a row of `columns` holds (BadValue names a column of a value no
-    writer stores); a latency reads as an object of its statistics."""
+    """The record line a row of `columns` holds, its values of their columns' kinds; a
+    latency reads as an object of its statistics."""
     line: dict[str, Any] = {"schema": SCHEMA, "run_id": run_id}
     for column, value in zip(columns, values, strict=True):
         found = _read(column, value)
@@ -209,13 +227,18 @@ def summarized(record: Record) -> Record:
     return record_of(line_of(record.run_id, COLUMNS, row_of_record(record)))
 
 
-def cell_of(line: Mapping[str, Any]) -> Cell:
-    """The cell of a line read by `line_of` (whose axes have their columns' kinds): an axis
+def cell_of(axes: Sequence[object]) -> Cell:
+    """The cell of a row's axis values (in AXES' order, of their columns' kinds): an axis
     of an enum reads as its member (ValueError for an unknown one)."""
     values: dict[str, Any] = {}
-    for name, default in AXES:
-        value = line.get(name)
+    for (name, default), value in zip(AXES, axes, strict=True):
         if value is None:
             raise BadValue(f"column {name!r} is empty: every cell has one")
-        values[name] = type(default)(value) if isinstance(default, enum.Enum) else value
+        if isinstance(default, enum.Enum):
+            value = type(default)(value)
+        values[name] = bool(value) if isinstance(default, bool) else value
     return Cell(**values)
+
+
+def cell_of_line(line: Mapping[str, Any]) -> Cell:
+    return cell_of([line.get(name) for name, _ in AXES])

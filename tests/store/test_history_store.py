@@ -22,7 +22,6 @@ from harness.store.summary import (
     AXES,
     BY_NAME,
     COLUMNS,
-    BadValue,
     line_of,
     record_of,
     row_of_record,
@@ -69,21 +68,42 @@ def test_a_failure_keeps_its_status_stage_and_signature():
     assert kept.error_signature == r.error_signature and kept.error_message is None
 
 
-def test_a_bad_value_names_its_column():
-    row = list(row_of_record(record("m", ort=[1.0, 2.0])))
-    row[[c.name for c in COLUMNS].index("ort_latency_ms.p50")] = "fast"
-    with pytest.raises(BadValue, match="'ort_latency_ms.p50' holds 'fast', not a real"):
-        line_of("r", COLUMNS, row)
-    row[[c.name for c in COLUMNS].index("ort_latency_ms.p50")] = float("nan")
-    with pytest.raises(BadValue, match="ort_latency_ms.p50"):
-        line_of("r", COLUMNS, row)
+@pytest.mark.parametrize(
+    ("column", "value", "kind"),
+    [
+        ("ort_latency_ms.p50", "'fast'", "real"),
+        ("ort_latency_ms.p50", "9e999", "real"),  # SQLite's infinity
+        ("dynamic", "2", "bool"),
+        ("opset", "18.5", "int"),
+        ("artifacts", "'{not json'", "json"),
+        ("status", "X'00'", "text"),
+    ],
+)
+def test_a_bad_value_names_its_run_cell_and_column(tmp_path: Path, column, value, kind):
+    db = tmp_path / "h.sqlite"
+    history.add_runs(db, _nights(tmp_path, 1))
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE records SET \"{column}\" = {value} WHERE model = 'a'")
+    with pytest.raises(history.HistoryError, match=f"column '{column}' holds .*, not a {kind}"):
+        history.load_runs(db)
+    assert "run 'n0', cell 'a--dynamo--op18--cpu--static--base'" in str(
+        pytest.raises(history.HistoryError, history.load_runs, db).value
+    )
 
 
 def test_a_line_without_an_axis_reads_as_its_default():
     row = row_of_record(record("m", ort=[1.0]))
-    line = line_of("r", COLUMNS[:-1], row[:-1])  # the last axis-free column left out
+    line = line_of("r", COLUMNS, row)
     kept = record_of({k: v for k, v in line.items() if k not in ("dtype", "ort_opt", "patch")})
     assert (kept.dtype, kept.ort_opt, kept.patch) == (Dtype.FLOAT32, OrtOpt.DEFAULT, "none")
+
+
+def test_an_ingested_line_is_checked_but_its_samples_are_not_kept(tmp_path: Path):
+    run_dir = write_run(tmp_path / "r", manifest("r"), [record("a", ort=[1.0, 2.0, 3.0])])
+    line = json.loads((run_dir / "records.jsonl").read_text())
+    (run_dir / "records.jsonl").write_text(json.dumps({**line, "status": "fine"}) + "\n")
+    with pytest.raises(history.RunDirError, match=r"records.jsonl:1: .*status"):
+        history.add_runs(tmp_path / "h.sqlite", [run_dir])
 
 
 def _nights(tmp_path: Path, n: int) -> list[Path]:
