@@ -4,7 +4,8 @@ the untried version nearest the middle of the open interval, a version without a
 environment skipped with its reason) with a try that is `harness run` of the cell in that
 release's environment. A version is bad where the cell ends otherwise than with the first
 version of the range (the bisected finding is the status the last one moved to), and the
-answer names the first bad release and, for an export failure, the exporter's pass whose
+answer names the first bad release and where the cell went wrong: the optimizer rule the
+harness found for wrong numbers, or, for an export failure, the exporter pass whose
 frame is deepest in the traceback (`artifacts/.../error.txt`).
 
     python benchmarks/bisect_releases.py --model int_mask_attention --exporter dynamo \\
@@ -40,7 +41,12 @@ class Try:
 
 
 def failing_pass(run_dir: Path, record: dict[str, Any]) -> str:
-    """The deepest exporter pass in the failure's traceback (`module.function`), if any."""
+    """Where the cell went wrong: for wrong numbers, the optimizer's pass and rule the
+    harness found (`mismatch_stage`); for an export failure, the deepest exporter pass in
+    its traceback (`module (function)`); else nothing."""
+    step = (record.get("mismatch_stage") or {}).get("optimizer_step") or {}
+    if step.get("rule"):
+        return f"{step.get('pass')}: {step['rule']}"
     error = (record.get("artifacts") or {}).get("error")
     text = (run_dir / error).read_text(errors="replace") if error else ""
     found = PASS.findall(text + (record.get("error_message") or ""))
@@ -89,7 +95,11 @@ def bisect(releases: list[str], model: str, exporter: str, root: Path) -> dict[s
         "first_bad": outcome.first_bad if good != bad else None,
         "last_good": outcome.last_good,
         "candidates": list(outcome.candidates),
-        "failing_pass": first.reason if first and first.status == bad else "",
+        # where the failing side went wrong: the first bad release's, or where the range
+        # is a fix (the first release fails, the last passes), the first release's
+        "failing_pass": first.reason
+        if first and first.status == bad and bad != "ok"
+        else tries[releases[0]].reason,
         "versions": {n: versions(r.python) for n, r in envs.items() if r.python is not None},
         "tries": [asdict(t) for t in tries.values()],
         "runs": sum(t.status != "skipped" for t in tries.values()),

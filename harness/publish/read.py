@@ -90,33 +90,41 @@ def _divergence(found: dict[str, object]) -> str | None:
         return None
 
 
-def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
-    """A row of `_COLUMNS` (run id first), of its columns' kinds, as the site's result."""
+def _result(
+    row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell], newest: bool
+) -> CellResult:
+    """A row of `_COLUMNS` (run id first), of its columns' kinds, as the site's result. The
+    artifacts and first divergence of the newest night's failures only (what the site links
+    to): parsing JSON is what costs, 2 of a channel's 14 s over 90 nights."""
     axes = row[1 : _AXES + 1]
-    status, stage, signature, export_s, rss, p50, graph, *objects = row[_AXES + 1 :]
+    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence = row[
+        _AXES + 1 :
+    ]
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     cell = cells.get(axes)
     if cell is None:  # one Cell per cell, not per night: 500 000 rows, 5 600 cells
         cell = cells[axes] = cell_of(axes)
-    metadata, artifacts, divergence = (_object(o) if o is not None else None for o in objects)
-    metadata = metadata or {}
+    shown = _object(metadata) if metadata is not None else {}
+    details = newest and not _STATUSES[status].passing
     return CellResult(
-        cell=cell,
-        run_id=row[0],
-        status=_STATUSES[status],
-        stage=_STAGES[stage] if stage is not None else None,
-        error_signature=signature,
-        export_s=export_s,
-        export_peak_rss_mb=rss,
-        ort_p50_ms=p50,
-        graph=graph,
-        dtype=_text(metadata.get("dtype")) or (cell.dtype.value if cell.dtype.reduced else ""),
-        task=_text(metadata.get("task")),
-        opinfo=_text(metadata.get("opinfo")),
-        suite=suite,
-        artifacts={k: v for k, v in (artifacts or {}).items() if isinstance(v, str)},
-        divergence=_divergence(divergence) if divergence else None,
+        cell,
+        row[0],
+        _STATUSES[status],
+        _STAGES[stage] if stage is not None else None,
+        signature,
+        export_s,
+        rss,
+        p50,
+        graph,
+        _text(shown.get("dtype")) or (cell.dtype.value if cell.dtype.reduced else ""),
+        _text(shown.get("task")),
+        _text(shown.get("opinfo")),
+        suite,
+        {k: v for k, v in _object(artifacts).items() if isinstance(v, str)}
+        if details and artifacts is not None
+        else {},
+        _divergence(_object(divergence)) if details and divergence is not None else None,
     )
 
 
@@ -139,13 +147,15 @@ def load_nights(db_path: Path) -> list[NightRun]:
     with history.opened(db_path) as conn:
         runs = _manifests(conn, db_path)
         suites = {run_id: m.suite or "(no suite)" for run_id, _, m, _ in runs}
+        day = max((started[:10] for _, started, _, _ in runs), default="")
+        newest = {run_id for run_id, started, _, _ in runs if started[:10] == day}
         results: dict[str, list[CellResult]] = {}
         cells: dict[tuple[object, ...], Cell] = {}
         run_id = ""
         try:
             for row in history.iter_rows(conn, _COLUMNS):
                 run_id = row[0]
-                found = _result(row, suites.get(run_id, "(no suite)"), cells)
+                found = _result(row, suites.get(run_id, "(no suite)"), cells, run_id in newest)
                 results.setdefault(run_id, []).append(found)
         except (BadValue, TypeError, ValueError) as exc:
             raise HistoryError(f"{db_path}: a record of run {run_id!r}: {exc}") from None
