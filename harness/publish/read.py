@@ -91,7 +91,10 @@ def _divergence(found: dict[str, object]) -> str | None:
 
 
 def _result(
-    row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell], newest: bool
+    row: tuple[Any, ...],
+    suite: str,
+    cells: dict[tuple[object, ...], tuple[Cell, str]],
+    newest: bool,
 ) -> CellResult:
     """A row of `_COLUMNS` (run id first), of its columns' kinds, as the site's result. The
     artifacts and first divergence of the newest night's failures only (what the site links
@@ -102,9 +105,11 @@ def _result(
     ]
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
-    cell = cells.get(axes)
-    if cell is None:  # one Cell per cell, not per night: 500 000 rows, 5 600 cells
-        cell = cells[axes] = cell_of(axes)
+    found = cells.get(axes)
+    if found is None:  # one Cell per cell, not per night: 500 000 rows, 5 600 cells
+        cell = cell_of(axes)
+        found = cells[axes] = (cell, cell.dtype.value if cell.dtype.reduced else "")
+    cell, dtype = found
     shown = _object(metadata) if metadata is not None else {}
     details = newest and not _STATUSES[status].passing
     return CellResult(
@@ -117,7 +122,7 @@ def _result(
         rss,
         p50,
         graph,
-        _text(shown.get("dtype")) or (cell.dtype.value if cell.dtype.reduced else ""),
+        _text(shown.get("dtype")) or dtype,
         _text(shown.get("task")),
         _text(shown.get("opinfo")),
         suite,
@@ -150,7 +155,7 @@ def load_nights(db_path: Path) -> list[NightRun]:
         day = max((started[:10] for _, started, _, _ in runs), default="")
         newest = {run_id for run_id, started, _, _ in runs if started[:10] == day}
         results: dict[str, list[CellResult]] = {}
-        cells: dict[tuple[object, ...], Cell] = {}
+        cells: dict[tuple[object, ...], tuple[Cell, str]] = {}  # a cell, its dtype's label
         run_id = ""
         try:
             for row in history.iter_rows(conn, _COLUMNS):

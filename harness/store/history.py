@@ -264,7 +264,7 @@ def iter_rows(
     present = schema.columns_of(conn)
     select = ", ".join(c.quoted if c.name in present else "NULL" for c in columns)
     query = f"SELECT run_id, {select} FROM records {where} {order}"
-    yield from conn.execute(query, tuple(params))
+    return iter(conn.execute(query, tuple(params)))  # the cursor: no Python frame a row
 
 
 def iter_lines(
