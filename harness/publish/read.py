@@ -18,9 +18,10 @@ from harness.store.history import HistoryError
 from harness.store.manifest import Manifest
 from harness.store.records import Cell
 from harness.store.status import Stage, Status
-from harness.store.summary import AXES, BY_NAME, BadValue, cell_of
+from harness.store.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, cell_of
 
-# The site's columns: the cell's axes, then what it shows of a record (in `_result`'s order).
+# The site's columns: the cell (its model, exporter, family and axes), then what it shows
+# of a record (in `_result`'s order).
 _SHOWN = (
     "status",
     "stage",
@@ -33,8 +34,8 @@ _SHOWN = (
     "artifacts",
     "first_divergence",
 )
-_AXES = len(AXES)
-_COLUMNS = tuple(BY_NAME[k] for k in (*(name for name, _ in AXES), *_SHOWN))
+_AXES = CELL_COLUMNS
+_COLUMNS = (*COLUMNS[:CELL_COLUMNS], *(BY_NAME[k] for k in _SHOWN))
 _STATUSES = {s.value: s for s in Status}
 _STAGES = {s.value: s for s in Stage}
 

@@ -21,18 +21,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.store.axes import AXES
 from harness.store.declare import hints
 from harness.store.details import JsonObject
 from harness.store.measures import Latency
 from harness.store.records import SCHEMA, Cell, Record, line_declaration, upgrade
 
-# The cell's axes, one column each, under Record.to_dict()'s cell keys, with the value a row
-# written before the axis existed reads as (None: every row has it). The one line to swap
-# for harness.store.axes.AXES.
-AXES: tuple[tuple[str, object], ...] = tuple(
-    (f.name, None if f.default is dataclasses.MISSING else f.default)
-    for f in dataclasses.fields(Cell)
-)
+# The cell's own keys (model, exporter, family) and every axis of the matrix
+# (harness.store.axes.AXES), one column each under the record's key, the SQL column named as
+# the axis declares (`key_column`); a row written before an axis existed reads as the
+# axis's default (None: every row has the value).
+CELL_KEYS: tuple[tuple[str, object], ...] = (("model", None), ("exporter", None), ("family", ""))
+AXIS_OF = {a.name: a for a in AXES}
 # The record's own keys the history keeps: what `compare --history`, the trends and the
 # site read. Not kept: error messages (up to 4 000 characters), op tables, numerics,
 # timings of the cell's other stages: the run directory has them.
@@ -65,10 +65,11 @@ class Column:
     kind: str  # text, int, real, bool or json (an object, kept as its JSON text)
     stat: str | None = None
     default: object = None  # what NULL reads as
+    column: str = ""  # the SQL column's name, where it is not the key's (an axis's)
 
     @property
     def name(self) -> str:
-        return self.key if self.stat is None else f"{self.key}.{self.stat}"
+        return self.column or (self.key if self.stat is None else f"{self.key}.{self.stat}")
 
     @property
     def quoted(self) -> str:
@@ -121,15 +122,19 @@ def kind_of(hint: Any) -> str:
 
 def _columns() -> tuple[Column, ...]:
     line, stats = line_declaration(), hints(Latency)
-    axes = tuple(Column(name, kind_of(line[name]), default=d) for name, d in AXES)
+    own = tuple(Column(name, kind_of(line[name]), default=d) for name, d in CELL_KEYS)
+    axes = tuple(
+        Column(a.name, kind_of(a.kind), default=a.default, column=a.key_column) for a in AXES
+    )
     kept = tuple(Column(key, kind_of(line[key])) for key in KEPT)
     latencies = tuple(
         Column(key, kind_of(stats[stat]), stat) for key in LATENCIES for stat in STATS
     )
-    return axes + kept + latencies
+    return own + axes + kept + latencies
 
 
 COLUMNS = _columns()
+CELL_COLUMNS = len(CELL_KEYS) + len(AXES)  # the first columns: the cell
 BY_NAME = {c.name: c for c in COLUMNS}
 
 
@@ -227,18 +232,18 @@ def summarized(record: Record) -> Record:
     return record_of(line_of(record.run_id, COLUMNS, row_of_record(record)))
 
 
-def cell_of(axes: Sequence[object]) -> Cell:
-    """The cell of a row's axis values (in AXES' order, of their columns' kinds): an axis
-    of an enum reads as its member (ValueError for an unknown one)."""
-    values: dict[str, Any] = {}
-    for (name, default), value in zip(AXES, axes, strict=True):
-        if value is None:
-            raise BadValue(f"column {name!r} is empty: every cell has one")
-        if isinstance(default, enum.Enum):
-            value = type(default)(value)
-        values[name] = bool(value) if isinstance(default, bool) else value
-    return Cell(**values)
+def cell_of(values: Sequence[object]) -> Cell:
+    """The cell of a row's first CELL_COLUMNS values (model, exporter, family, then each
+    axis, of their columns' kinds): Cell checks each axis's value (ValueError)."""
+    model, exporter, family, *axes = values
+    if not isinstance(model, str) or not isinstance(exporter, str):
+        raise BadValue(f"cell {model!r} {exporter!r}: not a model and an exporter")
+    given = {
+        a.name: a.default if v is None else bool(v) if a.kind is bool else a.coerce(v)
+        for a, v in zip(AXES, axes, strict=True)
+    }
+    return Cell(model, exporter, family="" if family is None else str(family), **given)
 
 
 def cell_of_line(line: Mapping[str, Any]) -> Cell:
-    return cell_of([line.get(name) for name, _ in AXES])
+    return cell_of([line.get(c.key) for c in COLUMNS[:CELL_COLUMNS]])

@@ -16,11 +16,12 @@ import pytest
 
 from harness.cli import main
 from harness.store import history
+from harness.store.axes import AXES, BATCH
 from harness.store.records import Dtype, OrtOpt
 from harness.store.runs import read_run
 from harness.store.summary import (
-    AXES,
     BY_NAME,
+    CELL_COLUMNS,
     COLUMNS,
     line_of,
     record_of,
@@ -35,11 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_columns_follow_the_record_line_and_latency_declarations():
     kinds = {c.name: c.kind for c in COLUMNS}
-    assert [name for name, _ in AXES] == [
-        *("model", "exporter", "opset", "device", "dynamic", "variant"),
-        *("family", "patch", "dtype", "ort_opt"),
-    ]
-    assert (kinds["opset"], kinds["dynamic"], kinds["dtype"]) == ("int", "bool", "text")
+    cell = [c.name for c in COLUMNS[:CELL_COLUMNS]]
+    assert cell == ["model", "exporter", "family", *(a.key_column for a in AXES)]
+    assert "shape" in cell and BY_NAME["shape"].key == "dynamic"  # the axis's own column name
+    assert (kinds["opset"], kinds["shape"], kinds["dtype"]) == ("int", "bool", "text")
     assert (kinds["status"], kinds["export_s"], kinds["ort_runtime"]) == ("text", "real", "json")
     assert kinds["ort_latency_ms.p50"] == "real" and kinds["eager_latency_ms.n"] == "int"
     assert "ort_latency_ms.samples" not in kinds and "error_message" not in kinds
@@ -73,7 +73,7 @@ def test_a_failure_keeps_its_status_stage_and_signature():
     [
         ("ort_latency_ms.p50", "'fast'", "real"),
         ("ort_latency_ms.p50", "9e999", "real"),  # SQLite's infinity
-        ("dynamic", "2", "bool"),
+        ("shape", "2", "bool"),
         ("opset", "18.5", "int"),
         ("artifacts", "'{not json'", "json"),
         ("status", "X'00'", "text"),
@@ -139,6 +139,8 @@ def test_a_database_of_todays_harness_migrates_in_place(tmp_path: Path):
             latency = whole["ort_latency_ms"]
             assert (r.ort.latency.p50 if r.ort.latency else None) == (latency and latency["p50"])
     assert sum(r.status.value == "ok" for run in runs for r in run.records) == 11
+    # written before the batch axis existed: its cells read at the axis's default
+    assert {r.cell[BATCH] for run in runs for r in run.records} == {BATCH.default}
     assert history.dump(db)[0] == ("meta", "schema", "3")
     assert db.stat().st_size < SCHEMA_2.stat().st_size / 2
 
