@@ -213,12 +213,12 @@ def line_of(run_id: str, columns: Sequence[Column], values: Iterable[object]) ->
     line: dict[str, Any] = {"schema": SCHEMA, "run_id": run_id}
     for column, value in zip(columns, values, strict=True):
         found = _read(column, value)
-        if found is None and column.default is None:
-            continue  # a key the line leaves out
-        if column.stat is None:
-            line[column.key] = found
-        else:
+        if column.stat is not None and (found is not None or column.key in line):
+            # a latency is there where its p50 (the first statistic) is; its other
+            # statistics are kept null (a p99 of too few samples)
             line.setdefault(column.key, {"samples": []})[column.stat] = found
+        elif column.stat is None and (found is not None or column.default is not None):
+            line[column.key] = found  # else a key the line leaves out
     return line
 
 
