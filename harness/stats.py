@@ -26,6 +26,9 @@ class Summary:
     # The median's distribution-free 95% confidence interval (None below 6 samples)
     ci_low: float | None = None
     ci_high: float | None = None
+    # The interquartile band, drawn by the trends and kept by the history
+    p25: float | None = None
+    p75: float | None = None
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -70,6 +73,8 @@ def summarize(samples: Sequence[float]) -> Summary:
         n=len(samples),
         ci_low=interval[0] if interval else None,
         ci_high=interval[1] if interval else None,
+        p25=percentile(samples, 25),
+        p75=percentile(samples, 75),
     )
 
 

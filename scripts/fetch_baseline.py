@@ -12,7 +12,9 @@ expired (90 days): the first night; the comparison is then against expected/stat
 only.
 
 Prints and writes to $GITHUB_OUTPUT `baseline=DEST/runs` (or `none`) and `run_url=`.
-With --history-out, copies the previous history database there (the history carries on).
+With --history-out, copies the previous history database there (the history carries on),
+unless a history is already there (the Actions cache restored it: the artifact's copy is
+the fallback when the cache has none).
 Needs `gh` with GH_TOKEN (actions: read) and GH_REPO. Exit 0 with or without a baseline;
 2 when gh cannot list the runs.
 """
@@ -95,7 +97,9 @@ def fetch(args: argparse.Namespace) -> dict[str, str]:
                 f"baseline: {args.artifact} of run {run_id} ({run.get('conclusion')}, {run.get('createdAt')})"
             )
             runs = args.dest / "runs"
-            if args.history_out and (args.dest / "history.sqlite").is_file():
+            if args.history_out and args.history_out.is_file():
+                print(f"history: {args.history_out} kept (restored from the Actions cache)")
+            elif args.history_out and (args.dest / "history.sqlite").is_file():
                 args.history_out.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(args.dest / "history.sqlite", args.history_out)
                 print(f"history: {args.dest / 'history.sqlite'} -> {args.history_out}")

@@ -415,6 +415,22 @@ def test_the_newest_scheduled_night_that_still_has_the_artifact_is_the_baseline(
     assert [c["argv"][2] for c in fakes.calls()[1:]] == ["30", "29"]
 
 
+def test_a_history_the_cache_restored_is_kept_over_the_artifacts(tmp_path, fakes, monkeypatch):
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    artifact = tmp_path / "artifact-29"
+    nightly_runs(artifact, "night29", seed=1)
+    (artifact / "history.sqlite").write_text("the artifact's history")
+    runs = [{"databaseId": 29, "conclusion": "success", "url": "u29"}]
+    fakes.configure(stdout={"run list": json.dumps(runs)}, artifacts={"29": str(artifact)})
+    history = tmp_path / "nightly" / "history.sqlite"
+    history.parent.mkdir()
+    history.write_text("the cache's history")
+
+    assert fetch(tmp_path, "--branch", "main", "--history-out", str(history)) == 0
+
+    assert history.read_text() == "the cache's history"
+
+
 def test_fetch_fails_with_2_when_gh_cannot_list(tmp_path, fakes):
     fakes.configure(fail=["run list"])
     assert fetch(tmp_path, "--branch", "main") == 2

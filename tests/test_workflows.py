@@ -335,3 +335,26 @@ def test_local_reusable_workflows_exist(name):
         if job.get("uses", "").startswith("./"):
             assert (REPO / job["uses"]).is_file()
     assert all("@" in u for u in uses(load(name)))  # actions are pinned to a version
+
+
+def test_the_nightly_keeps_its_history_in_the_actions_cache_within_a_budget():
+    """Restored before the baseline's artifact (the fallback), pruned, saved under a key of
+    its own each night (the newest restored by prefix; GitHub evicts the older ones)."""
+    steps = load("nightly-suites.yml")["jobs"]["suites"]["steps"]
+    names = [s.get("uses", "") or s.get("run", "") for s in steps]
+    restore = next(i for i, n in enumerate(names) if n.startswith("actions/cache/restore@"))
+    fetch = next(i for i, n in enumerate(names) if "scripts/fetch_baseline.py" in n)
+    add = next(i for i, n in enumerate(names) if n.startswith("harness history add"))
+    prune = next(i for i, n in enumerate(names) if n.startswith("harness history prune"))
+    save = next(i for i, n in enumerate(names) if n.startswith("actions/cache/save@"))
+    assert restore < fetch < add < prune < save
+    assert "--history-out nightly/history.sqlite" in names[fetch]
+    key = "history-${{ env.ARTIFACT }}-${{ github.run_id }}"
+    assert steps[restore]["with"] == {
+        "path": "nightly/history.sqlite",
+        "key": key,
+        "restore-keys": "history-${{ env.ARTIFACT }}-",
+    }
+    assert steps[save]["with"] == {"path": "nightly/history.sqlite", "key": key}
+    assert "--keep-days 365 --max-mb 1024" in names[prune]
+    assert "steps.history_prune.outcome == 'success'" in steps[save]["if"]

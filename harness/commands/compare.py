@@ -267,7 +267,12 @@ def _history_baseline(args: argparse.Namespace, candidate: Run) -> list[Run]:
         raise UsageError(
             f"no comparable run before {candidate.run_id} in {args.db} ({others} runs on other hardware or settings)"
         )
-    return [h.as_run() for h in runs]
+    # The latest run whole (its samples back the rank test of a short history, its op
+    # tables and numerics the deterministic findings), from its run directory when it is there.
+    latest, why = runs[-1].in_full()
+    if why:
+        print(f"note: {why}", file=sys.stderr)
+    return [h.as_run() for h in runs[:-1]] + [latest]
 
 
 def _read(path: Path) -> Run:

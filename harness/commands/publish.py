@@ -14,8 +14,10 @@ the history database: the pass rate per suite x exporter (x dtype, task) over ni
 newest night's regressions, fixes and environment changes, each suite's matrix with
 filters kept in the URL, each model's timelines with the compare's noise band, failure
 clusters with their repros, op coverage, an Atom feed and regressions.json. With
---pre-release, a second history (the newest pre-releases) is shown beside the first, with
-the cells whose status differs.
+--pre-release, a second history (the newest pre-releases) is shown beside the first: the
+versions each ran, the cells whose status differs and those whose graph does. A
+--pre-release database that is missing (its job failed) is said on the site; the stable
+channel still publishes.
 
 examples:
   harness publish results/history.sqlite --out site
@@ -46,13 +48,19 @@ def main(args: argparse.Namespace) -> int:
     from harness.store.history import HistoryError
     from harness.store.rundir import RunDirError
 
-    channels = {STABLE: args.history}
-    if args.pre_release is not None:
+    channels, missing = {STABLE: args.history}, {}
+    if args.pre_release is not None and args.pre_release.is_file():
         channels[PRE_RELEASE] = args.pre_release
+    elif args.pre_release is not None:  # its job failed (an install, say): stable publishes
+        missing[PRE_RELEASE] = (
+            f"no history tonight ({args.pre_release} is missing: its nightly job published "
+            "none, as when the install of its packages fails)"
+        )
+        print(f"{PRE_RELEASE}: {missing[PRE_RELEASE]}")
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
     try:
-        done = publish(channels, args.out, base_url=args.url)
+        done = publish(channels, args.out, base_url=args.url, missing=missing)
     except (HistoryError, RunDirError) as exc:
         raise UsageError(str(exc)) from None
     nights = ", ".join(f"{name} {n} nights" for name, n in done.nights.items())

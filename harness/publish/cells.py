@@ -222,20 +222,35 @@ class Difference:
     cell: str
     model: str
     statuses: dict[str, str | None]  # channel -> status on its newest night (None: no cell)
+    graphs: dict[str, str | None]  # channel -> its graph's fingerprint (None: none kept)
+
+    @property
+    def status_differs(self) -> bool:
+        return len(set(self.statuses.values())) > 1
+
+    @property
+    def graph_differs(self) -> bool:
+        """Both channels exported a graph, and not the same one: the exporter changed
+        what it writes for this cell, whether or not its status did."""
+        found = [g for g in self.graphs.values() if g is not None]
+        return len(found) == len(self.graphs) and len(set(found)) > 1
 
 
 def channel_differences(newest: dict[str, Night]) -> list[Difference]:
-    """The cells whose status differs between the channels' newest nights (a cell one
-    channel lacks counts as a difference)."""
+    """The cells whose status or graph differs between the channels' newest nights (a
+    cell one channel lacks counts as a difference of status)."""
     by_channel = {name: night.cells for name, night in newest.items()}
     labels = sorted({label for cells in by_channel.values() for label in cells})
     out = []
     for label in labels:
-        statuses = {
-            name: (str(cells[label].status) if label in cells else None)
-            for name, cells in by_channel.items()
-        }
-        if len(set(statuses.values())) > 1:
-            model = next(cells[label].cell.model for cells in by_channel.values() if label in cells)
-            out.append(Difference(label, model, statuses))
+        found = {name: cells.get(label) for name, cells in by_channel.items()}
+        model = next(r.cell.model for r in found.values() if r is not None)
+        difference = Difference(
+            label,
+            model,
+            {name: None if r is None else str(r.status) for name, r in found.items()},
+            {name: None if r is None else r.graph for name, r in found.items()},
+        )
+        if difference.status_differs or difference.graph_differs:
+            out.append(difference)
     return out

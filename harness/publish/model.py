@@ -14,6 +14,8 @@ from harness.publish.nights import (
     Point,
     SeriesKey,
     VersionMove,
+    Versions,
+    base_versions,
     environment_diff,
     nights_of,
     pass_rates,
@@ -91,13 +93,22 @@ class Site:
     channels: tuple[Channel, ...]
     differences: list[cells.Difference]
     thresholds: Thresholds = Thresholds()
+    # channel -> why it has no history tonight (its job published none: an install that
+    # failed, a cancelled job); the other channels publish without it
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def versions(self) -> dict[str, Versions]:
+        """Each channel's newest night's versions (its base environment)."""
+        return {c.name: base_versions(c.newest) if c.newest else {} for c in self.channels}
 
     def models(self) -> list[str]:
         return sorted({m for c in self.channels for m in c.models()})
 
 
-def build_site_model(channels: Mapping[str, Sequence[NightRun]]) -> Site:
+def build_site_model(
+    channels: Mapping[str, Sequence[NightRun]], missing: Mapping[str, str] | None = None
+) -> Site:
     built = tuple(build_channel(name, runs) for name, runs in channels.items())
     newest = {c.name: c.newest for c in built if c.newest is not None}
     differences = cells.channel_differences(newest) if len(newest) > 1 else []
-    return Site(built, differences)
+    return Site(built, differences, missing=dict(missing or {}))

@@ -150,6 +150,11 @@ def environment(night: Night) -> Environment:
     return Environment(nodes, variants)
 
 
+def base_versions(night: Night) -> Versions:
+    """The night's base environment: the packages every cell of it ran with."""
+    return dict(environment(night).variants.get(BASE, {}))
+
+
 def _moves(
     where: str, old: Mapping[str, str | None], new: Mapping[str, str | None]
 ) -> list[VersionMove]:

@@ -15,6 +15,8 @@ from harness.publish.nights import Point
 from harness.publish.read import CellResult
 
 FILTERS = ("family", "task", "exporter", "opset", "status")
+# The packages each channel's heading names (the channels page lists every package).
+TRACKED = ("torch", "onnxscript", "onnx-ir", "onnx", "onnxruntime", "transformers")
 
 
 def _changes(title: str, found: list[Change], up: str = "") -> str:
@@ -42,10 +44,14 @@ def overview(site: Site) -> str:
             tds.append(f"<td>{e(text)} {sparkline(c.series.get(key, []), top=100.0)}</td>")
         rows.append(f"<tr><th>{e(key.label())}</th>{''.join(tds)}</tr>")
     body = "<h2>Pass rate over nights</h2>" + table(head, rows, attrs=' class="rates"')
+    body += _missing(site) + _channels_summary(site)
+    versions = site.versions()
     for c in site.channels:
         newest = c.newest
         date = newest.date if newest else "no night yet"
+        ran = ", ".join(f"{p} {versions[c.name][p]}" for p in TRACKED if versions[c.name].get(p))
         body += f'<section class="channel"><h2>{e(c.name)}: {e(date)}</h2>'
+        body += f"<p class=versions>{e(ran or 'versions not recorded')}</p>"
         body += _changes("Regressions", c.regressions) + _changes("Fixes", c.fixes)
         moves = "".join(f"<li>{e(m.text())}</li>" for m in c.environment)
         body += (
@@ -58,16 +64,63 @@ def overview(site: Site) -> str:
     return page("ONNX exporters nightly", body)
 
 
+def _named(cells: list[str], most: int = 8) -> str:
+    more = f" and {len(cells) - most} more" if len(cells) > most else ""
+    return ", ".join(cells[:most]) + more
+
+
+def _channels_summary(site: Site) -> str:
+    """The overview's word on the channels: how many cells differ, in status and in graph."""
+    if len(site.channels) < 2:
+        return ""
+    status = [d.cell for d in site.differences if d.status_differs]
+    graph = [d.cell for d in site.differences if d.graph_differs]
+    text = f"{len(status)} cells differ in status" + (f" ({_named(status)})" if status else "")
+    text += f"; {len(graph)} exported a different graph" + (f" ({_named(graph)})" if graph else "")
+    return f'<h2>Channels</h2><p>{e(text)}: <a href="channels.html">side by side</a>.</p>'
+
+
+def _versions_table(site: Site) -> str:
+    """Each channel's newest night's packages, a row a package (those that differ first)."""
+    found = site.versions()
+    names = list(found)
+    packages = sorted({p for v in found.values() for p in v})
+    differ = [p for p in packages if len({found[n].get(p) for n in names}) > 1]
+    rows = (
+        f"<tr><th>{e(p)}</th>{''.join(f'<td>{e(found[n].get(p) or chr(8212))}</td>' for n in names)}</tr>"
+        for p in differ + [p for p in packages if p not in differ]
+    )
+    return "<h2>Versions</h2>" + table(["package", *names], rows, attrs=' id="versions"')
+
+
+def _missing(site: Site) -> str:
+    return "".join(f"<p class=missing>{e(n)}: {e(why)}</p>" for n, why in site.missing.items())
+
+
 def channels_page(site: Site) -> str:
     names = [c.name for c in site.channels]
     if len(names) < 2:
-        return page("Channels", "<p>one channel only: nothing to set side by side</p>")
-    rows = []
+        return page(
+            "Channels", _missing(site) + "<p>one channel only: nothing to set side by side</p>"
+        )
+    dates = ", ".join(
+        f"{c.name} {c.newest.date if c.newest else 'no night'}" for c in site.channels
+    )
+    statuses, graphs = [], []
     for d in site.differences:
         link = f'<td><a href="model/{slug(d.model)}.html">{e(d.cell)}</a></td>'
-        rows.append(f"<tr>{link}{''.join(status_cell(d.statuses[n]) for n in names)}</tr>")
-    intro = f"<p>{len(rows)} cells differ between the channels' newest nights.</p>"
-    return page("Channels", intro + table(["cell", *names], rows, attrs=' id="differences"'))
+        if d.status_differs:
+            statuses.append(f"<tr>{link}{''.join(status_cell(d.statuses[n]) for n in names)}</tr>")
+        if d.graph_differs:
+            prints = "".join(f"<td><code>{e((d.graphs[n] or '')[:12])}</code></td>" for n in names)
+            graphs.append(f"<tr>{link}{prints}</tr>")
+    body = _missing(site) + f"<p>The channels' newest nights: {e(dates)}.</p>"
+    body += _versions_table(site)
+    body += f"<h2>Status</h2><p>{len(statuses)} cells differ in status.</p>"
+    body += table(["cell", *names], statuses, attrs=' id="differences"')
+    body += f"<h2>Graph</h2><p>{len(graphs)} cells exported a different graph (fingerprint).</p>"
+    body += table(["cell", *names], graphs, attrs=' id="graphs"')
+    return page("Channels", body)
 
 
 def _filter_controls(records: list[CellResult]) -> str:

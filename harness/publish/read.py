@@ -1,64 +1,50 @@
-"""Read a history database for the site: every run's manifest and, per record, only the
-fields the site shows (status, signature, export time and memory, ORT p50, metadata,
-artifacts), pulled out by SQLite's json_extract. A record keeps every latency sample
-(hundreds of KB for a fast model): parsing whole records costs 0.4-20 ms each, hours for
-90 nights of the nightly (benchmarks/test_publish.py). Values are validated here: the
-database is untrusted input, as the run directories it indexes."""
+"""Read a history database for the site, through the history's one reader
+(harness.store.history.iter_lines): every run's manifest and, per record, the summary
+columns the site shows (status, signature, export time and memory, ORT p50, graph
+fingerprint, metadata, artifacts, divergence). Values are checked by the reader's column
+kinds and here: the database is untrusted input, as the run directories it indexes."""
 
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.store import history
 from harness.store.details import Divergence
-from harness.store.history import DB_SCHEMA, HistoryError
+from harness.store.history import HistoryError
 from harness.store.manifest import Manifest
-from harness.store.records import Cell, Dtype, OrtOpt
+from harness.store.records import Cell
 from harness.store.status import Stage, Status
+from harness.store.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, cell_of
 
-_PASSING = ", ".join(f"'{s.value}'" for s in Status if s.passing)
-_SCALARS = (
-    "family",
-    "patch",
+# The site's columns: the cell (its model, exporter, family and axes), then what it shows
+# of a record (in `_result`'s order).
+_SHOWN = (
+    "status",
     "stage",
     "error_signature",
     "export_s",
     "export_peak_rss_mb",
     "ort_latency_ms.p50",
-    "metadata.dtype",
-    "metadata.task",
-    "metadata.opinfo",
-    "dtype",
-    "ort_opt",
+    "graph_fingerprint",
+    "metadata",
+    "artifacts",
+    "first_divergence",
 )
-# The artifacts and first divergence of the newest night's failures only (what the site
-# links to): most cells pass, and parsing JSON objects in Python is what costs
-# (benchmarks/test_publish.py). The parameter is the newest night's date.
-_ON_FAILURE = ("artifacts", "first_divergence")
-_NEWEST = "run_id IN (SELECT run_id FROM runs WHERE substr(started, 1, 10) = ?)"
-_RECORDS = (
-    "SELECT run_id, model, exporter, opset, device, dynamic, variant, status, "
-    + ", ".join(f"json_extract(record, '$.{f}')" for f in _SCALARS)
-    + ", "
-    + ", ".join(
-        f"CASE WHEN status NOT IN ({_PASSING}) AND {_NEWEST} THEN json_extract(record, '$.{f}') END"
-        for f in _ON_FAILURE
-    )
-    + " FROM records"
-)
+_AXES = CELL_COLUMNS
+_COLUMNS = (*COLUMNS[:CELL_COLUMNS], *(BY_NAME[k] for k in _SHOWN))
 _STATUSES = {s.value: s for s in Status}
 _STAGES = {s.value: s for s in Stage}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CellResult:
-    """What the site needs of one record."""
+    """What the site needs of one record. Not frozen, by measure: a frozen dataclass's
+    `__init__` costs 7 times a plain one's (7.7 against 1.0 us on the shared 2-core machine),
+    and a site of two channels makes a million of these; nothing changes one once made."""
 
     cell: Cell
     run_id: str
@@ -68,6 +54,7 @@ class CellResult:
     export_s: float | None = None
     export_peak_rss_mb: float | None = None
     ort_p50_ms: float | None = None
+    graph: str | None = None  # the graph's fingerprint (harness.store.graphs)
     dtype: str = ""  # the record's metadata (an OpInfo cell's dtype, a task)
     task: str = ""
     opinfo: str = ""
@@ -87,23 +74,13 @@ class NightRun:
     results: tuple[CellResult, ...]
 
 
-def _number(value: object) -> float | None:
-    if type(value) is float:  # the common case first: 400 000 rows a site (benchmarks/)
-        return value if math.isfinite(value) else None
-    return float(value) if type(value) is int else None
+def _text(value: object) -> str:
+    return value if type(value) is str else ""
 
 
-def _text(value: object) -> str | None:
-    return value if type(value) is str else None
-
-
-def _object(value: object) -> dict[str, object]:
-    if value is None:
-        return {}
-    try:
-        found = json.loads(value) if isinstance(value, str) else None
-    except ValueError:
-        return {}
+def _object(text: str | None) -> dict[str, Any]:
+    """A JSON object column (the reader checked that it parses); anything else is empty."""
+    found = json.loads(text) if text is not None else None
     return found if isinstance(found, dict) else {}
 
 
@@ -114,66 +91,47 @@ def _divergence(found: dict[str, object]) -> str | None:
         return None
 
 
-def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
-    run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
-    family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *more = rest
-    cell_dtype, cell_ort_opt, artifacts, divergence = more
+def _result(
+    row: tuple[Any, ...],
+    suite: str,
+    cells: dict[tuple[object, ...], tuple[Cell, str]],
+    newest: bool,
+) -> CellResult:
+    """A row of `_COLUMNS` (run id first), of its columns' kinds, as the site's result. The
+    artifacts and first divergence of the newest night's failures only (what the site links
+    to): parsing JSON is what costs, 2 of a channel's 14 s over 90 nights."""
+    axes = row[1 : _AXES + 1]
+    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence = row[
+        _AXES + 1 :
+    ]
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
-    key = (
-        model,
-        exporter,
-        opset,
-        device,
-        dynamic,
-        variant,
-        family,
-        patch,
-        cell_dtype,
-        cell_ort_opt,
-    )
-    cell = cells.get(key)
-    if cell is None:  # one Cell per cell, not per night: 200 000 rows, 2 262 cells
-        cell = cells[key] = Cell(
-            str(model), str(exporter), int(opset), str(device), bool(dynamic), str(variant),
-            family=_text(family) or "", patch=_text(patch) or "none",
-            dtype=Dtype(_text(cell_dtype) or Dtype.FLOAT32),
-            ort_opt=OrtOpt(_text(cell_ort_opt) or OrtOpt.DEFAULT),
-        )  # fmt: skip
+    found = cells.get(axes)
+    if found is None:  # one Cell per cell, not per night: 500 000 rows, 5 600 cells
+        cell = cell_of(axes)
+        found = cells[axes] = (cell, cell.dtype.value if cell.dtype.reduced else "")
+    cell, dtype = found
+    shown = _object(metadata) if metadata is not None else {}
+    details = newest and not _STATUSES[status].passing
     return CellResult(
-        cell=cell,
-        run_id=str(run_id),
-        status=_STATUSES[status],
-        stage=_STAGES.get(stage) if stage is not None else None,
-        error_signature=_text(signature),
-        export_s=_number(export_s),
-        export_peak_rss_mb=_number(rss),
-        ort_p50_ms=_number(p50),
-        dtype=_text(dtype) or (cell.dtype.value if cell.dtype.reduced else ""),
-        task=_text(task) or "",
-        opinfo=_text(opinfo) or "",
-        suite=suite,
-        artifacts={k: v for k, v in _object(artifacts).items() if isinstance(v, str)}
-        if artifacts is not None
+        cell,
+        row[0],
+        _STATUSES[status],
+        _STAGES[stage] if stage is not None else None,
+        signature,
+        export_s,
+        rss,
+        p50,
+        graph,
+        _text(shown.get("dtype")) or dtype,
+        _text(shown.get("task")),
+        _text(shown.get("opinfo")),
+        suite,
+        {k: v for k, v in _object(artifacts).items() if isinstance(v, str)}
+        if details and artifacts is not None
         else {},
-        divergence=_divergence(_object(divergence)) if divergence is not None else None,
+        _divergence(_object(divergence)) if details and divergence is not None else None,
     )
-
-
-@contextmanager
-def _read_only(db_path: Path) -> Iterator[sqlite3.Connection]:
-    if not db_path.is_file():
-        raise HistoryError(f"no history database at {db_path}")
-    try:
-        with closing(sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            # Read the pages in place: a third less time on the benchmark's 0.9 GB history.
-            conn.execute("PRAGMA mmap_size = 1073741824")
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if row is None or str(row[0]) != str(DB_SCHEMA):
-                raise HistoryError(f"{db_path} has schema {row and row[0]}; this reads {DB_SCHEMA}")
-            yield conn
-    except sqlite3.DatabaseError as exc:
-        raise HistoryError(f"{db_path} is not a readable history database: {exc}") from None
 
 
 def _manifests(conn: sqlite3.Connection, db_path: Path) -> list[tuple[str, str, Manifest, str]]:
@@ -191,19 +149,22 @@ def _manifests(conn: sqlite3.Connection, db_path: Path) -> list[tuple[str, str, 
 
 def load_nights(db_path: Path) -> list[NightRun]:
     """Every run of the database with its results, oldest first; HistoryError names what
-    is wrong with a database or one of its values."""
-    with _read_only(db_path) as conn:
+    is wrong with a database or one of its values. An older database is migrated first."""
+    with history.opened(db_path) as conn:
         runs = _manifests(conn, db_path)
         suites = {run_id: m.suite or "(no suite)" for run_id, _, m, _ in runs}
-        newest = max((started[:10] for _, started, _, _ in runs), default="")
+        day = max((started[:10] for _, started, _, _ in runs), default="")
+        newest = {run_id for run_id, started, _, _ in runs if started[:10] == day}
         results: dict[str, list[CellResult]] = {}
-        cells: dict[tuple[object, ...], Cell] = {}
-        for row in conn.execute(_RECORDS, (newest,) * len(_ON_FAILURE)):
-            try:
-                found = _result(row, suites.get(row[0], "(no suite)"), cells)
-            except (TypeError, ValueError) as exc:
-                raise HistoryError(f"{db_path}: a record of run {row[0]!r}: {exc}") from None
-            results.setdefault(found.run_id, []).append(found)
+        cells: dict[tuple[object, ...], tuple[Cell, str]] = {}  # a cell, its dtype's label
+        run_id = ""
+        try:
+            for row in history.iter_rows(conn, _COLUMNS):
+                run_id = row[0]
+                found = _result(row, suites.get(run_id, "(no suite)"), cells, run_id in newest)
+                results.setdefault(run_id, []).append(found)
+        except (BadValue, TypeError, ValueError) as exc:
+            raise HistoryError(f"{db_path}: a record of run {run_id!r}: {exc}") from None
     out = [
         NightRun(run_id, started, m, run_dir, tuple(results.get(run_id, ())))
         for run_id, started, m, run_dir in runs

@@ -99,12 +99,19 @@ def _write_data(site: Site, out: Path, *, base_url: str) -> None:
     write(out, ".nojekyll", "")
 
 
-def publish(channels: Mapping[str, Path], out: Path, *, base_url: str = DEFAULT_URL) -> Published:
-    """Build the site in `out` from one history database per channel (name -> path).
+def publish(
+    channels: Mapping[str, Path],
+    out: Path,
+    *,
+    base_url: str = DEFAULT_URL,
+    missing: Mapping[str, str] | None = None,
+) -> Published:
+    """Build the site in `out` from one history database per channel (name -> path);
+    `missing` names the channels without one tonight and why (the site says so).
     HistoryError (a missing or unreadable database) and RunDirError propagate."""
     start = time.perf_counter()
     runs = {name: load_nights(db) for name, db in channels.items()}
-    site = build_site_model(runs)
+    site = build_site_model(runs, missing)
     out.mkdir(parents=True, exist_ok=True)
     repros = _copy_repros(site, out)
     _write_pages(site, out, repros)

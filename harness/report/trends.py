@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.report.data import DEFAULT_THRESHOLD, pass_rate
-from harness.stats import geomean, median, percentile
+from harness.stats import geomean, median
 from harness.store.manifest import Manifest, PackageVersions
 from harness.store.records import Latency, Record
 
@@ -94,10 +94,7 @@ class TrendData:
 def _quartiles(latency: Latency | None) -> tuple[float | None, float | None, float | None]:
     if latency is None:
         return None, None, None
-    if not latency.samples:
-        return None, latency.p50, None
-    s = latency.samples
-    return percentile(s, 25), percentile(s, 50), percentile(s, 75)
+    return latency.quartile(25), latency.p50, latency.quartile(75)
 
 
 def _rolling_baseline(values: Sequence[float | None], window: int) -> tuple[float | None, ...]:

@@ -1,13 +1,17 @@
 """The history database: past runs in SQLite, for noise-scaled thresholds and trend plots.
 
-The database is an index, never the only copy: each run keeps its run directory's path and
-its records' JSON, and `rebuild` recreates the file from run directories. Runs are keyed
+The database is an index, never the only copy: each run keeps its run directory's path,
+and each record its summary columns (harness.store.summary: the cell's axes, status,
+signature, export figures, each latency's statistics): the latency samples stay in the run
+directory, which `HistoryRun.in_full` reads back. `rebuild` recreates the file from run
+directories. Runs are keyed
 by a comparability key (hardware, threads, measurement protocol: what must match for two
 runs' numbers to mean the same), records by cell.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,41 +19,28 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from harness.store import history_schema as schema
+from harness.store import rundir
 from harness.store.manifest import Manifest
-from harness.store.records import Record
+from harness.store.records import CellKey, Record
+from harness.store.rundir import RunDirError, read_manifest, records_path
 from harness.store.runs import Run, comparability, read_run
+from harness.store.summary import (
+    COLUMNS,
+    BadValue,
+    Column,
+    line_of,
+    record_of,
+    row_of_record,
+    summarize_line,
+)
 
 DEFAULT_DB = Path("results/history.sqlite")
-DB_SCHEMA = 2  # 2: records keyed by the run and the cell's id (patch, dtype, ORT optimisation)
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    started TEXT NOT NULL,
-    finished TEXT,
-    suite TEXT,
-    run_dir TEXT NOT NULL,
-    comparability_key TEXT NOT NULL,
-    comparability TEXT NOT NULL,
-    torch TEXT, onnx TEXT, onnxscript TEXT, onnxruntime TEXT,
-    versions TEXT NOT NULL,
-    manifest TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS runs_by_key ON runs (comparability_key, started);
-CREATE TABLE IF NOT EXISTS records (
-    run_id TEXT NOT NULL,
-    cell TEXT NOT NULL,
-    model TEXT NOT NULL, exporter TEXT NOT NULL, opset INTEGER NOT NULL,
-    device TEXT NOT NULL, dynamic INTEGER NOT NULL, variant TEXT NOT NULL,
-    status TEXT NOT NULL,
-    record TEXT NOT NULL,
-    PRIMARY KEY (run_id, cell)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS records_by_cell ON records (model, exporter, opset, device, dynamic, variant);
-"""
+DB_SCHEMA = schema.DB_SCHEMA
 
 
 class HistoryError(Exception):
@@ -67,7 +58,21 @@ class HistoryRun:
     run_dir: str | None = None
 
     def as_run(self) -> Run:
+        """The run as the history keeps it: each record's summary (harness.store.summary)."""
         return Run(manifest=self.manifest, records=tuple(self.records), path=self.run_dir)
+
+    def in_full(self) -> tuple[Run, str | None]:
+        """The run as its directory holds it (latency samples, numerics, op tables), or the
+        summary and one line saying why not (the directory gone, unreadable, another run)."""
+        where = self.run_dir or "(no directory recorded)"
+        try:
+            full = read_run(Path(where))
+        except RunDirError as exc:
+            return self.as_run(), f"run {self.run_id}: {exc}; its summary is compared"
+        if full.run_id != self.run_id:
+            why = f"run {self.run_id}: {where} now holds run {full.run_id}; its summary is compared"
+            return self.as_run(), why
+        return full, None
 
 
 @dataclass(frozen=True)
@@ -95,49 +100,50 @@ def comparability_key(manifest: Manifest) -> str:
 
 @contextmanager
 def _connect(db_path: Path, *, create: bool) -> Iterator[sqlite3.Connection]:
+    """The database, its schema brought up to date in place (an older one migrated, the
+    columns of a newer harness added); a write cut short was rolled back by SQLite."""
     if not create and not db_path.is_file():
         raise HistoryError(
             f"no history database at {db_path} (create it with `harness history add RUN_DIR`)"
         )
     db_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with closing(sqlite3.connect(db_path)) as conn:
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            # Read the pages in place: a third less time on a large history.
+            conn.execute("PRAGMA mmap_size = 1073741824")
             _check_schema(conn, db_path, create=create)
-            with conn:
+            conn.execute("BEGIN")
+            try:
                 yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise HistoryError(f"{db_path} is not a readable history database: {exc}") from None
 
 
+def opened(db_path: Path) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+    """An existing history database, up to date, for `iter_lines` (the site's reader)."""
+    return _connect(db_path, create=False)
+
+
 def _check_schema(conn: sqlite3.Connection, db_path: Path, *, create: bool) -> None:
-    if create:
-        conn.executescript(_TABLES)
-        conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(DB_SCHEMA),))
-        conn.commit()
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is not None and row[0] == "1":
-        _update_to_2(conn)
-        row = (str(DB_SCHEMA),)
-    if row is None or int(row[0]) > DB_SCHEMA:
-        found = row[0] if row else None
+    found = schema.version(conn)
+    if found is None and create:
+        schema.create(conn)
+        found = str(DB_SCHEMA)
+    if found in ("1", "2"):
+        try:
+            schema.to_current(conn, int(found))
+        except (TypeError, ValueError) as exc:  # a record no harness wrote: left as it was
+            raise HistoryError(f"{db_path}: schema {found} cannot be migrated: {exc}") from None
+        found = str(DB_SCHEMA)
+    if found is None or not found.isdigit() or int(found) > DB_SCHEMA:
         raise HistoryError(
             f"{db_path} has schema {found}; this harness reads {DB_SCHEMA}, upgrade it or rebuild the database"
         )
-
-
-def _update_to_2(conn: sqlite3.Connection) -> None:
-    """Schema 1 keyed a record by (run, model, exporter, opset, device, shapes, variant),
-    which two cells of one run share where they differ in patch, dtype or ORT optimisation
-    (the second one's ingestion failed); schema 2 keys it by the run and the cell's id."""
-    old = conn.execute(
-        "SELECT run_id, model, exporter, opset, device, dynamic, variant, status, record FROM records"
-    ).fetchall()
-    with conn:
-        conn.execute("DROP TABLE records")
-        conn.executescript(_TABLES)
-        rows = [(r[0], Record.from_json(r[-1]).cell.cell_id, *r[1:]) for r in old]
-        conn.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(DB_SCHEMA),))
+    schema.add_new_columns(conn)
 
 
 # -- writing ------------------------------------------------------------------------------------
@@ -163,19 +169,10 @@ def _run_row(run: Run, run_dir: Path) -> tuple[str | None, ...]:
     )
 
 
-def _record_row(run_id: str, r: Record) -> tuple[str | int, ...]:
-    return (
-        run_id,
-        r.cell.cell_id,
-        r.model,
-        r.exporter,
-        r.opset,
-        r.device,
-        int(r.dynamic),
-        r.variant,
-        r.status,
-        r.to_json(),
-    )
+INSERT_RECORD = (
+    f"INSERT INTO records (run_id, cell, {', '.join(c.quoted for c in COLUMNS)}) "
+    f"VALUES (?, ?, {', '.join('?' for _ in COLUMNS)})"
+)
 
 
 def _insert(conn: sqlite3.Connection, run: Run, run_dir: Path) -> None:
@@ -183,13 +180,29 @@ def _insert(conn: sqlite3.Connection, run: Run, run_dir: Path) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _run_row(run, run_dir)
     )
-    rows = [_record_row(run.run_id, r) for r in run.by_cell().values()]
-    conn.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+    rows = [(run.run_id, r.cell.cell_id, *row_of_record(r)) for r in run.by_cell().values()]
+    conn.executemany(INSERT_RECORD, rows)
+
+
+def read_summaries(run_dir: Path) -> Run:
+    """A run directory as the history keeps it: each record's summary, checked as a record
+    is, its samples neither validated nor kept (a night of every suite is 116 MB of
+    records.jsonl, most of it samples). RunDirError names the file and line of a bad one."""
+    manifest = read_manifest(run_dir)
+    records: dict[CellKey, Record] = {}  # a repeated cell (a resumed run): its last record
+    for number, line in rundir.iter_lines(run_dir):
+        try:
+            record = summarize_line(line)
+        except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
+            raise RunDirError(f"{records_path(run_dir)}:{number}: {exc}") from None
+        records[record.cell.key] = record
+    return Run(manifest, tuple(records.values()), str(run_dir))
 
 
 def add_runs(db_path: Path, run_dirs: Sequence[Path]) -> list[Run]:
-    """Ingest run directories (a run already there is replaced). RunDirError propagates."""
-    runs = [read_run(d) for d in run_dirs]
+    """Ingest run directories (a run already there is replaced), all or none of them.
+    RunDirError propagates."""
+    runs = [read_summaries(d) for d in run_dirs]
     with _connect(db_path, create=True) as conn:
         for run, run_dir in zip(runs, run_dirs, strict=True):
             _insert(conn, run, run_dir)
@@ -211,20 +224,77 @@ def rebuild(db_path: Path, run_dirs: Sequence[Path]) -> list[Run]:
 
 # -- reading ------------------------------------------------------------------------------------
 
+
+def _check(
+    conn: sqlite3.Connection, columns: Sequence[Column], where: str, params: Sequence[object]
+) -> None:
+    """BadValue naming the first row and column of `columns` whose value no writer stores:
+    one scan in SQLite, so that the rows are read without a check per value in Python."""
+    wrong = [c for c in columns if c.name in schema.columns_of(conn)]
+    if not wrong:
+        return
+    which = " ".join(f"WHEN {c.wrong} THEN {i}" for i, c in enumerate(wrong))
+    condition = " OR ".join(c.wrong for c in wrong)
+    where = f"{where} AND ({condition})" if where else f"WHERE {condition}"
+    found = conn.execute(
+        f"SELECT run_id, cell, CASE {which} END FROM records {where} LIMIT 1", tuple(params)
+    ).fetchone()
+    if found is not None:
+        column = wrong[int(found[2])]
+        value = conn.execute(
+            f"SELECT {column.quoted} FROM records WHERE run_id = ? AND cell = ?", found[:2]
+        ).fetchone()[0]
+        raise BadValue(
+            f"run {found[0]!r}, cell {found[1]!r}: column {column.name!r} holds "
+            f"{value!r:.60}, not a {column.kind} value"
+        )
+
+
+def iter_rows(
+    conn: sqlite3.Connection,
+    columns: Sequence[Column],
+    where: str = "",
+    params: Sequence[object] = (),
+    order: str = "",
+) -> Iterator[tuple[Any, ...]]:
+    """The one reader of the records: (run id, the values of `columns`) per row, each
+    value of its column's kind (checked first, in SQLite) or None; a column the database
+    predates reads as NULL. BadValue names a value no writer stores."""
+    _check(conn, columns, where, params)
+    present = schema.columns_of(conn)
+    select = ", ".join(c.quoted if c.name in present else "NULL" for c in columns)
+    query = f"SELECT run_id, {select} FROM records {where} {order}"
+    return iter(conn.execute(query, tuple(params)))  # the cursor: no Python frame a row
+
+
+def iter_lines(
+    conn: sqlite3.Connection,
+    columns: Sequence[Column],
+    where: str = "",
+    params: Sequence[object] = (),
+    order: str = "",
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """`iter_rows` as (run id, the record line the row holds): an axis the row lacks reads
+    as its default, a latency as an object of its statistics."""
+    for run_id, *values in iter_rows(conn, columns, where, params, order):
+        yield str(run_id), line_of(str(run_id), columns, values)
+
+
+def _records(conn: sqlite3.Connection, run_id: str) -> list[Record]:
+    lines = iter_lines(conn, COLUMNS, "WHERE run_id = ?", (run_id,), "ORDER BY cell")
+    return [record_of(line) for _, line in lines]
+
+
 _RUN_COLUMNS = "run_id, started, manifest, run_dir"
 
 
 def _load(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> list[HistoryRun]:
     runs = []
     for run_id, started, manifest, run_dir in rows:
-        lines = conn.execute(
-            "SELECT record FROM records WHERE run_id = ? ORDER BY model, exporter, opset, device, dynamic, variant, cell",
-            (run_id,),
-        )
         try:
-            records = [Record.from_json(line) for (line,) in lines]
+            records = _records(conn, run_id)
             loaded = Manifest.from_dict(json.loads(manifest))
-        except ValueError as exc:  # SchemaError, Malformed, JSONDecodeError
+        except ValueError as exc:  # SchemaError, Malformed, BadValue, JSONDecodeError
             raise HistoryError(f"run {run_id} in the history: {exc}") from None
         runs.append(HistoryRun(run_id, started, loaded, records, run_dir))
     return runs
@@ -276,17 +346,72 @@ def list_runs(db_path: Path) -> list[RunSummary]:
     return [RunSummary(*row) for row in rows]
 
 
+@dataclass(frozen=True)
+class Pruned:
+    """What `prune` dropped, and the file's size after it."""
+
+    runs: tuple[str, ...]
+    reason: str
+    megabytes: float
+
+
+def to_drop(
+    runs: Sequence[tuple[str, str, int]], *, keep_days: int, max_bytes: int, total_bytes: int
+) -> tuple[list[str], str]:
+    """Which runs (run id, started, records) to drop, oldest first, and why: those started
+    more than `keep_days` before the newest, then the oldest until the records left take
+    at most `max_bytes` (each record its share of `total_bytes`). Pure: the nightly's
+    budget, tested with hand-made states."""
+    if not runs:
+        return [], ""
+    ordered = sorted(runs, key=lambda r: (r[1], r[0]))
+    newest = datetime.fromisoformat(ordered[-1][1])
+    cut = (newest - timedelta(days=keep_days)).isoformat()
+    dropped = [r for r in ordered if r[1] < cut]
+    why = f"started before {cut[:10]} ({keep_days} days before the newest)" if dropped else ""
+    rows = sum(r[2] for r in ordered) or 1
+    left = [r for r in ordered if r not in dropped]
+    over: list[tuple[str, str, int]] = []
+    while left[:-1] and sum(r[2] for r in left) * total_bytes / rows > max_bytes:
+        over.append(left.pop(0))
+    if over:
+        why = (
+            why + "; " if why else ""
+        ) + f"the oldest, to keep the history under {max_bytes / 2**20:.3g} MiB"
+    return [r[0] for r in dropped + over], why
+
+
+def prune(db_path: Path, *, keep_days: int, max_mb: float) -> Pruned:
+    """Drop what `to_drop` says, then VACUUM: the file shrinks to what is left."""
+    with _connect(db_path, create=False) as conn:
+        runs = conn.execute(
+            "SELECT r.run_id, r.started, COUNT(c.run_id) FROM runs r "
+            "LEFT JOIN records c ON c.run_id = r.run_id GROUP BY r.run_id"
+        ).fetchall()
+        total = db_path.stat().st_size
+        try:
+            datetime.fromisoformat(min((r[1] for r in runs), default="2000-01-01"))
+        except ValueError as exc:
+            raise HistoryError(f"{db_path}: a run's start is not a date: {exc}") from None
+        drop, why = to_drop(
+            runs, keep_days=keep_days, max_bytes=int(max_mb * 2**20), total_bytes=total
+        )
+        for run_id in drop:
+            conn.execute("DELETE FROM records WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+    if drop:
+        with closing(sqlite3.connect(db_path, isolation_level=None)) as conn:
+            conn.execute("VACUUM")
+    return Pruned(tuple(drop), why, db_path.stat().st_size / 2**20)
+
+
 def dump(db_path: Path) -> list[tuple[object, ...]]:
     """Every row of every table in a stable order: equal dumps mean equal content."""
     with _connect(db_path, create=False) as conn:
         rows: list[tuple[object, ...]] = []
         for table in ("meta", "runs", "records"):
+            order = "1, 2" if table == "records" else "1"
             rows.extend(
-                (table, *row)
-                for row in conn.execute(
-                    f"SELECT * FROM {table} ORDER BY 1, 2, 3, 4, 5, 6, 7"
-                    if table == "records"
-                    else f"SELECT * FROM {table} ORDER BY 1"
-                )
+                (table, *row) for row in conn.execute(f"SELECT * FROM {table} ORDER BY {order}")
             )
         return rows

@@ -56,6 +56,10 @@ class Latency:
     # The median's distribution-free 95% confidence interval; None below 6 samples
     ci_low: Millis | None = None
     ci_high: Millis | None = None
+    # The interquartile band (the trends draw it; the history keeps it without the
+    # samples); None in records written before it was.
+    p25: Millis | None = None
+    p75: Millis | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float] | tuple[float, ...]) -> Latency:
@@ -63,8 +67,9 @@ class Latency:
 
         s = summarize(samples_ms)
         return cls(
-            tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n, s.ci_low, s.ci_high
-        )
+            tuple(samples_ms), s.p50, s.p90, s.p99, s.mean, s.stdev, s.n,
+            s.ci_low, s.ci_high, s.p25, s.p75,
+        )  # fmt: skip
 
     @property
     def interval(self) -> float | None:
@@ -72,6 +77,14 @@ class Latency:
         if self.ci_low is None or self.ci_high is None or self.p50 <= 0:
             return None
         return (self.ci_high - self.ci_low) / 2 / self.p50
+
+    def quartile(self, q: int) -> float | None:
+        """The 25th or 75th percentile: of the samples where they are kept, else as stored."""
+        if self.samples:
+            from harness.stats import percentile
+
+            return percentile(self.samples, q)
+        return {25: self.p25, 75: self.p75}[q]
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> Latency:

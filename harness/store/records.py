@@ -332,6 +332,12 @@ def _line_type() -> type:
     return TypedDict("Line", marked)  # type: ignore[operator, no-any-return]
 
 
+def line_declaration() -> dict[str, object]:
+    """Each key of a `records.jsonl` line and its declared type (`Required[...]` or
+    `NotRequired[...]` around it): what the history derives its columns from."""
+    return dict(_line_type().__annotations__)
+
+
 def _read_line(d: JsonObject) -> JsonObject:
     """The line's values read into their types; the keys no declaration knows (a newer
     writer's) only need finite numbers."""

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.store.declare import Malformed
 from harness.store.files import RunDirError as RunDirError  # raised by the readers
@@ -66,11 +67,10 @@ def read_manifest(run_dir: Path) -> Manifest:
         raise RunDirError(f"{path}: {exc}") from None
 
 
-def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:
-    """Stream the records of a run, each checked (harness.store.validate). A line that is
-    not JSON is only tolerated as the last line (a write cut short); it is reported through
-    `torn` and skipped. A JSON line that is not a record this harness could have written is
-    an error naming the line and the field, wherever it is."""
+def iter_lines(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[tuple[int, Any]]:
+    """Stream the JSON lines of `records.jsonl` with their line numbers, unchecked. A line
+    that is not JSON is only tolerated as the last line (a write cut short); it is reported
+    through `torn` and skipped; anywhere else it is a RunDirError naming the line."""
     path = records_path(run_dir)
     if not path.is_file():
         return
@@ -88,13 +88,22 @@ def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterat
             except ValueError:  # not JSON, or not UTF-8: a torn write if it is the last line
                 pending = TornLine(number, raw.decode("utf-8", "replace").rstrip("\n"))
                 continue
-            try:
-                record = Record.from_dict(data)
-            except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
-                raise RunDirError(f"{path}:{number}: {exc}") from None
-            yield record
+            yield number, data
         if pending is not None and torn is not None:
             torn.append(pending)
+
+
+def iter_records(run_dir: Path, *, torn: list[TornLine] | None = None) -> Iterator[Record]:
+    """Stream the records of a run, each checked (harness.store.validate), as `iter_lines`
+    reads them. A JSON line that is not a record this harness could have written is an
+    error naming the line and the field, wherever it is."""
+    path = records_path(run_dir)
+    for number, data in iter_lines(run_dir, torn=torn):
+        try:
+            record = Record.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:  # SchemaError, Malformed
+            raise RunDirError(f"{path}:{number}: {exc}") from None
+        yield record
 
 
 def read_records(run_dir: Path) -> list[Record]:

@@ -15,6 +15,7 @@ from harness.compare.against_history import Series, night_shift
 from harness.store import history
 from harness.store.records import Dtype, OrtOpt
 from harness.store.runs import read_run
+from harness.store.summary import summarized
 from tests.fixtures_compare import (
     HARDWARE,
     manifest,
@@ -69,7 +70,12 @@ def test_add_list_and_load_runs(tmp_path: Path, nights):
     first = runs[0]
     assert isinstance(first, history.HistoryRun) and first.started == "2025-01-01T00:00:00+00:00"
     assert first.manifest.suite == "synthetic" and len(first.records) == 6
-    assert {r.cell.key: r for r in first.records} == read_run(nights[0]).by_cell()
+    whole = read_run(nights[0]).by_cell()
+    assert {r.cell.key: r for r in first.records} == {k: summarized(r) for k, r in whole.items()}
+    q0 = next(r for r in first.records if r.model == "q0")
+    assert q0.ort.latency is not None and whole[q0.cell.key].ort.latency is not None
+    assert q0.ort.latency.samples == () and len(whole[q0.cell.key].ort.latency.samples) == 40
+    assert q0.ort.latency.p50 == whole[q0.cell.key].ort.latency.p50
     assert [r.run_id for r in history.load_runs(db, limit=2)] == ["night01", "night02"]
     assert [(s.run_id, s.cells, s.ok) for s in history.list_runs(db)] == [
         (f"night0{i}", 6, 6) for i in range(3)
@@ -95,31 +101,42 @@ def test_cells_that_differ_only_in_patch_dtype_or_ort_optimisation_are_each_kept
 
 
 def test_a_schema_1_database_is_migrated_with_its_records(tmp_path: Path, nights):
-    """Schema 1 keyed records without the cell's id; its rows are kept under the new key."""
+    """Schema 1 kept each record whole, keyed without the cell's id; its rows become
+    summaries under the new key."""
     db = tmp_path / "h.sqlite"
+    run = read_run(nights[0])
     with sqlite3.connect(db) as conn:
-        conn.executescript(
-            history._TABLES.replace("    cell TEXT NOT NULL,\n", "").replace(
-                "PRIMARY KEY (run_id, cell)",
-                "PRIMARY KEY (run_id, model, exporter, opset, device, dynamic, variant)",
-            )
-        )
-        conn.execute("INSERT INTO meta VALUES ('schema', '1')")
-        run = read_run(nights[0])
-        rows = [history._record_row(run.run_id, r) for r in run.by_cell().values()]
+        conn.executescript(SCHEMA_1)
         conn.executemany(
-            "INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", [(r[0], *r[2:]) for r in rows]
+            "INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)",
+            [(run.run_id, *r.cell.key[:6], r.status.value, r.to_json()) for r in run.records],
         )
         conn.execute(
             "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             history._run_row(run, nights[0]),
         )
     (loaded,) = history.load_runs(db)
-    assert {r.cell.key: r for r in loaded.records} == run.by_cell()
+    assert {r.cell.key: r for r in loaded.records} == {
+        k: summarized(r) for k, r in run.by_cell().items()
+    }
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
         cells = {c for (c,) in conn.execute("SELECT cell FROM records")}
     assert cells == {r.cell.cell_id for r in loaded.records}
+
+
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+INSERT INTO meta VALUES ('schema', '1');
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT, suite TEXT,
+    run_dir TEXT NOT NULL, comparability_key TEXT NOT NULL, comparability TEXT NOT NULL,
+    torch TEXT, onnx TEXT, onnxscript TEXT, onnxruntime TEXT, versions TEXT NOT NULL,
+    manifest TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE records (run_id TEXT NOT NULL, model TEXT NOT NULL, exporter TEXT NOT NULL,
+    opset INTEGER NOT NULL, device TEXT NOT NULL, dynamic INTEGER NOT NULL,
+    variant TEXT NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (run_id, model, exporter, opset, device, dynamic, variant)) WITHOUT ROWID;
+"""
 
 
 def test_missing_database_is_a_clear_error(tmp_path: Path):

@@ -1,0 +1,75 @@
+"""Environments of real torch releases for the channel and bisect benchmarks: a venv whose
+packages are a release's own environment (torch with the onnx, onnxscript and onnxruntime it
+was installed with) first, then this one's (the harness, ray, pydantic), made once and
+kept (`.pth` lines: nothing copied, each try of a bisection reuses it).
+
+The release environments are plain venvs, one a torch version (`torch-2.13.0`, ...), under
+HARNESS_RELEASE_ENVS (default /work/envs: the 2-core development machine's); made with
+`python -m venv DIR && DIR/bin/pip install torch==V --index-url .../whl/cpu onnxscript
+onnxruntime`. A version without one is named and skipped, as `harness bisect` skips a
+version pip cannot install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+ENVS = Path(os.environ.get("HARNESS_RELEASE_ENVS", "/work/envs"))
+_PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release's environment overlaid on this one, or why there is none."""
+
+    name: str  # torch-2.13.0, torch-2.13.0-onnxscript-0.6.2
+    python: Path | None
+    why_not: str = ""
+    seconds: float = 0.0  # making the overlay (0 when it was kept from before)
+
+
+def overlay(name: str, root: Path) -> Release:
+    """The release `name`'s overlay under `root` (made once, then kept)."""
+    source = ENVS / name / "lib" / _PYTHON / "site-packages"
+    if not source.is_dir():
+        return Release(name, None, f"no environment {ENVS / name} (not installable here)")
+    env = root / name
+    python = env / "bin" / "python"
+    if python.is_file():
+        return Release(name, python)
+    start = time.perf_counter()
+    venv.create(env, with_pip=False, symlinks=True)
+    own = Path(sysconfig.get_paths()["purelib"])
+    (env / "lib" / _PYTHON / "site-packages" / "zz_release.pth").write_text(f"{source}\n{own}\n")
+    return Release(name, python, seconds=time.perf_counter() - start)
+
+
+def versions(python: Path) -> dict[str, str]:
+    """The versions an overlay imports (what a run there will record)."""
+    code = (
+        "import json, torch, onnx, onnxscript, onnxruntime; print(json.dumps({m.__name__: "
+        "m.__version__ for m in (torch, onnx, onnxscript, onnxruntime)}))"
+    )
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    import json
+
+    return dict(json.loads(done.stdout))
+
+
+def harness_in(python: Path, *args: str, timeout: float = 3600) -> tuple[int, float, str]:
+    """`harness ARGS` with the overlay's Python: exit code, seconds, the tail of stderr."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [python, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    return done.returncode, time.perf_counter() - start, done.stderr[-2000:]
