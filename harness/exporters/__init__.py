@@ -41,6 +41,9 @@ class Exporter:
     max_opset: int
     implementation: str  # the module that implements it (it imports torch)
     options: tuple[tuple[str, bool], ...] = ()  # keyword arguments of its `Adapter`
+    # The export runs in the cell's process (False: a model builder, a program of its own
+    # run as a subprocess: no in-process warm-up or cold start to take apart).
+    in_process: bool = True
 
     def opset_problem(self, opset: int) -> str | None:
         """Why this exporter cannot take `opset`, or None."""

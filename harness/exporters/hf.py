@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
 
 NAME = "transformers"
+REQUIREMENT = "'transformers>=5.13'"  # transformers.exporters came in 5.13
+INSTALL = f"pip install {REQUIREMENT}"
 COMPONENT = "model"  # the one component `export` (not `export_for_generation`) writes
 # A language model's inputs: it generates from the harness's prompt instead.
 TEXT_INPUTS = {"input_ids", "attention_mask", "token_type_ids", "position_ids"}
@@ -88,8 +90,8 @@ class Adapter(Opaque):
 
             version = f"transformers {transformers.__version__}"
         except ImportError:
-            return "transformers is not installed (the hf extra)"
-        return f"{version} has no transformers.exporters (it came in 5.13)"
+            return f"transformers is not installed: {INSTALL}"
+        return f"{version} has no transformers.exporters (it came in 5.13): pip install -U {REQUIREMENT}"
 
     def refuses(self, model: torch.nn.Module) -> str | None:
         """Why this exporter does not take `model` (it exports PreTrainedModels only)."""
