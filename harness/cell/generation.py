@@ -286,7 +286,7 @@ def graph_tokens(
         empty = dynamic.inputs_at(spec, model, inputs, {"batch": 1, "sequence": 1, "past": 0})
     named = dict(zip(empty.names(), empty.leaves(), strict=True))
     past = {k: v for k, v in named.items() if k.startswith("past_key_values.")}
-    run = lambda feeds: runner.session.run(None, feeds)  # noqa: E731
+    run = lambda feeds: runner.session.run(runner.output_names, feeds)  # noqa: E731
     step = graph_step(
         run,
         runner.input_names,

@@ -32,7 +32,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import freeze_survivors, time_interleaved
 from harness.exporters import patches
-from harness.exporters.request import Components, Exported, ExportRequest
+from harness.exporters.request import Components, Exported, ExportRequest, Refused
 from harness.runtime import components, limits, mismatch, pipeline
 from harness.runtime.artifacts import artifacts_dir, keep_onnx
 from harness.runtime.samples import run_sampled
@@ -45,6 +45,9 @@ from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
 
 SEED = 0
+# The share of the cell's timeout an export run as a program may take: it is stopped first,
+# so that its record holds the program's last lines (the zygote's kill leaves none).
+EXPORT_SHARE = 0.75
 _T = TypeVar("_T")
 
 
@@ -62,6 +65,10 @@ def run_cell(task: CellTask) -> Record:
             record = _skip_reason(task, spec) or _run_spec(task, spec, measured)
     except StageFailure as failure:
         record = pipeline.failed(task, measured, failure)
+    except Refused as refused:  # a builder's unsupported architecture or precision
+        record = Record.without_run(
+            task.cell, task.run_id, status=Status.SKIPPED, reason=str(refused)
+        )
     except Exception as exc:  # a bug in the harness itself must still end as a record
         record = Record.finished(
             task.cell, task.run_id, measured, status=Status.HARNESS_ERROR, error=exc
@@ -163,7 +170,8 @@ def _judge_graph(
     pipeline.check(request.path, m, ort_only=fused)
     runner = pipeline.session(task, request, m, model_type=_model_type(spec), fused=fused)
     diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
-    _verify(runner, ref, spec, dtype, m, diagnose)
+    if not exported.steps_only:
+        _verify(runner, ref, spec, dtype, m, diagnose)
     if task.cell.dynamic:
         _verify_dynamic(runner, models, inputs32, spec, dtype, m)
     if tokens is not None:
@@ -219,6 +227,9 @@ def _request(
         output_names=_output_names(spec, n_outputs),
         artifacts=artifacts_dir(task),
         ort_fusions=_fusions_for(task.cell.device) if task.cell.ort_opt is OrtOpt.FUSIONS else None,
+        dtype=task.cell.dtype,
+        device=task.cell.device,
+        timeout_s=None if task.timeout_s is None else task.timeout_s * EXPORT_SHARE,
     )
 
 
