@@ -34,6 +34,7 @@ from harness.cell.timing import freeze_survivors, time_interleaved
 from harness.exporters import patches
 from harness.exporters.request import Components, Exported, ExportRequest, Refused
 from harness.runtime import components, limits, mismatch, pipeline
+from harness.runtime import tokens as graph_tokens
 from harness.runtime.artifacts import artifacts_dir, keep_onnx
 from harness.runtime.samples import run_sampled
 from harness.runtime.warmup import measure_cold_start, take_cold_start, warm_up_exporter
@@ -175,10 +176,9 @@ def _judge_graph(
     if task.cell.dynamic:
         _verify_dynamic(runner, models, inputs32, spec, dtype, m)
     if tokens is not None:
-        ids, eager = tokens
         how = generation.recipe(spec, task.cell) or {}
-        ort = generation.graph_tokens(runner, model, spec, ref.inputs, ids, how)
-        generation.require_same(eager, ort, tolerance_at(dtype, spec.tolerance), m)
+        folder = exported.genai_folder
+        graph_tokens.judge(runner, model, spec, ref.inputs, tokens, how, folder, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
     _latency(runner, model, shapes, task.protocol or Protocol(), m)
     return runner

@@ -1,0 +1,151 @@
+"""A one-graph generative cell's token checks (the decode suite's graphs, any exporter's):
+
+- the single prompt through the harness's loop (harness.cell.generation): tokens that
+  differ fail the cell at `numerics`;
+- a batch of prompts of different lengths, padded as users send them (harness.cell.batched,
+  `generations["batched"]`): a fact of the record;
+- where the export wrote onnxruntime_genai's config (the model builders), the Generator on
+  the single prompt (`genai`: tokens that differ fail the cell; a Generator that cannot run
+  the folder is recorded, not failed) and on the batch (`genai-batched`, a fact).
+
+Everything is measured before a failure is raised, so a failing cell keeps every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.cell import batched, dynamic, genai, generation
+from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
+from harness.cell.ort import OrtRunner
+from harness.cell.shapes import Inputs
+from harness.cell.stages import StageFailure, stage
+from harness.store.axes import Dtype
+from harness.store.error_text import first_line
+from harness.store.measures import Generation, Measurements
+from harness.zoo import ModelSpec
+
+GENAI_MISSING = "onnxruntime_genai is not installed: pip install onnxruntime-genai"
+
+
+class GeneratorTokensDiffer(Exception):
+    """onnxruntime_genai's Generator generates other tokens than eager (numerics)."""
+
+
+def judge(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    spec: ModelSpec,
+    inputs: Inputs,
+    tokens: tuple[torch.Tensor, generation.Greedy],
+    how: Mapping[str, Any],
+    genai_folder: Path | None,
+    dtype: Dtype,
+    m: Measurements,
+) -> None:
+    """Every check into the record, then the failures: the single prompt's, then the
+    Generator's."""
+    ids, eager = tokens
+    tolerance = tolerance_at(dtype, spec.tolerance) or DEFAULT_TOLERANCE
+    ort = generation.graph_tokens(runner, model, spec, inputs, ids, how)
+    found: dict[str, Generation] = {}
+    rows = batched.prompts(generation.language_model(model))
+    eager_rows = _eager_batch(model, rows) if how.get("mask_past", True) else None
+    if eager_rows is not None:
+        side = batched.padding_for(set(m.export.onnx_ops or {}))
+        found["batched"] = _graph_batch(
+            runner, model, spec, inputs, rows, eager_rows, side, tolerance
+        )
+    if genai_folder is not None:
+        found |= _generator(genai_folder, ids, eager, rows, eager_rows, tolerance)
+    m.numerics = replace(m.numerics, generations=found or None)
+    generation.require_same(eager, ort, tolerance, m)
+    served = found.get("genai")
+    if served is not None and served.error is None and not served.ok:
+        raise StageFailure("numerics", GeneratorTokensDiffer(_generator_text(served)))
+
+
+def _eager_batch(
+    model: torch.nn.Module, rows: list[list[int]]
+) -> list[generation.Greedy] | Generation:
+    """Eager on the left-padded batch, as `generate` runs it; its failure is recorded as
+    the batch's (the single prompt's reference already ran)."""
+    try:
+        lm = generation.language_model(model)
+        return batched.greedy(batched.eager_step(lm), rows, batched.LEFT)
+    except Exception as exc:  # a model whose eager forward refuses a padded batch
+        return Generation.failed(f"eager: {first_line(exc)}", lengths=[len(r) for r in rows])
+
+
+def _graph_batch(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    spec: ModelSpec,
+    inputs: Inputs,
+    rows: list[list[int]],
+    eager: list[generation.Greedy] | Generation,
+    side: str,
+    tolerance: tuple[float, float],
+) -> Generation:
+    lengths = [len(r) for r in rows]
+    if isinstance(eager, Generation):
+        return eager
+    with stage("build"):
+        sizes = {"batch": len(rows), "sequence": 1, "past": 0}
+        empty = dynamic.inputs_at(spec, model, inputs, sizes)
+    named = dict(zip(empty.names(), empty.leaves(), strict=True))
+    past = {k: v for k, v in named.items() if k.startswith("past_key_values.")}
+    run = lambda feeds: runner.session.run(runner.output_names, feeds)  # noqa: E731
+    step = batched.graph_step(run, runner.input_names, runner.output_names, past)
+    try:
+        ort = batched.greedy(step, rows, side)
+    except Exception as exc:  # ORT refusing the batch is the finding
+        return Generation.failed(first_line(exc), lengths=lengths)
+    return batched.compare(eager, ort, tolerance, lengths=lengths, side=side)
+
+
+def _generator(
+    folder: Path,
+    ids: torch.Tensor,
+    eager: generation.Greedy,
+    rows: list[list[int]],
+    eager_rows: list[generation.Greedy] | Generation | None,
+    tolerance: tuple[float, float],
+) -> dict[str, Generation]:
+    """The Generator on the single prompt and on the batch (padded on the right with the
+    config's pad id, as it takes a batch)."""
+    lengths = [len(r) for r in rows]
+    try:
+        single = genai.greedy(folder, [ids[0].tolist()])[0]
+    except ImportError:
+        return {"genai": Generation.failed(GENAI_MISSING)}
+    except Exception as exc:  # the Generator refusing the folder is the finding
+        return {"genai": Generation.failed(first_line(exc))}
+    found = {"genai": generation.compare(genai.up_to_end(eager, single), single, tolerance)}
+    if isinstance(eager_rows, Generation) or eager_rows is None:
+        return found
+    try:
+        got = genai.greedy(folder, rows)
+    except Exception as exc:
+        found["genai-batched"] = Generation.failed(first_line(exc), lengths=lengths)
+        return found
+    cut = [genai.up_to_end(e, g) for e, g in zip(eager_rows, got, strict=True)]
+    found["genai-batched"] = batched.compare(
+        cut, got, tolerance, lengths=lengths, side=batched.RIGHT
+    )
+    return found
+
+
+def _generator_text(g: Generation) -> str:
+    i = g.first_difference
+    assert i is not None and g.eager_tokens is not None and g.ort_tokens is not None
+    return (
+        "onnxruntime_genai's Generator generates other tokens than eager\n"
+        f"first at new token {i} of {g.new_tokens} (eager {g.eager_tokens[i]},"
+        f" Generator {g.ort_tokens[i]}); {g.agree} agree"
+    )
