@@ -124,6 +124,7 @@ def eager_step(lm: torch.nn.Module) -> Step:
     """The language model's forward with its own cache, as `generate` calls it on a
     padded batch (the mask, and the positions where the model takes them)."""
     params = inspect.signature(lm.forward).parameters
+    key = generation.cache_key(params) or "past_key_values"
     device = next(lm.parameters(), torch.empty(0)).device
     state: dict[str, Any] = {"cache": None}
 
@@ -133,7 +134,7 @@ def eager_step(lm: torch.nn.Module) -> Step:
             kwargs["position_ids"] = positions
         kwargs = {k: v.to(device) for k, v in kwargs.items()}
         with torch.no_grad():
-            out = lm(**kwargs, past_key_values=state["cache"], use_cache=True)
+            out = lm(**kwargs, **{key: state["cache"]}, use_cache=True)
         state["cache"] = generation.cache_of(out)
         logits: torch.Tensor = out.logits
         return logits
