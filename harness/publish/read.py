@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.store.declare import Malformed, read
 from harness.store.details import Divergence
 from harness.store.history import DB_SCHEMA, HistoryError
 from harness.store.manifest import Manifest
+from harness.store.measures import Generation
 from harness.store.records import Cell, Dtype, OrtOpt
 from harness.store.status import Stage, Status
 
@@ -36,6 +38,14 @@ _SCALARS = (
     "metadata.opinfo",
     "dtype",
     "ort_opt",
+    # the side by side of every way (harness.store.ways): graph figures, the named shapes'
+    # ORT p50, and the token checks (small objects, null outside generative cells)
+    "onnx_bytes",
+    "onnx_nodes",
+    "shape_latency.prefill.ort_latency_ms.p50",
+    "shape_latency.decode_step.ort_latency_ms.p50",
+    "generation",
+    "generations",
 )
 # The artifacts and first divergence of the newest night's failures only (what the site
 # links to): most cells pass, and parsing JSON objects in Python is what costs
@@ -74,6 +84,11 @@ class CellResult:
     suite: str = "(no suite)"  # the run's
     artifacts: dict[str, str] = field(default_factory=dict)
     divergence: str | None = None
+    graph_bytes: int | None = None
+    nodes: int | None = None
+    p50_by_shape: dict[str, float] = field(default_factory=dict)  # prefill, decode_step
+    generation: Generation | None = None
+    generations: dict[str, Generation] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,7 +132,8 @@ def _divergence(found: dict[str, object]) -> str | None:
 def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Cell]) -> CellResult:
     run_id, model, exporter, opset, device, dynamic, variant, status, *rest = row
     family, patch, stage, signature, export_s, rss, p50, dtype, task, opinfo, *more = rest
-    cell_dtype, cell_ort_opt, artifacts, divergence = more
+    cell_dtype, cell_ort_opt, graph_bytes, nodes, prefill, decode, tokens, more_tokens, *last = more
+    artifacts, divergence = last
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     key = (
@@ -157,7 +173,30 @@ def _result(row: tuple[Any, ...], suite: str, cells: dict[tuple[object, ...], Ce
         if artifacts is not None
         else {},
         divergence=_divergence(_object(divergence)) if divergence is not None else None,
+        graph_bytes=_count(graph_bytes),
+        nodes=_count(nodes),
+        p50_by_shape={
+            k: v
+            for k, raw in (("prefill", prefill), ("decode_step", decode))
+            if (v := _number(raw)) is not None
+        },
+        generation=_generation(tokens) if tokens is not None else None,
+        generations=_generations(more_tokens) if more_tokens is not None else {},
     )
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _generation(value: object) -> Generation | None:
+    found = _object(value)
+    return read(Generation, found) if found else None  # type: ignore[no-any-return]
+
+
+def _generations(value: object) -> dict[str, Generation]:
+    found = read(dict[str, Generation], _object(value))
+    return dict(found)
 
 
 @contextmanager
@@ -201,7 +240,7 @@ def load_nights(db_path: Path) -> list[NightRun]:
         for row in conn.execute(_RECORDS, (newest,) * len(_ON_FAILURE)):
             try:
                 found = _result(row, suites.get(row[0], "(no suite)"), cells)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, Malformed) as exc:
                 raise HistoryError(f"{db_path}: a record of run {row[0]!r}: {exc}") from None
             results.setdefault(found.run_id, []).append(found)
     out = [
