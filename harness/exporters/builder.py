@@ -25,7 +25,7 @@ import torch
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.exporters import builder_run, checkpoint
-from harness.exporters.hf import pretrained
+from harness.exporters.hf import INSTALL, pretrained
 from harness.exporters.request import Exported, ExportRequest, Opaque, ProgramFailed, Refused
 from harness.store.axes import Dtype
 
@@ -68,14 +68,15 @@ class BuilderAdapter(Opaque):
         self.name, self.call = self.program.name, self.program.title
 
     def unavailable(self) -> str | None:
-        """Why the builder cannot run here: its module is not installed."""
-        try:
-            found = importlib.util.find_spec(self.program.module)
-        except (ImportError, ValueError):
-            found = None
-        if found is not None:
-            return None
-        return f"{self.program.title} is not installed: pip install '{self.program.requirement}'"
+        """Why the builder cannot run here: it is not installed, or transformers (which
+        saves the checkpoint it reads) is not."""
+        if not _installed(self.program.module):
+            return (
+                f"{self.program.title} is not installed: pip install '{self.program.requirement}'"
+            )
+        if not _installed("transformers"):
+            return f"{self.call} reads a transformers checkpoint: transformers is not installed: {INSTALL}"
+        return None
 
     def refuses(self, model: torch.nn.Module) -> str | None:
         """A builder reads a transformers checkpoint of a decoder that generates."""
@@ -154,6 +155,15 @@ class BuilderAdapter(Opaque):
         log = (saved / LOG).read_text(errors="replace")
         if why := self.program.invalid(log, precision, request.device):
             raise Refused(f"{self.call}: {why}")
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be found (not imported: the genai builder's import changes
+    `sys.path`)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _architecture(saved: Path) -> str:
