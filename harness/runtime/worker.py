@@ -40,7 +40,15 @@ from harness.runtime.samples import run_sampled
 from harness.runtime.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
-from harness.store.records import CellTask, Dtype, Measurements, OrtOpt, Record, ShapeLatency
+from harness.store.records import (
+    NO_PATCH,
+    CellTask,
+    Dtype,
+    Measurements,
+    OrtOpt,
+    Record,
+    ShapeLatency,
+)
 from harness.store.status import Status
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
@@ -90,17 +98,27 @@ def find_spec(source: str, model: str) -> ModelSpec:
 
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
+    exporter = exporters.get(task.cell.exporter)
     reason = (
         spec.missing_requirement()
-        or exporters.get(task.cell.exporter).unavailable()
+        or exporter.unavailable()
         or patches.get(task.cell.patch).unavailable()
         or patches.get(task.cell.patch).pointless(spec.metadata)
+        or _patch_out_of_reach(exporter, task.cell.patch)
     )
     if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
         reason = "no CUDA device on this worker"
     if reason is None:
         return None
     return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
+
+
+def _patch_out_of_reach(exporter: exporters.Exporter, patch: str) -> str | None:
+    """A patch changes the cell's process: an exporter run as a program of its own (a
+    model builder) never meets it."""
+    if exporter.in_process or patch == NO_PATCH:
+        return None
+    return f"the patch {patch} acts in the cell's process; {exporter.name} runs as a program of its own"
 
 
 # -- the stages -------------------------------------------------------------------------------
