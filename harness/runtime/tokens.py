@@ -8,6 +8,10 @@
   the single prompt (`genai`: tokens that differ fail the cell; a Generator that cannot run
   the folder is recorded, not failed) and on the batch (`genai-batched`, a fact).
 
+An encoder-decoder step (harness.cell.encdec) generates from the source text: its encoder
+exported with the cell's exporter too, then decoder steps through the cell's graph; where
+the encoder does not export, the record says why and the cell is not failed for it.
+
 Everything is measured before a failure is raised, so a failing cell keeps every figure.
 """
 
@@ -20,11 +24,13 @@ from typing import Any
 
 import torch
 
-from harness.cell import batched, dynamic, genai, generation
+from harness import exporters
+from harness.cell import batched, dynamic, encdec, genai, generation
 from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
+from harness.exporters.request import ExportRequest
 from harness.store.axes import Dtype
 from harness.store.error_text import first_line
 from harness.store.measures import Generation, Measurements
@@ -35,6 +41,77 @@ GENAI_MISSING = "onnxruntime_genai is not installed: pip install onnxruntime-gen
 
 class GeneratorTokensDiffer(Exception):
     """onnxruntime_genai's Generator generates other tokens than eager (numerics)."""
+
+
+def reference(
+    model: torch.nn.Module, how: Mapping[str, Any]
+) -> tuple[torch.Tensor, generation.Greedy]:
+    """The first new tokens and eager's greedy generation from them: the prompt (a
+    decoder), or the decoder's start token after the source text (an encoder-decoder)."""
+    if not how.get("encoder_decoder"):
+        return generation.reference(model, how)
+    lm = generation.language_model(model)
+    with stage("reference"):
+        ids = encdec.start(lm)
+        return ids, generation.greedy(encdec.eager_step(lm, generation.prompt(lm)), ids)
+
+
+def judge_encoder_decoder(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    spec: ModelSpec,
+    request: ExportRequest,
+    exporter: str,
+    tokens: tuple[torch.Tensor, generation.Greedy],
+    m: Measurements,
+) -> None:
+    """The source text through the encoder exported with the cell's exporter, then the
+    decoder steps through the cell's graph; tokens that differ fail the cell."""
+    lm = generation.language_model(model)
+    source = generation.prompt(lm)
+    ids, eager = tokens
+    try:
+        encoded = _encoded(lm, source, request, exporter, runner.threads)
+    except Exception as exc:  # the encoder's export or run: recorded, the step is judged
+        found = Generation.failed(f"encoder: {first_line(exc)}")
+        m.numerics = replace(m.numerics, generation=found)
+        return
+    with stage("build"):
+        sizes = {"batch": 1, "sequence": 1, "past": 0, "encoder": source.shape[1]}
+        empty = dynamic.inputs_at(spec, model, request.inputs, sizes)
+    named = dict(zip(empty.names(), empty.leaves(), strict=True))
+    empty_self = {k: v.numpy() for k, v in named.items() if ".decoder." in k}
+    run = lambda feeds: runner.session.run(runner.output_names, feeds)  # noqa: E731
+    mask = torch.ones_like(source).numpy()
+    step = encdec.graph_step(
+        run, runner.input_names, runner.output_names, encoded, empty_self, mask
+    )
+    with stage("ort_run"):
+        ort = generation.greedy(step, ids)
+    generation.require_same(eager, ort, spec.tolerance, m)
+
+
+def _encoded(
+    lm: torch.nn.Module, source: torch.Tensor, request: ExportRequest, exporter: str, threads: int
+) -> dict[str, Any]:
+    """`EncoderWithCross` exported with the cell's exporter and run in ORT on the source."""
+    names = ("encoder_hidden_states", *encdec.cross_names(encdec.layers(lm)))
+    params = ("input_ids", "attention_mask")
+    inputs = Inputs((source, torch.ones_like(source)), {}, params, params)
+    folder = request.path.parent / "encoder"
+    folder.mkdir(exist_ok=True)
+    sub = ExportRequest(
+        model=encdec.EncoderWithCross(lm).eval(),
+        inputs=inputs,
+        opset=request.opset,
+        path=folder / "model.onnx",
+        dynamic_shapes=({0: "batch", 1: "encoder"}, {0: "batch", 1: "encoder"}),
+        output_names=names,
+    )
+    exporters.get(exporter).export(sub)
+    encoder = OrtRunner(sub.path, threads, "cpu")
+    encoder.order_outputs(names)
+    return dict(zip(encoder.output_names, encoder.run(inputs), strict=True))
 
 
 def judge(

@@ -144,7 +144,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     model, ref = at_dtype(model32, inputs32, dtype)
     inputs = ref.inputs
     how = generation.recipe(spec, task.cell)
-    tokens = generation.reference(model, how) if how is not None else None
+    tokens = graph_tokens.reference(model, how) if how is not None else None
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
@@ -193,8 +193,11 @@ def _judge_graph(
         _verify(runner, ref, spec, dtype, m, diagnose)
     if task.cell.dynamic:
         _verify_dynamic(runner, models, inputs32, spec, dtype, m)
-    if tokens is not None:
-        how = generation.recipe(spec, task.cell) or {}
+    how = generation.recipe(spec, task.cell) or {}
+    if tokens is not None and how.get("encoder_decoder"):
+        exporter = task.cell.exporter
+        graph_tokens.judge_encoder_decoder(runner, model, spec, request, exporter, tokens, m)
+    elif tokens is not None:
         folder = exported.genai_folder
         graph_tokens.judge(runner, model, spec, ref.inputs, tokens, how, folder, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
