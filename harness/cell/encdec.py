@@ -14,6 +14,7 @@ cache, the encoder's output computed once, as `generate` does.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -134,5 +135,29 @@ def graph_step(
             {PAST + n.removeprefix(PRESENT): v for n, v in outputs.items() if n.startswith(PRESENT)}
         )
         return torch.from_numpy(np.asarray(outputs["logits"]))[0, -1]
+
+    return step
+
+
+def component_step(
+    runners: Mapping[str, Any], traced: Mapping[str, Mapping[str, Any]], encoder_output: Any
+) -> generation.Step:
+    """transformers' `prefill` then `decode` components of an encoder-decoder through its
+    own runners, on the kwargs each was traced with, the encoder's output the one its
+    exported encoder gave, the decoder's new tokens, and the cache the runner rebuilt (a
+    fresh copy of the prefill's empty cache first)."""
+    state: dict[str, Any] = {"cache": None}
+
+    def step(new: torch.Tensor, past: int) -> torch.Tensor:
+        name = "prefill" if state["cache"] is None else "decode"
+        kwargs = {**traced[name], "decoder_input_ids": new, "encoder_outputs": encoder_output}
+        key = generation.cache_key(kwargs)
+        if key is not None:
+            fresh = copy.deepcopy(traced["prefill"][key])
+            kwargs[key] = state["cache"] if state["cache"] is not None else fresh
+        out = runners[name](**kwargs)
+        state["cache"] = generation.cache_of(out)
+        logits: torch.Tensor = out.logits[0, -1]
+        return logits
 
     return step

@@ -33,6 +33,9 @@ class Components:
     exported: Any  # transformers.exporters.ExportedModel
     paths: dict[str, Path]
     traced: dict[str, tuple[torch.nn.Module, dict[str, Any]]]
+    # An encoder-decoder's encoder, exported apart (`export_for_generation` leaves it out:
+    # `generate` runs it before the steps): its ExportedModel, whose runner generation runs.
+    encoder: Any = None
 
 
 @dataclass

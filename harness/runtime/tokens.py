@@ -30,7 +30,7 @@ from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
-from harness.exporters.request import ExportRequest
+from harness.exporters.request import Components, ExportRequest
 from harness.store.axes import Dtype
 from harness.store.error_text import first_line
 from harness.store.measures import Generation, Measurements
@@ -54,6 +54,37 @@ def reference(
     with stage("reference"):
         ids = encdec.start(lm)
         return ids, generation.greedy(encdec.eager_step(lm, generation.prompt(lm)), ids)
+
+
+def judge_components(
+    parts: Components,
+    model: torch.nn.Module,
+    tokens: tuple[torch.Tensor, generation.Greedy],
+    how: Mapping[str, Any],
+    tolerance: tuple[float, float] | None,
+    m: Measurements,
+) -> None:
+    """Generation through transformers' components (its own runners): a decoder's
+    `prefill` then `decode`; an encoder-decoder's encoder (exported apart) once on the
+    source text, then its steps. Tokens that differ fail the cell."""
+    ids, eager = tokens
+    traced = {name: kwargs for name, (_, kwargs) in parts.traced.items()}
+    if not how.get("encoder_decoder"):
+        with stage("ort_run"):
+            ort = generation.greedy(generation.component_step(parts.exported.runners, traced), ids)
+        generation.require_same(eager, ort, tolerance, m)
+        return
+    if parts.encoder is None:
+        m.numerics = replace(m.numerics, generation=Generation.failed("encoder: not exported"))
+        return
+    source = generation.prompt(generation.language_model(model))
+    with stage("ort_run"):
+        encoded = parts.encoder.runners["model"](
+            input_ids=source, attention_mask=torch.ones_like(source)
+        )
+        step = encdec.component_step(parts.exported.runners, traced, encoded)
+        ort = generation.greedy(step, ids)
+    generation.require_same(eager, ort, tolerance, m)
 
 
 def judge_encoder_decoder(

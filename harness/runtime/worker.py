@@ -153,7 +153,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
             saved = exported.path
             if exported.components is not None:
-                _judge_components(task, spec, exported.components, tokens, m)
+                _judge_components(task, spec, exported.components, model, tokens, m)
             else:
                 models = (model32, model)
                 runner = _judge_graph(
@@ -209,6 +209,7 @@ def _judge_components(
     task: CellTask,
     spec: ModelSpec,
     parts: Components,
+    model: torch.nn.Module,
     tokens: tuple[torch.Tensor, generation.Greedy] | None,
     m: Measurements,
 ) -> None:
@@ -224,11 +225,9 @@ def _judge_components(
     components.step_latency(found, m)
     components.require_ok(found, m.ort.fused_ops)
     if tokens is not None:
-        ids, eager = tokens
-        traced = {name: kwargs for name, (_, kwargs) in parts.traced.items()}
-        with stage("ort_run"):
-            ort = generation.greedy(generation.component_step(parts.exported.runners, traced), ids)
-        generation.require_same(eager, ort, tolerance_at(task.cell.dtype, spec.tolerance), m)
+        how = generation.recipe(spec, task.cell) or {}
+        tolerance = tolerance_at(task.cell.dtype, spec.tolerance)
+        graph_tokens.judge_components(parts, model, tokens, how, tolerance, m)
 
 
 def _request(

@@ -16,7 +16,7 @@ import torch
 from harness.cell import encdec, generation
 from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask
-from harness.store.status import Status
+from harness.store.status import Stage, Status
 from model_zoo.transformers._decode import Seq2SeqDecodeStep, build_lm, decode_step, leaf_names
 
 DECODERS = "model_zoo/transformers/decoders.py"
@@ -127,3 +127,18 @@ def test_a_dynamo_cell_exports_the_encoder_too_and_generates_in_ort() -> None:
     g = r.numerics.generation
     assert g is not None and (g.agree, g.new_tokens, g.error) == (16, 16, None)
     assert g.eager_tokens == g.ort_tokens and len(set(g.eager_tokens or [])) > 1
+
+
+@pytest.mark.slow
+def test_transformers_decode_graph_of_an_encoder_decoder_runs_two_steps_only() -> None:
+    """transformers' `export_for_generation` captures the decoder's first decode step
+    after `generate`'s one-token start: torch.export fixes the past at 1 (its 0/1
+    specialisation), and ORT refuses the third token. The encoder is exported apart (the
+    user's second call) and generation runs through both; a found bug of the exporter,
+    which this test will report fixed."""
+    cell = Cell("hf.marian.decode-seq2seq", "transformers", 18, dynamic=True)
+    r = run_cell(CellTask(cell, DECODERS, "t", tempfile.mkdtemp(), timeout_s=900))
+    assert r.export.phases is not None and set(r.export.phases) == {"translate", "save", "encoder"}
+    assert (r.status, r.stage) == (Status.ORT_RUN_FAILED, Stage.ORT_RUN)
+    assert "input.cache.self_attention_cache.layers.0.keys" in (r.error_message or "")
+    assert "Got: 2 Expected: 1" in (r.error_message or "")
