@@ -125,7 +125,7 @@ class BuilderAdapter(Opaque):
             fused_at_export=True,
             program_peak_rss_mb=run.peak_rss_mb,
             genai_folder=genai,
-            steps_only=True,
+            from_checkpoint=True,
         )
 
     def precision(self, dtype: Dtype) -> str:

@@ -60,10 +60,12 @@ class Exported:
     # A folder onnxruntime_genai's Generator loads (its genai_config.json beside the graph),
     # where the exporter wrote one (the model builders).
     genai_folder: Path | None = None
-    # The graph runs a prompt from an empty past or one token after a past (ORT's
-    # GroupQueryAttention refuses several new tokens after a past at batch > 1): it is
-    # judged at the entry's prefill and decode-step shapes, not at its example.
-    steps_only: bool = False
+    # A graph written from the checkpoint (a model builder): it runs a prompt from an empty
+    # past or one token after a past (ORT's GroupQueryAttention refuses several new tokens
+    # after a past at batch > 1), so it is judged at the entry's prefill and decode-step
+    # shapes only, where a failure is the run's or the numbers' (not a dynamic mismatch),
+    # its outputs matched to eager's by name (a builder keeps no sliding window's counter).
+    from_checkpoint: bool = False
 
     @property
     def export_s(self) -> float:

@@ -161,7 +161,7 @@ def judge(
     ids, eager = tokens
     tolerance = tolerance_at(dtype, spec.tolerance) or DEFAULT_TOLERANCE
     ort = generation.graph_tokens(runner, model, spec, inputs, ids, how)
-    found: dict[str, Generation] = {}
+    found = dict(m.numerics.generations or {})  # the Generator's, where `served` ran first
     rows = batched.prompts(generation.language_model(model))
     eager_rows = _eager_batch(model, rows) if how.get("mask_past", True) else None
     if eager_rows is not None:
@@ -169,13 +169,31 @@ def judge(
         found["batched"] = _graph_batch(
             runner, model, spec, inputs, rows, eager_rows, side, tolerance
         )
-    if genai_folder is not None:
+    if genai_folder is not None and "genai" not in found:
         found |= _generator(genai_folder, ids, eager, rows, eager_rows, tolerance)
     m.numerics = replace(m.numerics, generations=found or None)
     generation.require_same(eager, ort, tolerance, m)
     served = found.get("genai")
     if served is not None and served.error is None and not served.ok:
         raise StageFailure("numerics", GeneratorTokensDiffer(_generator_text(served)))
+
+
+def served(
+    folder: Path,
+    model: torch.nn.Module,
+    tokens: tuple[torch.Tensor, generation.Greedy],
+    how: Mapping[str, Any],
+    tolerance: tuple[float, float] | None,
+    m: Measurements,
+) -> None:
+    """The Generator's checks, first: the path a builder's users take, recorded before the
+    graph's own checks, which may fail first (a sliding window's GroupQueryAttention
+    refuses a cache shorter than its window, which the Generator allocates)."""
+    ids, eager = tokens
+    rows = batched.prompts(generation.language_model(model))
+    eager_rows = _eager_batch(model, rows) if how.get("mask_past", True) else None
+    found = _generator(folder, ids, eager, rows, eager_rows, tolerance or DEFAULT_TOLERANCE)
+    m.numerics = replace(m.numerics, generations={**(m.numerics.generations or {}), **found})
 
 
 def _eager_batch(

@@ -27,7 +27,7 @@ from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import Optimisation, OrtRunner
 from harness.cell.precision import cast_inputs
-from harness.cell.reference import Reference, at_dtype, build, reference_at
+from harness.cell.reference import Reference, at_dtype, build, by_name, reference_at
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 from harness.cell.timing import freeze_survivors, time_interleaved
@@ -188,12 +188,15 @@ def _judge_graph(
     fused = exported.fused_at_export
     pipeline.check(request.path, m, ort_only=fused)
     runner = pipeline.session(task, request, m, model_type=_model_type(spec), fused=fused)
+    how = generation.recipe(spec, task.cell) or {}
+    if tokens is not None and exported.genai_folder is not None:
+        tolerance = tolerance_at(dtype, spec.tolerance)
+        graph_tokens.served(exported.genai_folder, model, tokens, how, tolerance, m)
     diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
-    if not exported.steps_only:
+    if not exported.from_checkpoint:
         _verify(runner, ref, spec, dtype, m, diagnose)
     if task.cell.dynamic:
-        _verify_dynamic(runner, models, inputs32, spec, dtype, m)
-    how = generation.recipe(spec, task.cell) or {}
+        _verify_dynamic(runner, models, inputs32, spec, dtype, m, first=exported.from_checkpoint)
     if tokens is not None and how.get("encoder_decoder"):
         exporter = task.cell.exporter
         graph_tokens.judge_encoder_decoder(runner, model, spec, request, exporter, tokens, m)
@@ -332,24 +335,31 @@ def _verify_dynamic(
     spec: ModelSpec,
     dtype: Dtype,
     m: Measurements,
+    *,
+    first: bool = False,
 ) -> None:
     """Dynamic cells: every declared-dynamic dimension stays dynamic in the graph (else a
     `dynamic_mismatch` naming it, even where other shapes would run), and the graph gives
     eager's numbers again at each verification shape (default: batch 1, shorter sequences).
-    `models`: the float32 model, which makes the other shapes, and the cell's at its dtype."""
+    `models`: the float32 model, which makes the other shapes, and the cell's at its dtype.
+    `first`: these shapes are the graph's only checks (a builder's graph): a failure there
+    is the run's or the numbers', and its outputs are matched to eager's by name."""
     model32, model = models
     fixed = fixed_dims(runner.path, inputs32, spec.dynamic_shapes)
     if fixed:
         raise StageFailure("dynamic", specialised_error(fixed))
+    run_at, judged_at = ("ort_run", "numerics") if first else ("dynamic", "dynamic")
     checks = []
     for label, other in _shapes(lambda: verification_shapes(spec, model32, inputs32)):
         with stage("dynamic"):
             ref = reference_at(model32, model, other, dtype)
-        outputs = pipeline.run(runner, ref.inputs, "dynamic")
+        if first:
+            ref = by_name(ref, spec.output_names, runner.output_names)
+        outputs = pipeline.run(runner, ref.inputs, run_at)
         names = [f"{n}@{label}" for n in runner.output_names]
         checks += pipeline.judge(outputs, ref, names, spec.tolerance, dtype)
     m.numerics = replace(m.numerics, checks=[*(m.numerics.checks or []), *checks])
-    pipeline.require_ok("dynamic", checks)
+    pipeline.require_ok(judged_at, checks)
 
 
 def _shapes(make: Callable[[], _T]) -> _T:
