@@ -20,7 +20,6 @@ import statistics
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from harness.report.layout import unique_cells
@@ -98,7 +97,7 @@ def ort_opt_table(records: Sequence[Record]) -> str:
     for (level, exporter), rs in sorted(groups.items()):
         changed, gains = [], []
         for r in rs:
-            twin = by_cell.get(replace(r.cell, ort_opt=OrtOpt.NONE))
+            twin = by_cell.get(r.cell.replace(ort_opt=OrtOpt.NONE))
             if twin is None:
                 continue
             if r.status is Status.NUMERICS_MISMATCH and twin.status.exported:

@@ -256,6 +256,7 @@ EXTRA = "keys this harness does not know (a newer writer's): kept, and written b
 
 def line_fields() -> list[tuple[str, str]]:
     """Each key of a `records.jsonl` line and where the typed `Record` holds it."""
+    from harness.store.axes import AXES
     from harness.store.measures import Group
     from harness.store.records import NO_PATCH, Cell
 
@@ -263,7 +264,7 @@ def line_fields() -> list[tuple[str, str]]:
     for f in dataclasses.fields(Record):
         if isinstance(f.default, Group):
             where |= {key: f"{f.name}.{attr}" for key, attr in f.default.FLAT.items()}
-    cell_keys = {f.name for f in dataclasses.fields(Cell)}
+    cell_keys = {"model", "family", "exporter", *(a.name for a in AXES)}
     line = Record(Cell("m", "e", 1, patch=NO_PATCH), "r", "ok").to_dict()
     special = {"schema": "(written: the schema of this code)", "speedup": "speedup (derived)"}
     return [

@@ -16,6 +16,7 @@ import torch
 from harness.plan.suites import load_suite
 from harness.runtime.worker import run_cell
 from harness.store import rundir as store
+from harness.store.axes import PATCH
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
@@ -124,7 +125,7 @@ def test_the_inventory_covers_the_installed_heads() -> None:
 def test_the_suite_runs_every_entry_dynamic_only() -> None:
     suite = load_suite("transformers-decode")
     assert suite.dynamic == "only" and suite.models == (f"family:{FAMILY}",)
-    assert suite.patches == ("none", "sliding-window")
+    assert suite.values(PATCH) == ("none", "sliding-window")
     assert suite.exporters == ("dynamo", "torchscript", "transformers")
     assert suite.opsets_for("dynamo") == suite.opsets_for("transformers") == (18,)
 

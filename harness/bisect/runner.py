@@ -154,7 +154,7 @@ class Runner:
         return path
 
     def _plan(self, sets: Sequence[PackageSet], run_dir: Path) -> RunPlan:
-        cells = tuple(replace(self.cells[k], variant=s.variant) for s in sets for k in s.keys)
+        cells = tuple(self.cells[k].replace(variant=s.variant) for s in sets for k in s.keys)
         options = replace(
             self.selection.options,
             out=str(run_dir),

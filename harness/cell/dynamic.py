@@ -100,6 +100,25 @@ def inputs_at(
     return to_device(other, device) if device != "cpu" else other
 
 
+class NoBatchDimension(Exception):
+    """The entry declares no `batch` dimension to resize its inputs along."""
+
+
+def at_batch(spec: ModelSpec, model: torch.nn.Module, inputs: Inputs, batch: int) -> Inputs:
+    """The example inputs at a batch size (the cell's batch axis; 0: the example's own),
+    resized along the dimensions the entry's dynamic shapes name `batch`."""
+    if not batch:
+        return inputs
+    named = dynamic_axes(inputs, spec.dynamic_shapes) if spec.dynamic_shapes else {}
+    if not any("batch" in dims.values() for dims in named.values()):
+        raise NoBatchDimension(f"the entry declares no batch dimension to make batch {batch}")
+    tensors = dict(zip(inputs.names(), inputs.leaves(), strict=False))
+    sizes = {
+        dim: tensors[name].shape[axis] for name, dims in named.items() for axis, dim in dims.items()
+    }
+    return inputs_at(spec, model, inputs, {**sizes, "batch": batch})
+
+
 def shape_label(sizes: Mapping[str, int]) -> str:
     """'batch=1,past=0,sequence=4': a verification shape as output names carry it."""
     return ",".join(f"{k}={v}" for k, v in sorted(sizes.items()))

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness import exporters
 from harness.exporters import patches
 from harness.plan.suites import available_suites, load_suite
+from harness.store.axes import LIST_AXES
 from harness.zoo import Expect, ModelSpec
 from harness.zoo.discovery import BUILTIN_ZOO, discover
 from harness.zoo.expect import normalize
@@ -155,7 +156,7 @@ def _suite_row(name: str) -> dict[str, object]:
         "exporters": list(suite.exporters),
         "opsets": {e: list(suite.opsets_for(e)) for e in suite.exporters},
         "dynamic": suite.dynamic.json,
-        "patches": list(suite.patches),
+        **{str(a.plural): [a.text(v) for v in suite.values(a)] for a in LIST_AXES},
     }
 
 

@@ -16,6 +16,7 @@ from harness.pipeline.execute import execute
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.plan.resume import resume_plan
 from harness.store import lock, rundir
+from harness.store.axes import LIST_AXES, Axis
 from harness.store.files import WriteFailed
 from harness.store.options import Shapes
 
@@ -95,36 +96,21 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_axis_arguments(p: argparse.ArgumentParser) -> None:
-    """The axes of cells beside model, exporter, opset and device."""
-    p.add_argument(
-        "--patches",
-        type=name_list,
-        default=(),
-        metavar="LIST",
-        help="export-time patches, each a value of the cells' patch axis: none (the plain"
-        " call) and/or patches `harness list` names (default: the suite's, else none)",
-    )
-    p.add_argument(
-        "--dtypes",
-        type=name_list,
-        default=(),
-        metavar="LIST",
-        help="the floating dtypes the models and their inputs are cast to, each a value of"
-        " the cells' dtype axis: float32, float16, bfloat16 (default: the suite's, else"
-        " float32); a reduced one is judged against eager at the dtype and the float32 model",
-    )
-    p.add_argument(
-        "--ort-opt",
-        dest="ort_opts",
-        type=name_list,
-        default=(),
-        metavar="LIST",
-        help="how ONNX Runtime optimises each graph before it is judged and timed, each a"
-        " value of the cells' ORT-optimisation axis: default (a session as a user opens"
-        " one), none (ORT_DISABLE_ALL), all (ORT_ENABLE_ALL written out and that file"
-        " judged), fusions (onnxruntime.transformers' fused ops) (default: the suite's,"
-        " else default)",
-    )
+    """One flag per list axis of the matrix (harness.store.axes: patch, dtype, ORT
+    optimisation, ...), each naming the values to run."""
+    for axis in LIST_AXES:
+        p.add_argument(
+            str(axis.flag),
+            dest=_dest(axis),
+            type=name_list,
+            default=(),
+            metavar="LIST",
+            help=f"{axis.help} (default: the suite's, else {axis.text(axis.default)})",
+        )
+
+
+def _dest(axis: Axis[Any]) -> str:
+    return f"axis_{axis.name}"
 
 
 def _add_shape_arguments(p: argparse.ArgumentParser) -> None:
@@ -232,9 +218,7 @@ def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "devices": args.devices,
         "dynamic": args.dynamic,
         "zoo": tuple(args.zoo),
-        "patches": args.patches,
-        "dtypes": args.dtypes,
-        "ort_opts": args.ort_opts,
+        "axes": {a.name: v for a in LIST_AXES if (v := getattr(args, _dest(a)))},
     })  # fmt: skip
 
 

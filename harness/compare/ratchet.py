@@ -11,14 +11,17 @@ from dataclasses import replace
 from datetime import date
 
 from harness.compare.findings import BLOCKING, IMPROVEMENT, WARNING, Finding, failure_text, finding
+from harness.store.axes import AXES
 from harness.store.records import Record
 from harness.store.runs import Run
-from harness.zoo.expect import ANY, Expect, lookup
+from harness.zoo.expect import ANY, Expect, lookup, row_glob, varied_axes
 from harness.zoo.expected_file import ExpectedFile
 
 WORSE, DIFFERENTLY, BETTER = "worse", "differently", "better"
-# The cell fields an exact row names: what `--update-expected` writes one row for.
-PinKey = tuple[str, str, str, str, str, str]  # model, exporter, opset, device, dtype, ort_opt
+# The cell fields an exact row names: what `--update-expected` writes one row for (the
+# model, the exporter and every pinned axis: not the shape or the variant, `*` in the row).
+PinKey = tuple[str, ...]
+_PINNED = tuple(a for a in AXES if a.pinned)
 
 
 def outcome(r: Record, expect: Expect | None) -> str | None:
@@ -105,8 +108,9 @@ def updated_expected(
     old = expected.rows if expected else ()
     by_hand = tuple(e for e in old if _pinned(e) is None)
     groups: dict[PinKey, list[Record]] = {}
+    varied = varied_axes(records)
     for r in records:
-        key = (r.model, r.exporter, str(r.opset), r.device, r.dtype.value, r.ort_opt.value)
+        key = (r.model, r.exporter, *(row_glob(a, r.cell, varied) for a in _PINNED))
         groups.setdefault(key, []).append(r)
     kept = [e for e in old if (k := _pinned(e)) is not None and k not in groups]
     fresh = [row for k, rs in groups.items() if (row := _exact_row(k, rs, old, by_hand, today))]
@@ -115,8 +119,10 @@ def updated_expected(
 
 def _pinned(e: Expect) -> PinKey | None:
     """The cell fields an exact row names; None for a row written by hand (a glob, a shape)."""
-    key = (e.model, e.exporter, e.opset, e.device, e.dtype, e.ort_opt)
-    if e.shape != ANY or e.variant != ANY or any(c in v for v in key for c in "*?["):
+    key = (e.model, e.exporter, *(e.axes[a.key_column] for a in _PINNED))
+    loose = any(e.axes[a.key_column] != ANY for a in AXES if not a.pinned)
+    globbed = [v for a, v in zip(_PINNED, key[2:], strict=True) if v != ANY or not a.any_by_default]
+    if loose or any(c in v for v in (*key[:2], *globbed) for c in "*?["):
         return None
     return key
 
@@ -135,21 +141,19 @@ def _exact_row(
     same = [r for r in group if r.status is worst.status]
     stages = {r.stage for r in same}
     previous = next((e for e in old if _pinned(e) == k and e.status is worst.status), None)
-    model, exporter, opset, device, dtype, ort_opt = k
+    model, exporter, *pinned = k
     row = Expect(
         exporter,
-        opset,
+        None,
         worst.status,
         stage=worst.stage if len(stages) == 1 else None,
         reason=previous.reason if previous else (worst.error_signature or worst.reason or "")[:160],
         expires=previous.expires if previous else None,
         model=model,
-        device=device,
-        dtype=dtype,
-        ort_opt=ort_opt,
+        axes={a.key_column: v for a, v in zip(_PINNED, pinned, strict=True)},
     )
     if previous and previous.match:
-        with_match = replace(row, match=previous.match)
+        with_match = row.with_(match=previous.match)
         row = with_match if all(with_match.explains(r) for r in same) else row
 
     def judged(rows: Sequence[Expect]) -> list[str | None]:

@@ -24,16 +24,15 @@ from harness.plan.suites import (
     Suite,
     load_suite,
     validate_devices,
-    validate_dtypes,
     validate_exporters,
     validate_opsets,
-    validate_ort_opts,
-    validate_patches,
+    validate_values,
 )
+from harness.store.axes import LIST_AXES, Axis
 from harness.store.lock import LOCK
 from harness.store.options import RunOptions as RunOptions
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell, Dtype, OrtOpt
+from harness.store.records import Cell
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import Zoo, discover
 
@@ -110,21 +109,6 @@ def _matrix(options: RunOptions, suite: Suite | None, specs: list[ModelSpec]) ->
         else (suite.dynamic if suite else Shapes.STATIC)
     )
     variants = parse_variants(options.variants)
-    patches = (
-        validate_patches(options.patches, "--patches")
-        if options.patches
-        else (suite.patches if suite else (NO_PATCH,))
-    )
-    dtypes = (
-        validate_dtypes(options.dtypes, "--dtypes")
-        if options.dtypes
-        else (suite.dtypes if suite else (Dtype.FLOAT32,))
-    )
-    ort_opts = (
-        validate_ort_opts(options.ort_opts, "--ort-opt")
-        if options.ort_opts
-        else (suite.ort_opts if suite else (OrtOpt.DEFAULT,))
-    )
     refs = [ModelRef(s.name, s.family, s.dynamic_shapes is not None) for s in specs]
     matrix = expand(
         refs,
@@ -133,11 +117,16 @@ def _matrix(options: RunOptions, suite: Suite | None, specs: list[ModelSpec]) ->
         devices,
         dynamic=dynamic,
         variants=("base", *variants),
-        patches=patches,
-        dtypes=dtypes,
-        ort_opts=ort_opts,
+        axes={a.name: _list_values(a, options, suite) for a in LIST_AXES},
     )
     return matrix
+
+
+def _list_values(axis: Axis[Any], options: RunOptions, suite: Suite | None) -> tuple[Any, ...]:
+    """A list axis's values: the flag's, else the suite's, else its default."""
+    if named := options.values(axis):
+        return validate_values(axis, named, str(axis.flag))
+    return suite.values(axis) if suite else (axis.default,)
 
 
 def _check_numbers(options: RunOptions) -> None:

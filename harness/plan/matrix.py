@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from harness.store.axes import LIST_AXES
 from harness.store.options import Shapes
-from harness.store.records import NO_PATCH, Cell, Dtype, OrtOpt
+from harness.store.records import Cell
 
 DYNAMIC_ONLY = Shapes.ONLY  # the suite files' name for dynamic cells only
 
@@ -37,32 +40,36 @@ def expand(
     *,
     dynamic: Shapes | bool | str = Shapes.STATIC,
     variants: Sequence[str] = ("base",),
-    patches: Sequence[str] = (NO_PATCH,),
-    dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
-    ort_opts: Sequence[OrtOpt] = (OrtOpt.DEFAULT,),
+    axes: Mapping[str, Sequence[Any]] | None = None,
 ) -> Matrix:
-    """Every (model, exporter, opset, device, shape, variant, patch, dtype, ORT optimisation)
-    combination, sorted.
+    """Every (model, exporter, opset, device, shape, variant, and a value of each list axis:
+    patch, dtype, ORT optimisation, ...) combination, sorted. `axes` gives a list axis's
+    values by its name; an axis it leaves out is at its default.
 
     With `Shapes.BOTH` (or True), models that declare dynamic dimensions also get a dynamic
     cell per combination; models without them get only static cells. With `Shapes.ONLY`,
     models get dynamic cells only (none where they declare no dynamic dimension).
     """
     dynamic = Shapes.of(dynamic)
+    chosen = list_values(axes or {})
+    names = [a.name for a in LIST_AXES]
     cells = sorted(
-        Cell(m.name, e, o, d, dyn, v, family=m.family, patch=p, dtype=t, ort_opt=g)
+        Cell(m.name, e, o, d, dyn, v, family=m.family, **dict(zip(names, values, strict=True)))
         for m in models
         for e in exporters
         for o in opsets_for(e)
         for d in devices
         for dyn in _shapes(dynamic, m)
         for v in variants
-        for p in patches
-        for t in dtypes
-        for g in ort_opts
+        for values in itertools.product(*chosen.values())
     )
-    axes = (devices, dynamic, variants, patches, dtypes, ort_opts)
-    return Matrix(tuple(cells), announce(len(cells), models, exporters, opsets_for, *axes))
+    text = announce(len(cells), models, exporters, opsets_for, devices, dynamic, variants, chosen)
+    return Matrix(tuple(cells), text)
+
+
+def list_values(axes: Mapping[str, Sequence[Any]]) -> dict[str, tuple[Any, ...]]:
+    """Each list axis's values: those given, else its default alone."""
+    return {a.name: tuple(axes.get(a.name) or (a.default,)) for a in LIST_AXES}
 
 
 def _shapes(dynamic: Shapes, model: ModelRef) -> tuple[bool, ...]:
@@ -79,10 +86,10 @@ def announce(
     devices: Sequence[str],
     dynamic: Shapes | bool | str,
     variants: Sequence[str],
-    patches: Sequence[str] = (NO_PATCH,),
-    dtypes: Sequence[Dtype] = (Dtype.FLOAT32,),
-    ort_opts: Sequence[OrtOpt] = (OrtOpt.DEFAULT,),
+    axes: Mapping[str, Sequence[Any]] | None = None,
 ) -> str:
+    """'12 cells = 3 models x 2 exporters (dynamo, torchscript) x opsets 18 x 1 device
+    (cpu) x static', with each list axis that is not at its default alone."""
     opsets = sorted({o for e in exporters for o in opsets_for(e)})
     any_dynamic = any(m.has_dynamic for m in models)
     dynamic = Shapes.of(dynamic)
@@ -102,10 +109,8 @@ def announce(
     ]
     if list(variants) != ["base"]:
         parts.append(f"{len(variants)} variants ({', '.join(variants)})")
-    if list(patches) != [NO_PATCH]:
-        parts.append(f"{len(patches)} patches ({', '.join(patches)})")
-    if list(dtypes) != [Dtype.FLOAT32]:
-        parts.append(f"{len(dtypes)} dtypes ({', '.join(dtypes)})")
-    if list(ort_opts) != [OrtOpt.DEFAULT]:
-        parts.append(f"{len(ort_opts)} ORT optimisations ({', '.join(ort_opts)})")
+    for axis in LIST_AXES:
+        values = list((axes or {}).get(axis.name) or (axis.default,))
+        if values != [axis.default]:
+            parts.append(f"{len(values)} {axis.many} ({', '.join(map(str, values))})")
     return f"{total} cells = " + " x ".join(parts)

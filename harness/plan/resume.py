@@ -11,6 +11,7 @@ from typing import Any
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.store import rundir
+from harness.store.axes import LIST_AXES
 from harness.store.files import first_symlink
 
 # The flag of each option a resumed run takes from its manifest; `--address` may move the
@@ -30,9 +31,6 @@ FLAGS = {
     "keep_graphs": "--keep-graphs",
     "max_memory_gb": "--max-memory-gb",
     "variants": "--variant",
-    "patches": "--patches",
-    "dtypes": "--dtypes",
-    "ort_opts": "--ort-opt",
 }
 
 
@@ -51,15 +49,22 @@ def resume_plan(run_dir: Path, *, given: Mapping[str, Any] | None = None) -> Run
             raise UsageError(
                 f"--resume {run_dir}: {link} is a symlink; a run never writes through one"
             )
-        options = dataclasses.replace(
-            options, out=str(run_dir), address=given.get("address") or options.address
-        )
+        options = dataclasses.replace(options, out=str(run_dir), **_where(options, given))
         plan = make_plan(options, run_id=manifest.run_id or run_dir.name, resume=True)
         rundir.truncate_torn_tail(run_dir)
         recorded = frozenset(r.cell.key for r in rundir.iter_records(run_dir))
     except rundir.RunDirError as exc:
         raise UsageError(f"--resume: {exc}") from None
     return dataclasses.replace(plan, recorded=recorded)
+
+
+def _where(options: RunOptions, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the resumed cells run: `--address` or `--local` as given now, else as before."""
+    if given.get("address"):
+        return {"address": given["address"], "local": False}
+    if given.get("local"):
+        return {"address": None, "local": True}
+    return {"address": options.address, "local": options.local}
 
 
 def conflict(recorded: RunOptions, given: Mapping[str, Any], run_dir: Path) -> str | None:
@@ -72,12 +77,19 @@ def conflict(recorded: RunOptions, given: Mapping[str, Any], run_dir: Path) -> s
         if name in ("out", "zoo"):
             value, own = _paths(value, run_dir), _paths(own, run_dir)
         if value != own:
-            return (
-                f"{flag} {_shown(given[name])} differs from the run being resumed"
-                f" ({_shown(getattr(recorded, name))}); a resumed run keeps its own settings:"
-                " drop the flag, or start a new run"
-            )
+            return _differs(flag, given[name], getattr(recorded, name))
+    for axis in LIST_AXES:
+        named = tuple((given.get("axes") or {}).get(axis.name, ()))
+        if named and named != recorded.values(axis):
+            return _differs(str(axis.flag), named, recorded.values(axis))
     return None
+
+
+def _differs(flag: str, given: Any, own: Any) -> str:
+    return (
+        f"{flag} {_shown(given)} differs from the run being resumed ({_shown(own)}); a resumed"
+        " run keeps its own settings: drop the flag, or start a new run"
+    )
 
 
 def _paths(value: Any, run_dir: Path) -> Any:

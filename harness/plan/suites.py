@@ -4,7 +4,7 @@ protocol they carry is harness.store.protocol). Every problem is a `UsageError` 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,9 +13,10 @@ from harness import exporters
 from harness.errors import UsageError
 from harness.exporters import patches
 from harness.plan.matrix import DYNAMIC_ONLY
+from harness.store.axes import LIST_AXES, PATCH, Axis
 from harness.store.options import Shapes
 from harness.store.protocol import Protocol
-from harness.store.records import DEVICES, NO_PATCH, Dtype, OrtOpt
+from harness.store.records import DEVICES
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 DEFAULT_EXPORTERS = ("dynamo", "torchscript")
@@ -33,9 +34,13 @@ class Suite:
     dynamic: Shapes = Shapes.STATIC  # a suite file's false, true or "only"
     description: str = ""
     protocol: Protocol = Protocol()
-    patches: tuple[str, ...] = (NO_PATCH,)
-    dtypes: tuple[Dtype, ...] = (Dtype.FLOAT32,)
-    ort_opts: tuple[OrtOpt, ...] = (OrtOpt.DEFAULT,)
+    # Each list axis's values (harness.store.axes), by the axis's name, as the suite file's
+    # key for it names them (validated); an axis not here: its default.
+    axes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def values(self, axis: Axis[Any]) -> tuple[Any, ...]:
+        """The axis's values this suite runs."""
+        return tuple(self.axes.get(axis.name, (axis.default,)))
 
     def opsets_for(self, exporter: str) -> tuple[int, ...]:
         return self.opsets.get(exporter, self.opsets.get("*", DEFAULT_OPSETS))
@@ -92,9 +97,7 @@ _SUITE_KEYS = {
     "devices",
     "dynamic",
     "protocol",
-    "patches",
-    "dtypes",
-    "ort_opts",
+    *(a.plural for a in LIST_AXES if a.plural),
 }
 
 
@@ -114,9 +117,11 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
     if not isinstance(given, bool) and given != DYNAMIC_ONLY:
         raise UsageError(f"{source}: 'dynamic' must be true, false or \"{DYNAMIC_ONLY}\"")
     dynamic = Shapes.of(given)
-    chosen = validate_patches(_string_list(table, "patches", source) or (NO_PATCH,), source)
-    dtypes = validate_dtypes(_string_list(table, "dtypes", source) or ("float32",), source)
-    ort_opts = validate_ort_opts(_string_list(table, "ort_opts", source) or ("default",), source)
+    axes = {
+        a.name: validate_values(a, named, source)
+        for a in LIST_AXES
+        if (named := _string_list(table, str(a.plural), source))
+    }
     description = table.get("description", "")
     if not isinstance(description, str):
         raise UsageError(f"{source}: 'description' must be a string")
@@ -136,9 +141,7 @@ def parse_suite(table: dict[str, Any], *, name: str, source: str) -> Suite:
         dynamic,
         description,
         protocol,
-        chosen,
-        dtypes,
-        ort_opts,
+        axes,
     )
 
 
@@ -177,16 +180,14 @@ def validate_exporters(names: tuple[str, ...] | list[str], source: str) -> tuple
     return _known(names, exporters.NAMES, "exporter", source)
 
 
-def validate_patches(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:
-    return _known(names, patches.NAMES, "patch", source)
-
-
-def validate_dtypes(names: tuple[str, ...] | list[str], source: str) -> tuple[Dtype, ...]:
-    return tuple(Dtype(n) for n in _known(names, tuple(Dtype), "dtype", source))
-
-
-def validate_ort_opts(names: tuple[str, ...] | list[str], source: str) -> tuple[OrtOpt, ...]:
-    return tuple(OrtOpt(n) for n in _known(names, tuple(OrtOpt), "ORT optimisation", source))
+def validate_values(
+    axis: Axis[Any], names: tuple[str, ...] | list[str], source: str
+) -> tuple[Any, ...]:
+    """A list axis's values, named by a flag or a suite key, read as the axis holds them."""
+    known = patches.NAMES if axis is PATCH else axis.known() if axis.known else None
+    if known is None:
+        return tuple(axis.parse(n) for n in dict.fromkeys(names))
+    return tuple(axis.parse(n) for n in _known(names, known, axis.title, source))
 
 
 def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:

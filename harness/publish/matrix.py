@@ -6,23 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.publish.read import CellResult
-from harness.store.records import NO_PATCH, OrtOpt
+from harness.store.axes import DTYPE, DYNAMIC, Axis, label_order
 
 
 def axes(r: CellResult) -> dict[str, str]:
-    """A record's axes other than model and exporter, in the order a sub-cell names them."""
-    return {
-        "opset": f"@{r.cell.opset}",
-        "device": r.cell.device,
-        "shapes": "dynamic" if r.cell.dynamic else "static",
-        "dtype": r.dtype,
-        "task": r.task,
-        "variant": "" if r.cell.variant == "base" else r.cell.variant,
-        "patch": "" if r.cell.patch == NO_PATCH else f"patch {r.cell.patch}",
-        "ort": "" if r.cell.ort_opt is OrtOpt.DEFAULT else f"ort {r.cell.ort_opt}",
-    }
+    """A record's axes other than model and exporter (harness.store.axes, in the cell
+    label's order), then its task, as a sub-cell names them; the dtype is the record's own
+    (an OpInfo cell's sample dtype where its metadata says one)."""
+    named = {a.name: _text(a, r.cell[a]) for a in label_order()}
+    return {**named, DTYPE.name: r.dtype, "task": r.task}
+
+
+def _text(axis: Axis[Any], value: object) -> str:
+    """'@18', 'cpu', 'patch p', 'ort fusions': the label's fragment without brackets ("" at
+    the default); the shapes name both, 'static' and 'dynamic'."""
+    text = axis.column_text(value) if axis is DYNAMIC else axis.label_part(value)
+    return text.strip().removeprefix("[").removesuffix("]")
 
 
 @dataclass(frozen=True)

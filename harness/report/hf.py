@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 
 from harness.report.document import Paragraph, Section, Text, sub, table
 from harness.report.layout import unique_cells
@@ -32,7 +31,7 @@ def pairs(records: Sequence[Record]) -> list[tuple[Record, Record]]:
     by_cell = {r.cell: r for r in records}
     found = []
     for hf in sorted((r for r in records if r.exporter == HF), key=lambda r: r.cell):
-        bare = by_cell.get(replace(hf.cell, exporter=BARE))
+        bare = by_cell.get(hf.cell.replace(exporter=BARE))
         if bare is not None and hf.status.applies and bare.status.applies:
             found.append((bare, hf))
     return found

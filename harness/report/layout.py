@@ -8,25 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.exporters import NAMES as EXPORTERS
-from harness.store.records import NO_PATCH, Dtype, OrtOpt, Record
+from harness.store.axes import OPSET, Axis, column_order, value_rank
+from harness.store.records import Record
+
+V = TypeVar("V")
 
 # == the grid ==================================================================================
 
 RowKey = tuple[str, bool]  # (model, dynamic)
 
 
+_COLUMN_AXES = column_order()  # device, dtype, ORT optimisation, opset, variant, patch
+
+
 @dataclass(frozen=True)
 class Column:
+    """An exporter and the values of the axes a column holds (`_COLUMN_AXES`: every axis
+    but the shapes, which the rows hold)."""
+
     exporter: str
-    opset: int
-    device: str = "cpu"
-    variant: str = "base"
-    patch: str = NO_PATCH
-    dtype: Dtype = Dtype.FLOAT32
-    ort_opt: OrtOpt = OrtOpt.DEFAULT
+    values: tuple[Any, ...]
+
+    def __getitem__(self, axis: Axis[V]) -> V:
+        value: V = self.values[_COLUMN_AXES.index(axis)]
+        return value
+
+    @property
+    def opset(self) -> int:
+        return self[OPSET]
 
 
 def _exporter_rank(exporter: str) -> int:
@@ -34,35 +46,20 @@ def _exporter_rank(exporter: str) -> int:
 
 
 def _column_order(c: Column) -> tuple[Any, ...]:
-    return (
-        _exporter_rank(c.exporter),
-        c.exporter,
-        c.device,
-        list(Dtype).index(c.dtype),
-        list(OrtOpt).index(c.ort_opt),
-        c.opset,
-        c.variant != "base",
-        c.variant,
-        c.patch != NO_PATCH,
-        c.patch,
-    )
+    ranks = (value_rank(a, v) for a, v in zip(_COLUMN_AXES, c.values, strict=True))
+    return (_exporter_rank(c.exporter), c.exporter, *ranks)
 
 
 @dataclass(frozen=True, eq=False)
 class Layout:
-    """Rows (model, shape) x columns (exporter@opset [device] [dtype] [variant] [patch]) of
-    a run. Device, dtype, variant and patch appear in labels only when the run has more
-    than one of them.
+    """Rows (model, shape) x columns (exporter@opset and the other axes) of a run. An axis
+    appears in the labels only when the run has more than one of its values.
     """
 
     rows: tuple[RowKey, ...]
     columns: tuple[Column, ...]
     cells: Mapping[tuple[RowKey, Column], Record]
-    show_device: bool
-    show_variant: bool
-    show_patch: bool = False
-    show_dtype: bool = False
-    show_ort_opt: bool = False
+    shown: frozenset[str] = frozenset()  # the axes whose values differ between columns
 
     def record(self, row: RowKey, column: Column) -> Record | None:
         return self.cells.get((row, column))
@@ -86,16 +83,10 @@ class Layout:
         return self._suffixed(column.exporter, column)
 
     def _suffixed(self, text: str, column: Column) -> str:
-        if self.show_device:
-            text += f" {column.device}"
-        if self.show_dtype:
-            text += f" {column.dtype}"
-        if self.show_ort_opt:
-            text += f" [ort {column.ort_opt}]"
-        if self.show_variant and column.variant != "base":
-            text += f" [{column.variant}]"
-        if self.show_patch and column.patch != NO_PATCH:
-            text += f" [patch {column.patch}]"
+        """`text` with the values of the axes the run varies (the opset is the caller's)."""
+        for axis in _COLUMN_AXES:
+            if axis is not OPSET and axis.name in self.shown:
+                text += axis.column_text(column[axis])
         return text
 
     def series(self) -> tuple[str, ...]:
@@ -107,8 +98,7 @@ def row_key(record: Record) -> RowKey:
 
 
 def column_of(record: Record) -> Column:
-    r = record
-    return Column(r.exporter, r.opset, r.device, r.variant, r.patch, r.dtype, r.ort_opt)
+    return Column(record.exporter, tuple(record.cell[a] for a in _COLUMN_AXES))
 
 
 def layout(records: Iterable[Record]) -> Layout:
@@ -116,16 +106,8 @@ def layout(records: Iterable[Record]) -> Layout:
     cells = {(row_key(r), column_of(r)): r for r in records}
     rows = tuple(sorted({row for row, _ in cells}))
     columns = tuple(sorted({col for _, col in cells}, key=_column_order))
-    return Layout(
-        rows=rows,
-        columns=columns,
-        cells=cells,
-        show_device=len({c.device for c in columns}) > 1,
-        show_variant=len({c.variant for c in columns}) > 1,
-        show_patch=len({c.patch for c in columns}) > 1,
-        show_dtype=len({c.dtype for c in columns}) > 1,
-        show_ort_opt=len({c.ort_opt for c in columns}) > 1,
-    )
+    shown = frozenset(a.name for a in _COLUMN_AXES if len({c[a] for c in columns}) > 1)
+    return Layout(rows=rows, columns=columns, cells=cells, shown=shown)
 
 
 def unique_cells(records: Iterable[Record]) -> list[Record]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
 from harness.report.document import Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
@@ -31,7 +30,7 @@ def _speedups(records: Sequence[Record], by_cell: dict[Cell, Record]) -> list[fl
     """This cell's ORT p50 against its `none` twin's (above 1: the optimisation is faster)."""
     found = []
     for r in records:
-        twin = by_cell.get(replace(r.cell, ort_opt=OrtOpt.NONE))
+        twin = by_cell.get(r.cell.replace(ort_opt=OrtOpt.NONE))
         if twin and twin.ort.latency and r.ort.latency and r.ort.latency.p50 > 0:
             found.append(twin.ort.latency.p50 / r.ort.latency.p50)
     return found

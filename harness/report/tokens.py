@@ -6,7 +6,6 @@ verdicts."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from harness.report.document import Section, Table, Text, sub, table
 from harness.report.layout import unique_cells
@@ -56,7 +55,7 @@ def _per_model(
     """One row per generative cell (its exporter left out of the label), each exporter's
     status and tokens beside each other."""
     by_cell = {r.cell: r for r in cells}
-    keys = sorted({replace(r.cell, exporter="") for r in generative})
+    keys = sorted({r.cell.replace(exporter="") for r in generative})
     headers = ["cell"]
     for exporter in exporters:
         headers += [exporter, f"{exporter} tokens"]
@@ -66,7 +65,7 @@ def _per_model(
         row = [Text(key.label().replace(" @", " ").replace("  ", " "))]
         components = "-"
         for exporter in exporters:
-            r = by_cell.get(replace(key, exporter=exporter))
+            r = by_cell.get(key.replace(exporter=exporter))
             row += [Text(r.status.value, status=r.status) if r else Text("-")]
             row += [Text(tokens_text(r.numerics.generation) if r else "-")]
             if r is not None and r.numerics.components is not None:

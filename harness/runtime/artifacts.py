@@ -51,7 +51,7 @@ from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask
 
 task = CellTask(
-    cell=Cell({c.model!r}, {c.exporter!r}, {c.opset!r}, {c.device!r}, {c.dynamic!r}, {c.variant!r}, {c.family!r}, {c.patch!r}),
+    cell={c!r},
     source={task.source!r},
     run_id="repro",
     run_dir="repro-run",

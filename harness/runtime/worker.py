@@ -22,7 +22,14 @@ import torch
 
 from harness import exporters
 from harness.cell import generation, ort_opt
-from harness.cell.dynamic import fixed_dims, latency_shapes, specialised_error, verification_shapes
+from harness.cell.dynamic import (
+    NoBatchDimension,
+    at_batch,
+    fixed_dims,
+    latency_shapes,
+    specialised_error,
+    verification_shapes,
+)
 from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import Optimisation, OrtRunner
@@ -38,6 +45,7 @@ from harness.runtime import tokens as graph_tokens
 from harness.runtime.artifacts import artifacts_dir, keep_onnx
 from harness.runtime.samples import run_sampled
 from harness.runtime.warmup import measure_cold_start, take_cold_start, warm_up_exporter
+from harness.store.axes import BATCH
 from harness.store.details import OrtRuntime, WorkerInfo
 from harness.store.protocol import Protocol
 from harness.store.records import (
@@ -138,6 +146,10 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     measure_cold_start(task.cell.exporter)
     warm_up_exporter(task.cell.exporter, task.cell.opset)
     model32, inputs32 = build(spec, device)
+    try:
+        inputs32 = at_batch(spec, model32, inputs32, task.cell[BATCH])
+    except NoBatchDimension as exc:
+        return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=str(exc))
     if reason := exporters.get(task.cell.exporter).refuses(model32):
         return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
     dtype = task.cell.dtype

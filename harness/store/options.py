@@ -6,7 +6,8 @@ them back (`from_dict`), and the manifest's validator is derived from the same f
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -14,8 +15,8 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import PydanticCustomError
 from pydantic_core import core_schema as cs
 
+from harness.store.axes import LIST_AXES, Axis
 from harness.store.declare import GiB, Positive, Seconds, read
-from harness.store.records import Dtype, OrtOpt
 
 
 class Shapes(StrEnum):
@@ -84,13 +85,9 @@ class RunOptions:
     local: bool = False  # on this machine without Ray (harness.dispatch.local)
     max_memory_gb: GiB | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
-    patches: tuple[
-        str, ...
-    ] = ()  # export-time patches (harness.exporters.patches); (): the suite's
-    dtypes: tuple[Dtype, ...] = ()  # the cells' floating dtypes; (): the suite's, else float32
-    ort_opts: tuple[
-        OrtOpt, ...
-    ] = ()  # ORT optimisations of the graph; (): the suite's, else default
+    # The values each list axis's flag named (harness.store.axes: patch, dtype, ORT
+    # optimisation, ...), by the axis's name; an axis not here: the suite's, else its default.
+    axes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Older callers and manifests name the shapes true, false or "only".
@@ -103,4 +100,19 @@ class RunOptions:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunOptions:
-        return read(cls, d)  # type: ignore[no-any-return]
+        return read(cls, _update_axes(d))  # type: ignore[no-any-return]
+
+    def values(self, axis: Axis[Any]) -> tuple[str, ...]:
+        """The values the axis's flag named; () where it named none."""
+        return tuple(self.axes.get(axis.name, ()))
+
+
+def _update_axes(d: dict[str, Any]) -> dict[str, Any]:
+    """Manifests before the axes were declared kept each list axis's values under its plural
+    (`dtypes`, `ort_opts`, `patches`): they read as the same axes."""
+    legacy = {a.plural: a.name for a in LIST_AXES if a.plural in d}
+    if not legacy:
+        return d
+    axes = dict(d.get("axes") or {})
+    axes |= {name: d[plural] for plural, name in legacy.items() if d[plural]}
+    return {**{k: v for k, v in d.items() if k not in legacy}, "axes": axes}

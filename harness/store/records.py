@@ -19,8 +19,12 @@ from typing import Any, NotRequired, Required
 
 from typing_extensions import TypedDict
 
+from harness.store.axes import AXES, LIST_AXES
+from harness.store.axes import NO_PATCH as NO_PATCH
 from harness.store.axes import Dtype as Dtype
 from harness.store.axes import OrtOpt as OrtOpt
+from harness.store.cell import Cell as Cell
+from harness.store.cell import CellKey as CellKey
 from harness.store.declare import Malformed, Positive, Ratio, Seconds, free, hints, read
 from harness.store.declare import SchemaError as SchemaError  # raised by the readers
 from harness.store.details import (
@@ -50,59 +54,6 @@ from harness.store.status import Stage, Status
 SCHEMA = 6
 
 DEVICES = ("cpu", "cuda")
-
-
-NO_PATCH = "none"  # the plain export call: no patch (harness.exporters.patches)
-CellKey = tuple[str, str, int, str, bool, str, str, str, str]  # Cell.key
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """One (model, exporter, opset, device, dynamic, variant, patch, dtype) combination of
-    the matrix; `patch` names the export-time patch the cell ran with (`none`: the plain
-    call), `dtype` the floating dtype of the model and its inputs."""
-
-    model: str
-    exporter: str
-    opset: int
-    device: str = "cpu"
-    dynamic: bool = False
-    variant: str = "base"
-    family: str = field(default="", compare=False)
-    patch: str = NO_PATCH
-    dtype: Dtype = Dtype.FLOAT32
-    ort_opt: OrtOpt = OrtOpt.DEFAULT
-
-    @property
-    def key(self) -> CellKey:
-        c = self
-        return (
-            *(c.model, c.exporter, c.opset, c.device, c.dynamic),
-            *(c.variant, c.patch, c.dtype, c.ort_opt),
-        )
-
-    @property
-    def cell_id(self) -> str:
-        """A file-system safe name, unique within a run; names the artifacts folder."""
-        shape = "dynamic" if self.dynamic else "static"
-        patch = "" if self.patch == NO_PATCH else f"--patch-{self.patch}"
-        dtype = f"--{self.dtype}" if self.dtype.reduced else ""
-        ort_opt = "" if self.ort_opt is OrtOpt.DEFAULT else f"--ort-{self.ort_opt}"
-        return (
-            f"{self.model}--{self.exporter}--op{self.opset}--{self.device}--{shape}--{self.variant}"
-            + patch
-            + dtype
-            + ort_opt
-        )
-
-    def label(self) -> str:
-        shape = " dynamic" if self.dynamic else ""
-        variant = "" if self.variant == "base" else f" [{self.variant}]"
-        patch = "" if self.patch == NO_PATCH else f" [patch {self.patch}]"
-        dtype = f" {self.dtype}" if self.dtype.reduced else ""
-        ort_opt = "" if self.ort_opt is OrtOpt.DEFAULT else f" [ort {self.ort_opt}]"
-        place = f"{self.device}{dtype}{shape}{variant}{patch}{ort_opt}"
-        return f"{self.model} {self.exporter}@{self.opset} {place}"
 
 
 @dataclass(frozen=True)
@@ -276,7 +227,7 @@ class Record:
 
     def with_cell(self, **changes: Any) -> Record:
         """The record of the same outcome in a renamed cell (another variant, family)."""
-        return dataclasses.replace(self, cell=dataclasses.replace(self.cell, **changes))
+        return dataclasses.replace(self, cell=self.cell.replace(**changes))
 
     # -- serialisation --------------------------------------------------------------------
 
@@ -286,7 +237,10 @@ class Record:
         return {
             "schema": SCHEMA,
             "run_id": self.run_id,
-            **{k: getattr(c, k) for k in _CELL_KEYS},
+            "model": c.model,
+            "family": c.family,
+            "exporter": c.exporter,
+            **{a.name: a.json(c[a]) for a in _CORE_AXES},
             "status": self.status.value,
             "stage": None if self.stage is None else self.stage.value,
             "error_type": self.error_type,
@@ -309,9 +263,7 @@ class Record:
             "shape_latency": None
             if shapes is None
             else {k: v.to_dict() for k, v in shapes.items()},
-            "patch": c.patch,
-            "dtype": c.dtype.value,
-            "ort_opt": c.ort_opt.value,
+            **{a.name: a.json(c[a]) for a in LIST_AXES},
         }
 
     def to_json(self) -> str:
@@ -323,12 +275,8 @@ class Record:
         SchemaError) names the field of a value this harness never writes."""
         _check_version(d)
         v = _read_line(upgrade(dict(d)))
-        cell = Cell(
-            **{k: v[k] for k in _CELL_KEYS},
-            patch=v.get("patch", NO_PATCH),
-            dtype=Dtype(v.get("dtype", Dtype.FLOAT32)),
-            ort_opt=OrtOpt(v.get("ort_opt", OrtOpt.DEFAULT)),
-        )
+        axes = {a.name: v[a.name] for a in AXES if v.get(a.name) is not None}
+        cell = Cell(v["model"], v["exporter"], family=v["family"], **axes)
         groups: dict[str, Any] = {
             name: group(**{attr: v.get(key) for key, attr in group.FLAT.items()})
             for name, group in _GROUPS.items()
@@ -341,7 +289,10 @@ class Record:
         return cls.from_dict(json.loads(line))
 
 
-_CELL_KEYS = ("model", "family", "exporter", "opset", "device", "dynamic", "variant")
+# The axes every record names (a line without one is malformed); the list axes come last
+# in a line, and a line without one reads as its default.
+_CORE_AXES = tuple(a for a in AXES if a not in LIST_AXES)
+_CELL_KEYS = ("model", "family", "exporter", *(a.name for a in _CORE_AXES))
 # The fields of the record that are groups of flat keys (harness.store.measures).
 _GROUPS: dict[str, type[Group]] = {
     "export": ExportMeasures,
@@ -365,9 +316,10 @@ _OWN = tuple(
 def _line_type() -> type:
     """A `records.jsonl` line as a TypedDict that pydantic validates: the cell's fields, the
     record's own, and each group's under its flat key, with their declared types."""
-    record, cell = hints(Record), hints(Cell)
+    record = hints(Record)
     declared: dict[str, Any] = dict(_DERIVED)
-    declared |= {f.name: cell[f.name] for f in dataclasses.fields(Cell)}
+    declared |= {"model": str, "family": str, "exporter": str}
+    declared |= {a.name: a.kind for a in AXES}
     declared |= {name: record[name] for name in ("run_id", *_OWN)}
     for group in _GROUPS.values():
         found = hints(group)

@@ -13,52 +13,95 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
-from harness.store.records import Cell, Dtype, OrtOpt, Record
+from harness.store.axes import ANY as ANY
+from harness.store.axes import AXES, DTYPE, LIST_AXES, ORT_OPT, Axis
+from harness.store.records import Cell, Record
 from harness.store.status import Stage, Status
 
-ANY = "*"
-DEFAULT_DTYPE, DEFAULT_ORT_OPT = Dtype.FLOAT32.value, OrtOpt.DEFAULT.value
+DEFAULT_DTYPE, DEFAULT_ORT_OPT = DTYPE.expectation_default(), ORT_OPT.expectation_default()
+_COLUMN = {axis.key_column: axis for axis in AXES}  # shape -> the dynamic axis
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Expect:
     """Cells matching the globs are expected to end in `status` (at `stage`, with an error
     matching `match`), for `reason`, until `expires`.
 
+    The globs are the model's, the exporter's and one per axis (harness.store.axes), named
+    by the axis's expected-file column (`opset`, `device`, `shape`, `variant`, `patch`,
+    `dtype`, `ort_opt`, ...). An axis left out selects any value, or only its default where
+    the axis says so (dtype and ORT optimisation: an expectation is about the cells it was
+    written for, the model's own float32 under a default session, unless it says otherwise,
+    `*` for every one; a float32 failure must not make a float16 cell's look expected).
+
     `status=None` is the legacy form `(match, reason)` of zoo entries: any failure."""
 
-    exporter: str = ANY
-    opset: str = ANY
-    status: Status | None = Status.EXPORT_FAILED
-    stage: Stage | None = None
-    match: str | None = None  # a regular expression searched in the error
-    reason: str = ""
-    expires: date | None = None
-    model: str = ANY
-    device: str = ANY
-    shape: str = ANY  # static | dynamic | *
-    variant: str = ANY
-    source: str = field(default="", compare=False)  # where it is written (file:line)
-    patch: str = ANY  # the export-time patch (`none`: the plain call)
-    # The dtype and ORT optimisation axes: an expectation is about the cells it was written
-    # for, the model's own float32 under a default session, unless it says otherwise (`*`
-    # for every one); a float32 failure must not make a float16 cell's failure look expected.
-    dtype: str = DEFAULT_DTYPE
-    ort_opt: str = DEFAULT_ORT_OPT
+    exporter: str
+    status: Status | None
+    stage: Stage | None
+    match: str | None  # a regular expression searched in the error
+    reason: str
+    expires: date | None
+    model: str
+    axes: dict[str, str]  # column -> glob, every axis
+    source: str = field(compare=False)  # where it is written (file:line)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "opset", str(self.opset))
-        if self.status is not None:
-            object.__setattr__(self, "status", Status.of(self.status))
-        if self.stage is not None:
-            object.__setattr__(self, "stage", Stage(self.stage))
-        if self.match is not None:
-            re.compile(self.match)  # a bad pattern fails where it is written
-        if self.shape not in (ANY, "static", "dynamic"):
-            raise ValueError(f"Expect shape {self.shape!r} must be static, dynamic or *")
+    def __init__(
+        self,
+        exporter: str = ANY,
+        opset: str | int | None = None,
+        status: Status | str | None = Status.EXPORT_FAILED,
+        stage: Stage | str | None = None,
+        match: str | None = None,
+        reason: str = "",
+        expires: date | None = None,
+        *,
+        model: str = ANY,
+        source: str = "",
+        axes: dict[str, str] | None = None,
+        **globs: str | int,
+    ) -> None:
+        if unknown := sorted(set(globs) - set(_COLUMN)):
+            raise TypeError(f"Expect has no axis {unknown[0]!r} (axes: {', '.join(_COLUMN)})")
+        given = {**(axes or {}), **{k: str(v) for k, v in globs.items()}}
+        if opset is not None:
+            given["opset"] = str(opset)
+        chosen = {c: given.get(c, a.expectation_default()) for c, a in _COLUMN.items()}
+        for column, glob in chosen.items():
+            _check_glob(_COLUMN[column], glob)
+        if match is not None:
+            re.compile(match)  # a bad pattern fails where it is written
+        fields = {
+            "exporter": exporter,
+            "status": None if status is None else Status.of(status),
+            "stage": None if stage is None else Stage(stage),
+            "match": match,
+            "reason": reason,
+            "expires": expires,
+            "model": model,
+            "axes": chosen,
+            "source": source,
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, column: str) -> str:
+        """An axis's glob by its column: `e.opset`, `e.shape`, `e.dtype`."""
+        axes = self.__dict__.get("axes", {})
+        if column in axes:
+            return str(axes[column])
+        raise AttributeError(column)
+
+    def with_(self, **changes: object) -> Expect:
+        """The same expectation with some fields or axis globs changed."""
+        fields = {k: v for k, v in self.__dict__.items() if k != "axes"}
+        axes = {**self.axes, **{k: str(v) for k, v in changes.items() if k in _COLUMN}}
+        fields |= {k: v for k, v in changes.items() if k not in _COLUMN}
+        return Expect(axes=axes, **fields)  # type: ignore[arg-type]
 
     @classmethod
     def legacy(cls, pattern: str, reason: str) -> Expect:
@@ -79,30 +122,11 @@ class Expect:
 
     @property
     def globs(self) -> tuple[str, ...]:
-        return (
-            self.model,
-            self.exporter,
-            self.opset,
-            self.device,
-            self.shape,
-            self.variant,
-            self.patch,
-            self.dtype,
-            self.ort_opt,
-        )
+        """The model's glob, the exporter's, then each axis's in the axes' order."""
+        return (self.model, self.exporter, *(self.axes[a.key_column] for a in AXES))
 
     def selects(self, cell: Cell) -> bool:
-        values = (
-            cell.model,
-            cell.exporter,
-            str(cell.opset),
-            cell.device,
-            _shape(cell),
-            cell.variant,
-            cell.patch,
-            cell.dtype.value,
-            cell.ort_opt.value,
-        )
+        values = (cell.model, cell.exporter, *(a.glob_text(cell[a]) for a in AXES))
         return all(fnmatch.fnmatchcase(v, g) for v, g in zip(values, self.globs, strict=True))
 
     def expired(self, today: date) -> bool:
@@ -134,8 +158,27 @@ class Expect:
         return what
 
 
-def _shape(cell: Cell) -> str:
-    return "dynamic" if cell.dynamic else "static"
+def varied_axes(records: Iterable[Record]) -> set[str]:
+    """The list axes whose value some record takes other than its default."""
+    return {a.name for a in LIST_AXES for r in records if r.cell[a] != a.default}
+
+
+def row_glob(axis: Axis[Any], cell: Cell, varied: set[str]) -> str:
+    """What a row written from a run names of an axis: the cell's value; for a list axis
+    whose expectations select any value unless named (the patch), `*` where the run never
+    left its default, so that a file of such runs keeps the columns it had."""
+    plain = axis in LIST_AXES and axis.any_by_default and axis.name not in varied
+    return ANY if plain else axis.glob_text(cell[axis])
+
+
+def _check_glob(axis: Axis[object], glob: str) -> None:
+    """A glob without wildcards must name a value the axis knows (a misspelt one would
+    select nothing, silently)."""
+    if axis.known is None or any(c in glob for c in "*?["):
+        return
+    if glob not in axis.known():
+        known = ", ".join(axis.known())
+        raise ValueError(f"Expect {axis.key_column} {glob!r} must be one of {known} or a glob")
 
 
 def normalize(entries: Iterable[Expect | tuple[str, str]]) -> tuple[Expect, ...]:
@@ -145,7 +188,7 @@ def normalize(entries: Iterable[Expect | tuple[str, str]]) -> tuple[Expect, ...]
 
 def for_model(expects: tuple[Expect, ...], model: str) -> tuple[Expect, ...]:
     """A zoo entry's expectations, bound to its own model name."""
-    return tuple(replace(e, model=model) for e in expects)
+    return tuple(e.with_(model=model) for e in expects)
 
 
 def lookup(expects: tuple[Expect, ...], cell: Cell, today: date) -> Expect | None:

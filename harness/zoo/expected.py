@@ -26,13 +26,14 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness.store.records import NO_PATCH, Record
+from harness.store.axes import AXES, OPSET, VARIANT, Axis
+from harness.store.records import Record
 from harness.store.status import Status
 from harness.zoo import expected_file
-from harness.zoo.expect import ANY, Expect
+from harness.zoo.expect import ANY, Expect, row_glob, varied_axes
 
 DETERMINISTIC = frozenset(
     {
@@ -65,9 +66,10 @@ class ZooExpected:
         return len(old), len(rows)
 
 
-Key = tuple[
-    str, str, str, str, str, str, str
-]  # model, exporter, device, shape, patch, dtype, ort_opt
+# A group of rows: the model, the exporter and every axis but two: the opset (one row says
+# where every opset failed alike) and the variant (the file is about the base environment).
+Key = tuple[str, ...]
+_KEY_AXES: tuple[Axis[object], ...] = tuple(a for a in AXES if a not in (OPSET, VARIANT))
 
 
 def raw_status(record: Record) -> Status | None:
@@ -85,42 +87,43 @@ def updated_rows(
     for r in records:
         groups.setdefault(_key(r), []).append(r)
     kept = [e for e in old if not any(_names(e, key) for key in groups)]
-    patched = any(r.patch != NO_PATCH for r in records)
-    fresh = [row for key, rs in groups.items() for row in _group_rows(key, rs, old, zoo, patched)]
+    varied = varied_axes(records)
+    fresh = [row for key, rs in groups.items() for row in _group_rows(key, rs, old, zoo, varied)]
     return sorted([*kept, *fresh], key=lambda e: e.globs)
 
 
 def _key(r: Record) -> Key:
-    shape = "dynamic" if r.dynamic else "static"
-    return (r.model, r.exporter, r.device, shape, r.patch, r.dtype.value, r.ort_opt.value)
+    return (r.model, r.exporter, *(a.glob_text(r.cell[a]) for a in _KEY_AXES))
 
 
 def _group_rows(
-    key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected, patched: bool
+    key: Key, records: Sequence[Record], old: Sequence[Expect], zoo: ZooExpected, varied: set[str]
 ) -> list[Expect]:
     """One model's rows for one exporter, device, shape, patch, dtype and ORT optimisation: one
     row for every opset where
     two or more opsets ran and each failed alike, else one per opset."""
     previous = [e for e in old if _names(e, key)]
     ordered = sorted(records, key=lambda r: r.opset)
-    rows = [row for r in ordered if (row := _row(r, previous, zoo, patched))]
+    rows = [row for r in ordered if (row := _row(r, previous, zoo, varied))]
     if not rows:
         return []
     alike = {(e.status, e.stage, e.reason, e.match) for e in rows}
     if len(rows) == len(records) > 1 and len(alike) == 1:
-        return [replace(rows[0], opset=ANY)]
+        return [rows[0].with_(opset=ANY)]
     return rows
 
 
 def _names(e: Expect, key: Key) -> bool:
     """The row is about this model, exporter, device, shape, patch, dtype and ORT
     optimisation (its globs select them)."""
-    globs = (e.model, e.exporter, e.device, e.shape, e.patch, e.dtype, e.ort_opt)
+    globs = (e.model, e.exporter, *(e.axes[a.key_column] for a in _KEY_AXES))
     return all(fnmatch.fnmatchcase(v, g) for v, g in zip(key, globs, strict=True))
 
 
-def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected, patched: bool) -> Expect | None:
-    mine = [replace(e, opset=str(r.opset)) for e in previous if e.opset in (ANY, str(r.opset))]
+def _row(
+    r: Record, previous: Sequence[Expect], zoo: ZooExpected, varied: set[str]
+) -> Expect | None:
+    mine = [e.with_(opset=str(r.opset)) for e in previous if e.opset in (ANY, str(r.opset))]
     if r.status is Status.XFAIL:
         return next((e for e in mine if e.status is not None), None)
     status = raw_status(r)
@@ -137,13 +140,7 @@ def _row(r: Record, previous: Sequence[Expect], zoo: ZooExpected, patched: bool)
         reason=same.reason if same else reason_of(r),
         expires=same.expires if same else None,
         model=r.model,
-        device=r.device,
-        shape="dynamic" if r.dynamic else "static",
-        # A patched cell's row names its patch; a plain cell's row names `none` only where
-        # the run has patches, so that a file of a run without them keeps its columns.
-        patch=r.patch if r.patch != NO_PATCH or patched else ANY,
-        dtype=r.dtype.value,
-        ort_opt=r.ort_opt.value,
+        axes={a.key_column: row_glob(a, r.cell, varied) for a in _KEY_AXES},
     )
 
 

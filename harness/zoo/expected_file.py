@@ -19,24 +19,20 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from harness.store.axes import AXES, LIST_AXES
 from harness.store.status import Stage, Status
-from harness.zoo.expect import ANY, DEFAULT_DTYPE, DEFAULT_ORT_OPT, Expect
+from harness.zoo.expect import ANY, Expect
 
+# The cell columns every row has (the model, the exporter and the axes that are no list
+# axis), the outcome's, then one optional column per list axis (harness.store.axes).
+_CORE = tuple(a for a in AXES if a not in LIST_AXES)
+_OUTCOME = ("expected_status", "stage", "match", "reason", "expires")
 COLUMNS = (
     "model",
     "exporter",
-    "opset",
-    "device",
-    "shape",
-    "variant",
-    "expected_status",
-    "stage",
-    "match",
-    "reason",
-    "expires",
-    "patch",
-    "dtype",
-    "ort_opt",
+    *(a.key_column for a in _CORE),
+    *_OUTCOME,
+    *(a.key_column for a in LIST_AXES),
 )
 REQUIRED = ("model", "exporter", "opset", "device", "expected_status")
 HEADER = """\
@@ -90,19 +86,18 @@ def _row(row: dict[str, str | None], source: str) -> Expect:
     try:
         return Expect(
             value("exporter") or ANY,
-            value("opset") or ANY,
+            None,
             Status.of(value("expected_status")),
             Stage(value("stage")) if value("stage") else None,
             value("match") or None,
             value("reason"),
             date.fromisoformat(value("expires")) if value("expires") else None,
             model=value("model") or ANY,
-            device=value("device") or ANY,
-            shape=value("shape") or ANY,
-            variant=value("variant") or ANY,
-            patch=value("patch") or ANY,
-            dtype=value("dtype") or DEFAULT_DTYPE,
-            ort_opt=value("ort_opt") or DEFAULT_ORT_OPT,
+            axes={
+                a.key_column: value(a.key_column)
+                or (ANY if a in _CORE else a.expectation_default())
+                for a in AXES
+            },
             source=source,
         )
     except ValueError as exc:  # unknown status or stage, a bad date, glob or pattern
@@ -124,11 +119,7 @@ def columns_for(rows: Sequence[Expect]) -> tuple[str, ...]:
     """The columns a file of these rows has: up to the last optional one a row needs (patch:
     a row that names one; dtype and ort_opt: a row about another dtype or optimisation), so
     that files of plain float32 runs stay as they were."""
-    needed = [
-        any(e.patch != ANY for e in rows),
-        any(e.dtype != DEFAULT_DTYPE for e in rows),
-        any(e.ort_opt != DEFAULT_ORT_OPT for e in rows),
-    ]
+    needed = [any(e.axes[a.key_column] != a.expectation_default() for e in rows) for a in LIST_AXES]
     last = max((i for i, need in enumerate(needed) if need), default=-1)
     return COLUMNS[: len(COLUMNS) - len(needed) + last + 1]
 
@@ -137,16 +128,11 @@ def _fields(e: Expect) -> list[str]:
     return [
         e.model,
         e.exporter,
-        e.opset,
-        e.device,
-        e.shape,
-        e.variant,
+        *(e.axes[a.key_column] for a in _CORE),
         str(e.status) if e.status is not None else ANY,
         str(e.stage) if e.stage is not None else "",
         e.match or "",
         e.reason,
         e.expires.isoformat() if e.expires else "",
-        e.patch,
-        e.dtype,
-        e.ort_opt,
+        *(e.axes[a.key_column] for a in LIST_AXES),
     ]

@@ -114,3 +114,37 @@ def test_without_inputs_at_the_example_is_sliced_as_before() -> None:
 )
 def test_a_shape_label_lists_its_sizes_in_order(sizes: dict[str, int], label: str) -> None:
     assert shape_label(sizes) == label
+
+
+def test_a_batch_cell_tiles_the_example_along_its_batch_dimensions_only() -> None:
+    """The batch axis (harness.store.axes.BATCH): every input's `batch` dimension takes the
+    cell's size, the other dimensions keep the example's; 0 keeps the example itself."""
+    from harness.cell.dynamic import at_batch
+
+    spec = _entry(SPEC)
+    ids = torch.arange(6.0).reshape(2, 3)
+    inputs = Inputs((ids, torch.zeros(2, 4, 5, 16)), {}, ("ids", "past"), ("input_ids", "p"))
+    five = at_batch(spec, torch.nn.Identity(), inputs, 5)
+    assert [tuple(t.shape) for t in five.leaves()] == [(5, 3), (5, 4, 5, 16)]
+    assert five.args[0][4].tolist() == ids[0].tolist()  # tiled: rows of the example, again
+    assert at_batch(spec, torch.nn.Identity(), inputs, 0) is inputs
+
+
+def test_an_entry_without_a_batch_dimension_cannot_take_another_batch() -> None:
+    from harness.cell.dynamic import NoBatchDimension, at_batch
+
+    inputs = Inputs((torch.zeros(2, 3),), {}, ("x",))
+    with pytest.raises(NoBatchDimension, match="no batch dimension to make batch 4"):
+        at_batch(_entry(({1: "sequence"},)), torch.nn.Identity(), inputs, 4)
+    with pytest.raises(NoBatchDimension):
+        at_batch(_entry(None), torch.nn.Identity(), inputs, 4)
+
+
+def _entry(dynamic_shapes: object) -> ModelSpec:
+    return ModelSpec(
+        name="m",
+        family="test",
+        build=torch.nn.Identity,
+        example_inputs=lambda: (torch.zeros(2, 6),),
+        dynamic_shapes=dynamic_shapes,  # type: ignore[arg-type]
+    )

@@ -63,23 +63,29 @@ def test_interleaved_timing_alternates_and_cancels_drift() -> None:
 
     from harness.cell.timing import time_interleaved
 
-    order: list[str] = []
-    start = time.perf_counter()
-
-    def work(name: str) -> None:
-        order.append(name)
-        slow = 1 + 4 * min(1.0, (time.perf_counter() - start) / 0.6)
-        end = time.perf_counter() + slow * 2e-4
-        while time.perf_counter() < end:
-            pass
-
     protocol = Protocol(warmup_min_iters=2, warmup_max_s=0.01, min_iters=40, min_time_s=0.3)
-    a, b = time_interleaved(lambda: work("a"), lambda: work("b"), protocol)
-    assert len(a) >= 40 and len(b) >= 40
-    switches = sum(x != y for x, y in zip(order, order[1:], strict=False))
-    assert switches >= 4  # blocks alternate: a.., b.., b.., a.., ...
-    ratio = statistics.median(b) / statistics.median(a)
-    assert 0.8 < ratio < 1.25
+
+    def one_loop() -> tuple[float, int]:
+        order: list[str] = []
+        start = time.perf_counter()
+
+        def work(name: str) -> None:
+            order.append(name)
+            slow = 1 + 4 * min(1.0, (time.perf_counter() - start) / 0.6)
+            end = time.perf_counter() + slow * 2e-4
+            while time.perf_counter() < end:
+                pass
+
+        a, b = time_interleaved(lambda: work("a"), lambda: work("b"), protocol)
+        assert len(a) >= 40 and len(b) >= 40
+        switches = sum(x != y for x, y in zip(order, order[1:], strict=False))
+        return statistics.median(b) / statistics.median(a), switches
+
+    # The median of three loops: another process taking the core for a moment (a parallel
+    # test worker) skews one loop's ratio, not the median of three.
+    loops = [one_loop() for _ in range(3)]
+    assert min(switches for _, switches in loops) >= 4  # blocks alternate: a.., b.., b.., a..
+    assert 0.8 < statistics.median(ratio for ratio, _ in loops) < 1.25
     assert gc.isenabled()
 
 

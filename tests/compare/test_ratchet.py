@@ -222,13 +222,12 @@ def test_the_repository_expected_file_has_the_current_columns():
 def test_update_expected_gives_a_float16_cell_a_row_of_its_own():
     """The same model failing at float16 and passing at float32: one float16 row, and the
     float32 cell must still pass (a row without a dtype is about float32 cells)."""
-    from dataclasses import replace
 
     from harness.store.records import Dtype
 
     full = record("m")
     broken = failed("m", status="numerics_mismatch", stage="numerics")
-    half = broken.with_changes(cell=replace(broken.cell, dtype=Dtype.FLOAT16))
+    half = broken.with_changes(cell=broken.cell.replace(dtype=Dtype.FLOAT16))
     rows = updated_expected(None, [full, half], today=TODAY)
     assert [(r.dtype, r.status) for r in rows] == [("float16", Status.NUMERICS_MISMATCH)]
     assert kinds(ratchet([full, half], expectations(*rows))) == []

@@ -65,13 +65,13 @@ def test_the_cells_searched_are_the_ones_only_transformers_exporter_passes() -> 
     records = [
         ok,
         _record("dynamo", "export_failed"),
-        replace(ok, cell=replace(ok.cell, model="both")),
+        replace(ok, cell=ok.cell.replace(model="both")),
         _record("dynamo", "ok", "both"),
-        replace(ok, cell=replace(ok.cell, model="xfail")),
+        replace(ok, cell=ok.cell.replace(model="xfail")),
         _record("dynamo", "xfail", "xfail"),
         _record("transformers", "numerics_mismatch", "neither"),
         _record("dynamo", "export_failed", "neither"),
-        replace(ok, cell=replace(ok.cell, model="alone")),
+        replace(ok, cell=ok.cell.replace(model="alone")),
     ]
     assert [r.model for r in chosen_cells(records)] == ["m", "xfail"]
     assert [r.model for r in chosen_cells(records, ("x*",))] == ["xfail"]

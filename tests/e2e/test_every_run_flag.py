@@ -14,6 +14,7 @@ import pytest
 
 from harness.cli import build_parser, main
 from harness.plan.build import RunOptions
+from harness.store.axes import BATCH, DTYPE, ORT_OPT, PATCH
 from harness.store.options import Shapes
 from harness.store.rundir import read_manifest, read_records
 from tests.conftest import FIXTURES, run_cli
@@ -28,7 +29,7 @@ RUNS: dict[str, tuple[str, ...]] = {
         *("--opsets", "18"),
         *("--dynamic-only", "--devices", "cpu", "--patches", "none", "--keep-onnx"),
         *("--keep-graphs", "--threads", "1", "--timeout", "120", "--max-memory-gb", "4"),
-        *("--dtypes", "float16"),
+        *("--dtypes", "float16", "--batches", "3"),
     ),
     "static-only": (
         *("--suite", SUITE, *SELECT, "--models", "tiny_cummax", "--exporters", "torchscript"),
@@ -106,16 +107,17 @@ def test_the_run_directory_reads_back_and_every_command_takes_it(
 def test_the_options_each_run_took_are_in_its_manifest(runs: dict[str, Path]) -> None:
     first = RunOptions.from_dict(dict(read_manifest(runs["dynamic-only"]).options))
     assert (first.keep_onnx, first.keep_graphs, first.threads) == (True, "run", 1)
-    assert (first.timeout_s, first.max_memory_gb, first.patches) == (120.0, 4.0, ("none",))
+    assert (first.timeout_s, first.max_memory_gb, first.values(PATCH)) == (120.0, 4.0, ("none",))
     assert first.devices == ("cpu",) and first.exporters == ("dynamo",)
-    assert first.dtypes == ("float16",)
+    assert first.values(DTYPE) == ("float16",) and first.values(BATCH) == ("3",)
     record = next(iter(read_records(runs["dynamic-only"])))
     assert record.status == "ok" and record.dynamic and "onnx" in record.artifacts
+    assert record.cell[BATCH] == 3 and record.cell.cell_id.endswith("--float16--batch3")
     assert record.dtype == "float16" and record.numerics.precision_loss is not None
     assert any((runs["dynamic-only"] / "graphs").iterdir())
     shared = RunOptions.from_dict(dict(read_manifest(runs["dynamic"]).options))
     assert shared.keep_graphs == str(runs["dynamic"].parent / "graphs")
-    assert shared.ort_opts == ("all",)
+    assert shared.values(ORT_OPT) == ("all",)
     for record in read_records(runs["dynamic"]):
         assert record.ort_opt == "all" and record.ort.optimizers is not None
 

@@ -47,7 +47,7 @@ def test_dynamic_only_gives_dynamic_cells_and_none_to_static_models() -> None:
 
 def test_dtypes_are_an_axis_and_a_float32_cell_keeps_its_name() -> None:
     both = (Dtype.FLOAT32, Dtype.FLOAT16)
-    m = expand(MODELS[:1], ["dynamo", "torchscript"], lambda e: (18,), dtypes=both)
+    m = expand(MODELS[:1], ["dynamo", "torchscript"], lambda e: (18,), axes={"dtype": both})
     assert sorted((c.exporter, c.dtype) for c in m.cells) == [
         ("dynamo", "float16"),
         ("dynamo", "float32"),
@@ -64,7 +64,7 @@ def test_dtypes_are_an_axis_and_a_float32_cell_keeps_its_name() -> None:
 
 def test_ort_optimisations_are_an_axis_and_a_default_cell_keeps_its_name() -> None:
     levels = (OrtOpt.DEFAULT, OrtOpt.NONE, OrtOpt.FUSIONS)
-    m = expand(MODELS[:1], ["dynamo"], lambda e: (18,), ort_opts=levels)
+    m = expand(MODELS[:1], ["dynamo"], lambda e: (18,), axes={"ort_opt": levels})
     assert sorted(c.ort_opt for c in m.cells) == sorted(levels)
     ids = sorted(c.cell_id for c in m.cells)
     assert ids == [
@@ -77,7 +77,11 @@ def test_ort_optimisations_are_an_axis_and_a_default_cell_keeps_its_name() -> No
 
 def test_patches_are_an_axis_of_their_own_beside_variants() -> None:
     m = expand(
-        MODELS[:1], ["dynamo"], lambda e: (18,), variants=("base", "old"), patches=("none", "p")
+        MODELS[:1],
+        ["dynamo"],
+        lambda e: (18,),
+        variants=("base", "old"),
+        axes={"patch": ("none", "p")},
     )
     assert sorted((c.variant, c.patch) for c in m.cells) == [
         ("base", "none"),

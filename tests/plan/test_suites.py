@@ -6,6 +6,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
+from harness.store.axes import DTYPE, ORT_OPT, PATCH
 from harness.store.options import Shapes
 from harness.store.records import Dtype, OrtOpt
 
@@ -80,21 +81,23 @@ def test_parse_suite_defaults() -> None:
 
 def test_a_suite_may_run_dynamic_cells_only_and_name_its_patches(tmp_path: Path) -> None:
     suite = load_suite(_write(tmp_path, 'models = ["a"]\ndynamic = "only"\npatches = ["none"]\n'))
-    assert suite.dynamic == "only" and suite.patches == ("none",)
-    assert parse_suite({"models": ["x"]}, name="x", source="inline").patches == ("none",)
+    assert suite.dynamic == "only" and suite.values(PATCH) == ("none",)
+    assert parse_suite({"models": ["x"]}, name="x", source="inline").values(PATCH) == ("none",)
 
 
 def test_a_suite_names_its_dtypes_float32_by_default(tmp_path: Path) -> None:
     suite = load_suite(_write(tmp_path, 'models = ["a"]\ndtypes = ["float16", "bfloat16"]\n'))
-    assert suite.dtypes == (Dtype.FLOAT16, Dtype.BFLOAT16)
-    assert parse_suite({"models": ["x"]}, name="x", source="inline").dtypes == (Dtype.FLOAT32,)
+    assert suite.values(DTYPE) == (Dtype.FLOAT16, Dtype.BFLOAT16)
+    assert parse_suite({"models": ["x"]}, name="x", source="inline").values(DTYPE) == (
+        Dtype.FLOAT32,
+    )
 
 
 def test_a_suite_names_its_ort_optimisations_default_by_default(tmp_path: Path) -> None:
     suite = load_suite(_write(tmp_path, 'models = ["a"]\nort_opts = ["none", "fusions"]\n'))
-    assert suite.ort_opts == (OrtOpt.NONE, OrtOpt.FUSIONS)
+    assert suite.values(ORT_OPT) == (OrtOpt.NONE, OrtOpt.FUSIONS)
     inline = parse_suite({"models": ["x"]}, name="x", source="inline")
-    assert inline.ort_opts == (OrtOpt.DEFAULT,)
+    assert inline.values(ORT_OPT) == (OrtOpt.DEFAULT,)
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ from typing import Annotated, Any
 
 from hypothesis import strategies as st
 
+from harness.store.axes import AXES
 from harness.store.declare import As, Named, Rule, hints
 from harness.store.details import Open
+from harness.store.records import Cell
 
 TEXT = st.text(max_size=6)
 KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
@@ -69,10 +71,18 @@ def strategy_of(hint: Any) -> st.SearchStrategy[Any]:
         return st.dictionaries(KEYS, values, max_size=3)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return st.sampled_from(list(hint))
+    if hint is Cell:
+        return cells()
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         return part(hint)
     simple = {str: TEXT, bool: st.booleans(), int: st.integers(0, 2**40), float: FINITE}
     return simple.get(hint, JSON)
+
+
+def cells() -> st.SearchStrategy[Cell]:
+    """A cell: a model, an exporter and a value of every axis, from the axes' declared types."""
+    axes = {axis.name: strategy_of(axis.kind) for axis in AXES}
+    return st.builds(Cell, TEXT, TEXT, family=TEXT, **axes)
 
 
 def part(cls: type) -> st.SearchStrategy[Any]:

@@ -132,8 +132,8 @@ def test_a_row_is_about_float32_cells_unless_it_names_a_dtype_or_optimisation(
     from harness.store.records import Cell, Dtype, OrtOpt
 
     plain = Cell("m", "dynamo", 18)
-    half = changed(plain, dtype=Dtype.FLOAT16)
-    fused = changed(plain, ort_opt=OrtOpt.FUSIONS)
+    half = plain.replace(dtype=Dtype.FLOAT16)
+    fused = plain.replace(ort_opt=OrtOpt.FUSIONS)
     row = Expect("dynamo", "18", "numerics_mismatch", model="m")
     assert row.selects(plain) and not row.selects(half) and not row.selects(fused)
     assert changed(row, dtype="float16").selects(half)

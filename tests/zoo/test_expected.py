@@ -101,13 +101,12 @@ def test_rows_of_a_reduced_precision_run_name_its_dtype_and_judge_only_its_cells
 ) -> None:
     """A float16 run's failures get float16 rows: the float32 cell of the same model fails
     or passes on its own, and a float32 row does not explain the float16 cell."""
-    from dataclasses import replace
 
     from harness.store.records import Dtype
 
     zoo = _zoo(tmp_path, pin=True)
     full = _failed("m.a", KeyError("x"))
-    half = full.with_changes(cell=replace(full.cell, dtype=Dtype.FLOAT16))
+    half = full.with_changes(cell=full.cell.replace(dtype=Dtype.FLOAT16))
     zoo.update([half])
     (row,) = expected_file.read(zoo.path).rows
     assert (row.model, row.dtype, row.ort_opt) == ("m.a", "float16", "default")
