@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from harness.store.measures import Generation, Latency
 from harness.store.records import Cell, Record
@@ -87,7 +87,7 @@ def side_by_side(facts: Iterable[WayFacts]) -> list[Architecture]:
     groups: dict[Cell, list[WayFacts]] = defaultdict(list)
     for f in facts:
         if f.status.applies:
-            groups[replace(f.cell, exporter="")].append(f)
+            groups[f.cell.replace(exporter="")].append(f)
     found = []
     for key in sorted(groups):
         ways = sorted(groups[key], key=lambda f: _rank(f.cell.exporter))

@@ -33,9 +33,7 @@ BUILDERS = ("genai-builder", "mobius")
 
 
 def _cell(tmp: Path, model: str, exporter: str, **changes: object) -> Record:
-    cell = Cell(model, exporter, 18, dynamic=True, family="transformers-decode")
-    for name, value in changes.items():
-        object.__setattr__(cell, name, value)
+    cell = Cell(model, exporter, 18, dynamic=True, family="transformers-decode", **changes)
     return run_cell(CellTask(cell, str(DECODERS), "t", str(tmp), timeout_s=600))
 
 
