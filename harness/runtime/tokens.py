@@ -30,7 +30,7 @@ from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
-from harness.exporters.request import Components, ExportRequest
+from harness.exporters.request import Components, Exported, ExportRequest
 from harness.store.axes import Dtype
 from harness.store.error_text import first_line
 from harness.store.measures import Generation, Measurements
@@ -54,6 +54,26 @@ def reference(
     with stage("reference"):
         ids = encdec.start(lm)
         return ids, generation.greedy(encdec.eager_step(lm, generation.prompt(lm)), ids)
+
+
+def one_graph(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    spec: ModelSpec,
+    made: tuple[ExportRequest, Exported, str],
+    tokens: tuple[torch.Tensor, generation.Greedy],
+    how: Mapping[str, Any],
+    dtype: Dtype,
+    m: Measurements,
+) -> None:
+    """A one-graph cell's token checks: an encoder-decoder step's from its source text,
+    else a decoder's (`made`: the cell's export request, what it gave, the exporter)."""
+    request, exported, exporter = made
+    if how.get("encoder_decoder"):
+        judge_encoder_decoder(runner, model, spec, request, exporter, tokens, m)
+    else:
+        folder = exported.genai_folder
+        judge(runner, model, spec, request.inputs, tokens, how, folder, dtype, m)
 
 
 def judge_components(
@@ -183,6 +203,7 @@ def served(
     model: torch.nn.Module,
     tokens: tuple[torch.Tensor, generation.Greedy],
     how: Mapping[str, Any],
+    dtype: Dtype,
     tolerance: tuple[float, float] | None,
     m: Measurements,
 ) -> None:
@@ -192,7 +213,8 @@ def served(
     ids, eager = tokens
     rows = batched.prompts(generation.language_model(model))
     eager_rows = _eager_batch(model, rows) if how.get("mask_past", True) else None
-    found = _generator(folder, ids, eager, rows, eager_rows, tolerance or DEFAULT_TOLERANCE)
+    at = tolerance_at(dtype, tolerance) or DEFAULT_TOLERANCE
+    found = _generator(folder, ids, eager, rows, eager_rows, at)
     m.numerics = replace(m.numerics, generations={**(m.numerics.generations or {}), **found})
 
 

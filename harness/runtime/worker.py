@@ -201,20 +201,16 @@ def _judge_graph(
     pipeline.check(request.path, m, ort_only=fused)
     runner = pipeline.session(task, request, m, model_type=_model_type(spec), fused=fused)
     how = generation.recipe(spec, task.cell) or {}
-    if tokens is not None and exported.genai_folder is not None:
-        tolerance = tolerance_at(dtype, spec.tolerance)
-        graph_tokens.served(exported.genai_folder, model, tokens, how, tolerance, m)
+    if tokens is not None and exported.genai_folder is not None:  # its users' path, first
+        graph_tokens.served(exported.genai_folder, model, tokens, how, dtype, spec.tolerance, m)
     diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
     if not exported.from_checkpoint:
         _verify(runner, ref, spec, dtype, m, diagnose)
     if task.cell.dynamic:
         _verify_dynamic(runner, models, inputs32, spec, dtype, m, first=exported.from_checkpoint)
-    if tokens is not None and how.get("encoder_decoder"):
-        exporter = task.cell.exporter
-        graph_tokens.judge_encoder_decoder(runner, model, spec, request, exporter, tokens, m)
-    elif tokens is not None:
-        folder = exported.genai_folder
-        graph_tokens.judge(runner, model, spec, ref.inputs, tokens, how, folder, dtype, m)
+    if tokens is not None:
+        made = (request, exported, task.cell.exporter)
+        graph_tokens.one_graph(runner, model, spec, made, tokens, how, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
     _latency(runner, model, shapes, task.protocol or Protocol(), m)
     return runner
