@@ -61,7 +61,7 @@ class EncoderWithCross(torch.nn.Module):
         first = torch.full((input_ids.shape[0], 1), int(start(lm)[0, 0]), dtype=torch.int64)
         empty = EncoderDecoderCache(DynamicCache(), DynamicCache())
         out = lm(
-            encoder_outputs=(hidden,),
+            encoder_outputs=encoder_output(hidden),
             attention_mask=attention_mask,
             decoder_input_ids=first,
             use_cache=True,
@@ -76,12 +76,20 @@ def _cache_key(lm: torch.nn.Module) -> str:
     return generation.cache_key(inspect.signature(lm.forward).parameters) or "past_key_values"
 
 
-def layers(lm: torch.nn.Module) -> int:
-    config: Any = lm.config
-    for name in ("decoder_layers", "num_decoder_layers", "num_layers", "num_hidden_layers"):
-        if isinstance(found := getattr(config, name, None), int):
-            return found
-    raise ValueError(f"{type(lm).__name__}: no decoder layer count in its config")
+def encoder_output(hidden: torch.Tensor) -> Any:
+    """The encoder's output as the model takes it back (some read `.last_hidden_state`,
+    T5Gemma among them, which a bare tuple lacks)."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    return BaseModelOutput(last_hidden_state=hidden)
+
+
+def layers(lm: torch.nn.Module, source: torch.Tensor) -> int:
+    """The decoder's layers as its cache holds them (a config names them many ways: an
+    EncoderDecoderModel's are its decoder sub-config's)."""
+    with torch.no_grad():
+        found = EncoderWithCross(lm)(source, torch.ones_like(source))
+    return (len(found) - 1) // 2
 
 
 def eager_step(lm: torch.nn.Module, source: torch.Tensor) -> generation.Step:
@@ -98,7 +106,7 @@ def eager_step(lm: torch.nn.Module, source: torch.Tensor) -> generation.Step:
         with torch.no_grad():
             out = lm(
                 decoder_input_ids=new,
-                encoder_outputs=(hidden,),
+                encoder_outputs=encoder_output(hidden),
                 attention_mask=mask,
                 use_cache=True,
                 **{key: state["cache"]},

@@ -6,7 +6,8 @@ logits read at each step.
 A batch is padded on the right with the config's pad id (the Generator derives each row's
 mask from the pad ids). The Generator stops a row at the config's end-of-sequence token,
 where eager (no logits processors) goes on: a row is compared up to that token. A sliding
-window needs a cache at least as long as its window: `max_length` is the longer of the two.
+window needs a cache at least as long as its window: `max_length` is the longer of the two,
+within the model's context.
 """
 
 from __future__ import annotations
@@ -41,13 +42,22 @@ def greedy(
         ids[i, : len(row)] = row
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)
-    window = (config.get("decoder", {}).get("sliding_window") or {}).get("window_size", 0)
     params.set_search_options(
-        max_length=max(width + new_tokens, int(window)), do_sample=False, batch_size=len(rows)
+        max_length=_capacity(config, width + new_tokens), do_sample=False, batch_size=len(rows)
     )
     generator = og.Generator(model, params)
     generator.append_tokens(ids)
     return _steps(generator, len(rows), new_tokens, eos)
+
+
+def _capacity(config: dict[str, Any], needed: int) -> int:
+    """The cache the Generator allocates (`max_length`): what the prompt and the new tokens
+    need, or a sliding window's length where longer (its GroupQueryAttention refuses a
+    shorter cache), but never past the model's context (the Generator refuses that; a
+    shrunk config may keep a window longer than its context: ORT then says so)."""
+    window = int((config.get("decoder", {}).get("sliding_window") or {}).get("window_size", 0))
+    context = int(config.get("context_length") or needed)
+    return max(needed, min(window, context))
 
 
 def _steps(generator: Any, batch: int, new_tokens: int, eos: set[int]) -> list[generation.Greedy]:

@@ -94,8 +94,12 @@ def judge_components(
             ort = generation.greedy(generation.component_step(parts.exported.runners, traced), ids)
         generation.require_same(eager, ort, tolerance, m)
         return
-    if parts.encoder is None:
-        m.numerics = replace(m.numerics, generation=Generation.failed("encoder: not exported"))
+    missing = sorted({"prefill", "decode"} - set(parts.exported.runners))
+    why = "encoder: not exported" if parts.encoder is None else None
+    if missing:
+        why = f"no component {missing[0]!r} among {sorted(parts.exported.runners)}"
+    if why is not None:  # nothing to generate with: recorded, the components were judged
+        m.numerics = replace(m.numerics, generation=Generation.failed(why))
         return
     source = generation.prompt(generation.language_model(model))
     with stage("ort_run"):
@@ -146,7 +150,7 @@ def _encoded(
     lm: torch.nn.Module, source: torch.Tensor, request: ExportRequest, exporter: str, threads: int
 ) -> dict[str, Any]:
     """`EncoderWithCross` exported with the cell's exporter and run in ORT on the source."""
-    names = ("encoder_hidden_states", *encdec.cross_names(encdec.layers(lm)))
+    names = ("encoder_hidden_states", *encdec.cross_names(encdec.layers(lm, source)))
     params = ("input_ids", "attention_mask")
     inputs = Inputs((source, torch.ones_like(source)), {}, params, params)
     folder = request.path.parent / "encoder"

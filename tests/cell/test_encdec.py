@@ -53,7 +53,7 @@ def _step_run(marian: Any, names: list[str]) -> Any:
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         t = {k: torch.from_numpy(v) for k, v in feeds.items()}
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        for i in range(encdec.layers(marian)):
+        for i in range(encdec.layers(marian, generation.prompt(marian))):
             cache.self_attention_cache.update(
                 t[f"past_key_values.{i}.decoder.key"], t[f"past_key_values.{i}.decoder.value"], i
             )
@@ -76,7 +76,7 @@ def test_the_decoder_step_fed_the_encoders_cross_cache_generates_eagers_tokens(m
     eager = generation.greedy(encdec.eager_step(marian, source), ids)
     with torch.no_grad():
         hidden, *cross = encdec.EncoderWithCross(marian)(source, torch.ones_like(source))
-    names = encdec.cross_names(encdec.layers(marian))
+    names = encdec.cross_names(encdec.layers(marian, generation.prompt(marian)))
     encoded = {
         "encoder_hidden_states": hidden.numpy(),
         **{n: c.numpy() for n, c in zip(names, cross, strict=True)},
@@ -84,7 +84,7 @@ def test_the_decoder_step_fed_the_encoders_cross_cache_generates_eagers_tokens(m
     heads, width = cross[0].shape[1], cross[0].shape[3]
     empty = {
         f"past_key_values.{i}.decoder.{kv}": np.zeros((1, heads, 0, width), np.float32)
-        for i in range(encdec.layers(marian))
+        for i in range(encdec.layers(marian, generation.prompt(marian)))
         for kv in ("key", "value")
     }
     outputs = ["logits", *leaf_names(_cache_like(marian), "present")]

@@ -22,3 +22,15 @@ def test_eager_is_cut_where_the_generator_stopped_a_row() -> None:
     eager = ([5, 2, 9, 9], logits)
     cut = up_to_end(eager, ([5, 2], logits[:2]))
     assert cut[0] == [5, 2] and len(cut[1]) == 2
+
+
+def test_the_generators_cache_covers_a_window_within_the_context() -> None:
+    from harness.cell.genai import _capacity
+
+    window = {"decoder": {"sliding_window": {"window_size": 64}}, "context_length": 128}
+    assert _capacity(window, 24) == 64  # a sliding window's cache is at least its window
+    assert _capacity(window, 100) == 100
+    # a shrunk config's window of 4096 in a context of 128: never past the context
+    longer = {"decoder": {"sliding_window": {"window_size": 4096}}, "context_length": 128}
+    assert _capacity(longer, 24) == 128
+    assert _capacity({}, 24) == 24
