@@ -62,6 +62,23 @@ def main(dirs: list[Path]) -> None:
         print(
             f"| {way} | {len(rs)} | {skipped} | {_median(export)} | {_median(build)} | {_median(rss)} |"
         )
+    print(
+        "\n| architecture | "
+        + " | ".join(f"{w} prefill / decode" for w in ("dynamo", "genai-builder", "mobius"))
+        + " |"
+    )
+    print("|---|---|---|---|")
+    for a in found:
+        by = {w.exporter: w for w in a.ways}
+        if not any(len(w.ratio) for w in a.ways):
+            continue
+        cells = []
+        for name in ("dynamo", "genai-builder", "mobius"):
+            w = by.get(name)
+            cells.append(
+                " / ".join(f"×{w.ratio[k]:.2f}" if w and k in w.ratio else "—" for k in SHAPES)
+            )
+        print(f"| {a.cell.model} | " + " | ".join(cells) + " |")
     print("\nfailures:")
     for r in sorted(records, key=lambda r: (r.exporter, r.model)):
         if r.status.applies and not r.status.passing or r.status is Status.XFAIL:

@@ -105,10 +105,13 @@ def _rank(exporter: str) -> tuple[int, str]:
 
 
 def _with_ratios(ways: Sequence[WayFacts]) -> tuple[Way, ...]:
+    """Each way's p50 over the fastest's, at each shape two or more ways were timed at (a
+    way timed alone has nothing to be compared with)."""
     fastest = {
         shape: min(times)
         for shape in SHAPES
-        if (times := [w.p50_ms[shape] for w in ways if shape in w.p50_ms and not w.own_shapes])
+        if len(times := [w.p50_ms[shape] for w in ways if shape in w.p50_ms and not w.own_shapes])
+        >= 2
     }
     return tuple(
         Way(

@@ -103,3 +103,13 @@ def test_tokens_read_as_in_the_generation_section() -> None:
     assert tokens_text(Generation.failed("seqlens_k[1] = 2 is too small")) == (
         "error: seqlens_k[1] = 2 is too small"
     )
+
+
+def test_a_way_timed_alone_at_a_shape_has_no_ratio() -> None:
+    records = [
+        _record("dynamo", Status.OK, shapes=_shapes(0.4, 0.2)),
+        _record("mobius", Status.EXPORT_FAILED, exported=False),
+    ]
+    (arch,) = of_records(records)
+    assert [w.ratio for w in arch.ways] == [{}, {}]
+    assert summary([arch])[0].median_ratio == {}
