@@ -78,7 +78,7 @@ def write_suites(sources: dict[str, Source], out: Path, channel: str, night: int
             edit=flip(channel, failure),
             versions={"torch": torch_of(channel, night)},
             hour=3 + i,
-        )  # fmt: skip
+        )
         for i, (suite, cells) in enumerate(SUITES.items())
     ]
 

@@ -222,7 +222,7 @@ def test_compare_history_is_no_slower(
             suite=suite,
             cells=SUITES[suite],
             edit=flip("stable", failure),
-        )  # fmt: skip
+        )
         for n in range(11)
     ]
     whole, summary = tmp_path / "whole.sqlite", tmp_path / "summary.sqlite"

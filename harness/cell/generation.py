@@ -133,7 +133,7 @@ def mismatch_text(g: Generation, eager: list[int], ort: list[int]) -> str:
 def eager_step(lm: torch.nn.Module, *, mask_past: bool = True) -> Step:
     """The language model's forward with its own cache, as `generate` calls it."""
     params = inspect.signature(lm.forward).parameters
-    cache_key = _cache_key(params) or "past_key_values"
+    key = cache_key(params) or "past_key_values"
     device = next(lm.parameters(), torch.empty(0)).device
     state: dict[str, Any] = {"cache": None}
 
@@ -141,7 +141,7 @@ def eager_step(lm: torch.nn.Module, *, mask_past: bool = True) -> Step:
         kwargs = _token_kwargs(new, past, mask_past=mask_past, positions="position_ids" in params)
         kwargs = {k: v.to(device) for k, v in kwargs.items()}  # a CUDA cell's model
         with torch.no_grad():
-            out = lm(**kwargs, **{cache_key: state["cache"]}, use_cache=True)
+            out = lm(**kwargs, **{key: state["cache"]}, use_cache=True)
         state["cache"] = cache_of(out)
         logits: torch.Tensor = out.logits[0, -1]
         return logits
@@ -200,12 +200,12 @@ def component_step(runners: Mapping[str, Any], traced: Mapping[str, Mapping[str,
             return first
         name = "prefill" if state["cache"] is None else "decode"
         traced_kwargs = traced[name]
-        cache_key = _cache_key(traced_kwargs)
+        key = cache_key(traced_kwargs)
         kwargs = _token_kwargs(new, past, mask_past=True, positions=True)
         kwargs = {k: v for k, v in kwargs.items() if k in traced_kwargs}
-        if cache_key is not None:
-            cache = state["cache"] or copy.deepcopy(traced["prefill"][cache_key])
-            kwargs[cache_key] = cache
+        if key is not None:
+            cache = state["cache"] or copy.deepcopy(traced["prefill"][key])
+            kwargs[key] = cache
         out = runners[name](**kwargs)
         state["cache"] = cache_of(out)
         logits: torch.Tensor = out.logits[0, -1]
@@ -241,7 +241,7 @@ def cache_of(output: Any) -> Any:
     )
 
 
-def _cache_key(kwargs: Mapping[str, Any]) -> str | None:
+def cache_key(kwargs: Mapping[str, Any]) -> str | None:
     return next((k for k in ("cache", "past_key_values") if k in kwargs), None)
 
 
@@ -286,7 +286,7 @@ def graph_tokens(
         empty = dynamic.inputs_at(spec, model, inputs, {"batch": 1, "sequence": 1, "past": 0})
     named = dict(zip(empty.names(), empty.leaves(), strict=True))
     past = {k: v for k, v in named.items() if k.startswith("past_key_values.")}
-    run = lambda feeds: runner.session.run(None, feeds)  # noqa: E731
+    run = lambda feeds: runner.session.run(runner.output_names, feeds)  # noqa: E731
     step = graph_step(
         run,
         runner.input_names,

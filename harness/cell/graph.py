@@ -38,11 +38,19 @@ def check(path: Path, m: Measurements, *, ort_only: bool = False) -> None:
         onnx_nodes=len(model.graph.node),
         onnx_ops=dict(sorted(ops.items())),
         graph_fingerprint=graph_fingerprint(path),
-        onnx_bytes=sum(f.stat().st_size for f in path.parent.iterdir() if f.is_file()),
+        onnx_bytes=graph_bytes(path),
     )
     with stage("check"):
         groups, copies = duplicate_initializers(path, model)
     m.export = replace(m.export, duplicate_initializers=groups, duplicate_bytes=copies)
+
+
+def graph_bytes(path: Path) -> int:
+    """The graph's bytes on disk, its external data included: the files of its folder but
+    the JSON a model builder writes beside it (genai_config.json, the tokenizer's)."""
+    return sum(
+        f.stat().st_size for f in path.parent.iterdir() if f.is_file() and f.suffix != ".json"
+    )
 
 
 # Initializers under this size are not looked at: shapes, scalars and small constants

@@ -3,7 +3,7 @@ with I/O binding so that no host<->device copy happens inside the timed region."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,13 @@ class OrtRunner:
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.runtime = runtime_of(self.session.get_providers(), self.settings)
 
+    def order_outputs(self, names: Sequence[str]) -> None:
+        """Give the outputs in the order of `names` where the graph has exactly those names
+        (a model builder writes every layer's key before the values; the model returns
+        them layer by layer), else in the graph's own order."""
+        if sorted(names) == sorted(self.output_names):
+            self.output_names = list(names)
+
     def _by_name(self, inputs: Inputs) -> dict[str, torch.Tensor]:
         """The exporters name graph inputs input_0..N in flattening order and may drop
         inputs the graph does not use."""
@@ -117,7 +124,7 @@ class OrtRunner:
             return self._bind_bfloat16(tensors)
         if self.device != "cuda":
             feeds = {n: to_numpy(t) for n, t in tensors.items()}
-            return lambda: self.session.run(None, feeds)
+            return lambda: self.session.run(self.output_names, feeds)
         binding = self.session.io_binding()
         for name, t in tensors.items():
             t = t.detach().contiguous().to("cuda")
@@ -138,7 +145,7 @@ class OrtRunner:
         """numpy has no bfloat16 that ORT's Python binding takes: the feeds go in as
         OrtValues of ONNX's type, the outputs come back as OrtValues."""
         feeds = {n: _ort_value(t) for n, t in tensors.items()}
-        return lambda: self.session.run_with_ort_values(None, feeds)
+        return lambda: self.session.run_with_ort_values(self.output_names, feeds)
 
     def run(self, inputs: Inputs) -> list[np.ndarray]:
         call = self.bind(inputs)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -102,3 +103,13 @@ def reference64(model: torch.nn.Module, inputs: Inputs) -> list[np.ndarray] | No
         return [t.detach().numpy() for t in out]
     except Exception:
         return None
+
+
+def by_name(ref: Reference, names: Sequence[str] | None, wanted: Sequence[str]) -> Reference:
+    """Eager's outputs of these names, in this order (a graph that names its own outputs:
+    those eager also returns), where eager's are named and hold every one of them."""
+    if names is None or not set(wanted) <= set(names):
+        return ref
+    index = [list(names).index(n) for n in wanted]
+    outputs64 = None if ref.outputs64 is None else [ref.outputs64[i] for i in index]
+    return replace(ref, outputs=[ref.outputs[i] for i in index], outputs64=outputs64)

@@ -1,4 +1,4 @@
-"""`harness list`: the zoo's models and the suites."""
+"""`harness list`: the zoo's models, the suites, the exporters and the patches."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from harness import exporters
 from harness.exporters import patches
 from harness.plan.suites import available_suites, load_suite
 from harness.store.axes import LIST_AXES
@@ -16,8 +17,8 @@ from harness.zoo.expect import normalize
 
 HELP = "list models and suites"
 DESCRIPTION = """\
-List the zoo (built-in models, --zoo paths and installed harness.zoo plugins) and the
-suites. With --suite, only the models that suite selects. Models that cannot run here
+List the zoo (built-in models, --zoo paths and installed harness.zoo plugins), the
+suites, the exporters (--exporters) and the export-time patches (--patches). With --suite, only the models that suite selects. Models that cannot run here
 (a library that does not import, an architecture that does not build) are counted and
 grouped by reason at the end: their cells are recorded as skipped with that reason.
 
@@ -96,6 +97,7 @@ def main(args: argparse.Namespace) -> int:
                 {
                     "models": [_model_row(m) for m in models],
                     "suites": suites,
+                    "exporters": _exporter_rows(),
                     "patches": _patch_rows(),
                     "problems": [vars(p) for p in zoo.problems],
                 },
@@ -111,6 +113,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"\n{len(suites)} suites")
     for s in suites:
         print(f"  {s['name']:<12} {s['description']}")
+    print("\nexporters (--exporters)")
+    for exporter in _exporter_rows():
+        print(f"  {exporter['name']:<24} {exporter['description']}")
     print("\npatches (--patches; `none` is the plain export call)")
     for row in _patch_rows():
         print(f"  {row['name']:<24} {row['description']}")
@@ -157,3 +162,15 @@ def _suite_row(name: str) -> dict[str, object]:
 
 def _patch_rows() -> list[dict[str, str]]:
     return [{"name": p.name, "description": p.description} for p in patches.REGISTRY.values()]
+
+
+def _exporter_rows() -> list[dict[str, object]]:
+    return [
+        {
+            "name": e.name,
+            "description": e.description,
+            "opsets": [e.min_opset, e.max_opset],
+            "in_process": e.in_process,
+        }
+        for e in exporters.REGISTRY.values()
+    ]

@@ -193,7 +193,7 @@ class LocalTasks:
             return TaskFailure(Failure.OTHER, "the cell was cancelled before it started")
         error = ref.exception()
         if error is not None:  # the harness's own code raised around the cell's child
-            return TaskFailure(Failure.RAISED, f"task raised: {first_line(error)}")
+            return TaskFailure(Failure.RAISED, first_line(error))  # the policy says "task raised"
         return ref.result()
 
     def cancel(self, ref: Ref) -> None:

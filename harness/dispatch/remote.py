@@ -216,6 +216,14 @@ _NODE_DEATHS = (
 NODE_DEATH_TEXT = "node it was running on is dead or unavailable"
 
 
+def _raised_line(exc: ray_errors.RayTaskError) -> str:
+    """The task's own exception as `Type: first line` (Ray's message starts with its
+    traceback's header: every such cell once read `concurrent.futures.process.
+    _RemoteTraceback:`), else Ray's first line."""
+    cause = getattr(exc, "cause", None)
+    return first_line(cause) if isinstance(cause, BaseException) else message_line(exc)
+
+
 def failure_of(exc: ray_errors.RayError) -> TaskFailure:
     """A task's Ray error as plain data for the driver's decisions
     (`policy.failure_record`, `policy.suspect_of`): what happened, Ray's message, what it
@@ -228,7 +236,7 @@ def failure_of(exc: ray_errors.RayError) -> TaskFailure:
     elif isinstance(exc, ray_errors.OutOfMemoryError):
         failure, message = Failure.MEMORY_MONITOR, message_line(exc)
     elif isinstance(exc, ray_errors.RayTaskError):
-        failure, message = Failure.RAISED, message_line(exc)
+        failure, message = Failure.RAISED, _raised_line(exc)
     else:
         failure, message = Failure.OTHER, first_line(exc)
     return TaskFailure(failure, message, evidence(exc), node_in_message(str(exc)))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from harness.cell.reference import Reference
     from harness.cell.shapes import Inputs
-    from harness.exporters import dynamo, dynamo_legacy, hf, torchscript
+    from harness.exporters import dynamo, dynamo_legacy, genai_builder, hf, mobius, torchscript
 
     # mypy checks that each implementation satisfies the protocol.
     _ADAPTERS: tuple[type[ExporterAdapter], ...] = (
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         dynamo_legacy.Adapter,
         torchscript.Adapter,
         hf.Adapter,
+        genai_builder.Adapter,
+        mobius.Adapter,
     )
 
 
@@ -44,6 +46,9 @@ class Exporter:
     # The export's peak RSS over the model's weights, as the real-size suite measured it
     # (benchmarks/README.md, "Real size"): what a cell's memory need is sized from.
     export_memory: float = 2.0
+    # The export runs in the cell's process (False: a model builder, a program of its own
+    # run as a subprocess: no in-process warm-up or cold start to take apart).
+    in_process: bool = True
 
     def opset_problem(self, opset: int) -> str | None:
         """Why this exporter cannot take `opset`, or None."""
@@ -136,6 +141,26 @@ REGISTRY: dict[str, Exporter] = {
             18,
             23,
             "harness.exporters.hf",
+        ),
+        Exporter(
+            "genai-builder",
+            "onnxruntime-genai's model builder: save_pretrained, then python -m"
+            " onnxruntime_genai.models.builder -i CHECKPOINT -o OUT -p PRECISION -e DEVICE"
+            " (decoders that generate; its own opset)",
+            7,
+            23,
+            "harness.exporters.genai_builder",
+            in_process=False,
+        ),
+        Exporter(
+            "mobius",
+            "mobius (mobius-onnx): save_pretrained, then mobius build --config CHECKPOINT"
+            " --ep DEVICE --dtype DTYPE --runtime ort-genai OUT (decoders that generate;"
+            " its own opset)",
+            7,
+            23,
+            "harness.exporters.mobius",
+            in_process=False,
         ),
         Exporter(
             "dynamo-legacy",

@@ -22,6 +22,7 @@ on the wrapped PreTrainedModel, with the same keyword inputs.
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -39,7 +40,10 @@ if TYPE_CHECKING:
     from transformers import Cache, PreTrainedModel
 
 NAME = "transformers"
+REQUIREMENT = "'transformers>=5.13'"  # transformers.exporters came in 5.13
+INSTALL = f"pip install {REQUIREMENT}"
 COMPONENT = "model"  # the one component `export` (not `export_for_generation`) writes
+ENCODER = "encoder"  # an encoder-decoder's encoder, exported apart (folder and component)
 # A language model's inputs: it generates from the harness's prompt instead.
 TEXT_INPUTS = {"input_ids", "attention_mask", "token_type_ids", "position_ids"}
 # A decoder step's inputs from its encoder (the decode suite's seq2seq steps): a user
@@ -88,8 +92,8 @@ class Adapter(Opaque):
 
             version = f"transformers {transformers.__version__}"
         except ImportError:
-            return "transformers is not installed (the hf extra)"
-        return f"{version} has no transformers.exporters (it came in 5.13)"
+            return f"transformers is not installed: {INSTALL}"
+        return f"{version} has no transformers.exporters (it came in 5.13): pip install -U {REQUIREMENT}"
 
     def refuses(self, model: torch.nn.Module) -> str | None:
         """Why this exporter does not take `model` (it exports PreTrainedModels only)."""
@@ -201,7 +205,29 @@ def _for_generation(
     paths, save_s = _saved(exported, folder)
     with quiet():
         traced = decompose_for_generation(model, dict(inputs))
-    parts = Components(exported, paths, traced)
     phases: dict[str, float | None] = {"translate": translate_s, "save": save_s}
+    encoder, notes = None, []
+    if getattr(model.config, "is_encoder_decoder", False):
+        try:
+            encoder, phases[ENCODER] = _encoder(model, inputs, config, folder / ENCODER)
+            paths[ENCODER] = folder / ENCODER / f"{COMPONENT}.onnx"
+        except StageFailure as failure:  # the steps exported: generation says what is missing
+            notes.append(f"encoder: {type(failure.error).__name__}: {failure.error}"[:300])
+    parts = Components(exported, paths, traced, encoder)
     first = next(iter(paths.values()))
-    return Exported(first, phases, seconds=translate_s + save_s, components=parts)
+    seconds = sum(v for v in phases.values() if v is not None)
+    return Exported(first, phases, seconds=seconds, components=parts, notes=notes)
+
+
+def _encoder(
+    model: PreTrainedModel, inputs: dict[str, torch.Tensor], config: object, folder: Path
+) -> tuple[Any, float]:
+    """An encoder-decoder's encoder as a user exports it beside `export_for_generation`
+    (which leaves it out): `OnnxExporter().export(model.get_encoder(), text, config)`,
+    saved; its time (export and save)."""
+    encoder = model.get_encoder()
+    taken = inspect.signature(encoder.forward).parameters
+    given = {k: v for k, v in inputs.items() if k in taken}  # text, or audio features
+    exported, export_s = _timed_export(lambda e: e.export(encoder, given, config))
+    _, save_s = _saved(exported, folder)
+    return exported, export_s + save_s

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from harness.store.axes import Dtype
 from harness.store.details import Divergence, MismatchStage
+from harness.store.status import Status
 
 if TYPE_CHECKING:
     import torch
@@ -31,6 +33,9 @@ class Components:
     exported: Any  # transformers.exporters.ExportedModel
     paths: dict[str, Path]
     traced: dict[str, tuple[torch.nn.Module, dict[str, Any]]]
+    # An encoder-decoder's encoder, exported apart (`export_for_generation` leaves it out:
+    # `generate` runs it before the steps): its ExportedModel, whose runner generation runs.
+    encoder: Any = None
 
 
 @dataclass
@@ -49,6 +54,18 @@ class Exported:
     # judges each of them, not `path` alone (harness.runtime.components).
     components: Components | None = None
     fused_at_export: bool = False  # the exporter made the cell's ORT fusions itself
+    # An exporter run as a program of its own (a model builder): that program's peak RSS,
+    # the export's peak memory (the cell's process only waits for it).
+    program_peak_rss_mb: float | None = None
+    # A folder onnxruntime_genai's Generator loads (its genai_config.json beside the graph),
+    # where the exporter wrote one (the model builders).
+    genai_folder: Path | None = None
+    # A graph written from the checkpoint (a model builder): it runs a prompt from an empty
+    # past or one token after a past (ORT's GroupQueryAttention refuses several new tokens
+    # after a past at batch > 1), so it is judged at the entry's prefill and decode-step
+    # shapes only, where a failure is the run's or the numbers' (not a dynamic mismatch),
+    # its outputs matched to eager's by name (a builder keeps no sliding window's counter).
+    from_checkpoint: bool = False
 
     @property
     def export_s(self) -> float:
@@ -71,6 +88,11 @@ class ExportRequest:
     # ('cpu', 'cuda'): an exporter that fuses at export (transformers' `OnnxConfig(
     # ort_fusions=...)`) does; for the others the session fuses the graph afterwards.
     ort_fusions: Literal["cpu", "cuda"] | None = None
+    # The cell's dtype and device, for an exporter that builds at a precision of its own
+    # choosing (a model builder's `--precision`), and the seconds its program may run.
+    dtype: Dtype = Dtype.FLOAT32
+    device: str = "cpu"
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,22 @@ class FailureFacts:
 
 class Unavailable(Exception):
     """The exporter does not exist in the installed torch: the cell is skipped."""
+
+
+class Refused(Exception):
+    """The exporter, once asked, does not take the cell's model or precision (a model
+    builder's unsupported architecture, a precision it does not build for the device): the
+    cell is skipped with the exporter's own reason."""
+
+
+class ProgramFailed(Exception):
+    """An exporter run as a program of its own ended without a graph the cell can judge:
+    `status` says how (crashed, timeout, export_failed), the message ends with the
+    program's last lines."""
+
+    def __init__(self, message: str, status: Status) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from harness.publish import ways
 from harness.publish.cells import Band, Change, Cluster, timelines
 from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
 from harness.publish.matrix import SubCell, suite_matrix
@@ -197,6 +198,9 @@ def suite_page(channel: Channel, suite: str, other: Mapping[str, CellResult]) ->
     )
     shown = f"{m.cells} of {m.cells} cells, {len(m.rows)} of {len(m.rows)} models"
     body = _filter_controls(records) + note + f'<p id="shown">{shown}</p>'
+    if ways.architectures(records):
+        link = f"../ways/{slug(channel.name + '/' + suite)}.html"
+        body += f'<p><a href="{link}">Every way side by side</a>, where two or more exporters ran an architecture.</p>'
     body += table(["model", "family", *m.exporters], rows, attrs=' id="matrix"')
     return page(f"{suite} ({channel.name})", body, up="../", script=True)
 

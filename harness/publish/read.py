@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import history
+from harness.store.declare import read
 from harness.store.details import Divergence
 from harness.store.history import HistoryError
 from harness.store.manifest import Manifest
+from harness.store.measures import Generation
 from harness.store.records import Cell
 from harness.store.status import Stage, Status
 from harness.store.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, cell_of
+from harness.store.ways import SHAPES
 
 # The site's columns: the cell (its model, exporter, family and axes), then what it shows
 # of a record (in `_result`'s order).
@@ -33,6 +36,11 @@ _SHOWN = (
     "metadata",
     "artifacts",
     "first_divergence",
+    "onnx_bytes",
+    "onnx_nodes",
+    "shape_latency",
+    "generation",
+    "generations",
 )
 _AXES = CELL_COLUMNS
 _COLUMNS = (*COLUMNS[:CELL_COLUMNS], *(BY_NAME[k] for k in _SHOWN))
@@ -61,6 +69,11 @@ class CellResult:
     suite: str = "(no suite)"  # the run's
     artifacts: dict[str, str] = field(default_factory=dict)
     divergence: str | None = None
+    graph_bytes: int | None = None  # the side by side of every way (harness.store.ways)
+    nodes: int | None = None
+    p50_by_shape: dict[str, float] = field(default_factory=dict)  # prefill, decode_step
+    generation: Generation | None = None
+    generations: dict[str, Generation] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,9 +114,9 @@ def _result(
     artifacts and first divergence of the newest night's failures only (what the site links
     to): parsing JSON is what costs, 2 of a channel's 14 s over 90 nights."""
     axes = row[1 : _AXES + 1]
-    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence = row[
-        _AXES + 1 :
-    ]
+    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence, *ways = (
+        row[_AXES + 1 :]
+    )
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     found = cells.get(axes)
@@ -131,7 +144,29 @@ def _result(
         if details and artifacts is not None
         else {},
         _divergence(_object(divergence)) if details and divergence is not None else None,
+        *_ways(*ways),
     )
+
+
+def _ways(
+    graph_bytes: int | None,
+    nodes: int | None,
+    shapes: str | None,
+    generation: str | None,
+    generations: str | None,
+) -> tuple[int | None, int | None, dict[str, float], Generation | None, dict[str, Generation]]:
+    """A generative cell's side-by-side figures (null outside generative cells: no JSON to
+    parse for most rows)."""
+    p50s = {
+        name: p50
+        for name, shape in _object(shapes).items()
+        if name in SHAPES
+        and isinstance(shape, dict)
+        and isinstance(p50 := (shape.get("ort_latency_ms") or {}).get("p50"), float | int)
+    }
+    one = read(Generation, _object(generation)) if generation is not None else None
+    more = dict(read(dict[str, Generation], _object(generations))) if generations else {}
+    return graph_bytes, nodes, p50s, one, more
 
 
 def _manifests(conn: sqlite3.Connection, db_path: Path) -> list[tuple[str, str, Manifest, str]]:

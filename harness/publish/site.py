@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.publish import assets, feeds, pages
+from harness.publish import assets, feeds, pages, ways
 from harness.publish.html import slug
 from harness.publish.model import Site, build_site_model
 from harness.publish.read import CellResult, load_nights
@@ -82,6 +82,10 @@ def _write_pages(site: Site, out: Path, repros: Mapping[str, dict[str, dict[str,
         twin = others[0].newest.cells if others and others[0].newest else {}
         for suite in c.suites:
             write(out, f"suite/{slug(c.name + '/' + suite)}.html", pages.suite_page(c, suite, twin))
+            if found := ways.architectures(c.suites[suite]):
+                write(
+                    out, f"ways/{slug(c.name + '/' + suite)}.html", ways.ways_page(c, suite, found)
+                )
 
 
 def _write_data(site: Site, out: Path, *, base_url: str) -> None:

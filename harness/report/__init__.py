@@ -44,6 +44,7 @@ from harness.report.tasks import tasks_section
 from harness.report.tokens import tokens_section
 from harness.report.trend_report import build_trend_report
 from harness.report.trends import RunLike
+from harness.report.ways import ways_section
 from harness.store.files import folder_inside, write_inside
 from harness.store.manifest import Manifest
 from harness.store.records import Record
@@ -131,6 +132,7 @@ def build_report(
         hf_section(records),
         workarounds_section(records),
         tokens_section(records),
+        ways_section(records),
         opsets_section(records, figure.get("opset_effect"), figure.get("coverage")),
         comparison_section(baseline, records, figure.get("comparison"))
         if baseline is not None

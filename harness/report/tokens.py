@@ -9,19 +9,8 @@ from collections.abc import Sequence
 
 from harness.report.document import Section, Table, Text, sub, table
 from harness.report.layout import unique_cells
-from harness.store.measures import Generation
 from harness.store.records import Record
-
-
-def tokens_text(g: Generation | None) -> str:
-    """'16/16', '3/16, first at 3', '5/16, tie at 5' (eager's best two within ORT's error)."""
-    if g is None:
-        return "-"
-    agree = f"{g.agree}/{g.new_tokens}"
-    if g.first_difference is None:
-        return agree
-    kind = "tie" if g.tie_gap is not None else "first"
-    return f"{agree}, {kind} at {g.first_difference}"
+from harness.store.ways import tokens_text
 
 
 def _components_text(r: Record) -> str:

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from harness import exporters
 from harness.store.records import Record
 from harness.store.status import Stage, Status
 
@@ -24,8 +25,12 @@ AFTER_EXPORT = (Stage.CHECK, Stage.ORT_SESSION, Stage.ORT_RUN, Stage.NUMERICS)
 def kind_of(record: Record) -> str | None:
     """What kind of repro the record's failure gets, or None (it passed, or failed where no
     repro applies: a timeout, a crash, a build error, the dynamic second shape, numbers an
-    ORT optimizer changed: the record names that optimizer, the graph as exported passes)."""
+    ORT optimizer changed: the record names that optimizer, the graph as exported passes;
+    a model builder's graph, written from a checkpoint by a program of its own)."""
     if record.stage is None or record.ort.broken_by is not None:
+        return None
+    known = exporters.REGISTRY.get(record.exporter)
+    if known is not None and not known.in_process:  # a builder's graph: no program to shrink
         return None
     # A clean failure has the status of its stage (a timeout or crash does not); an
     # expected one is xfail and keeps the stage.

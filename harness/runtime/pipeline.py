@@ -32,7 +32,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage, timed
 from harness.cell.timing import PeakCuda, PeakRss
 from harness.exporters import patches
-from harness.exporters.request import Exported, ExportRequest, Unavailable
+from harness.exporters.request import Exported, ExportRequest, ProgramFailed, Unavailable
 from harness.runtime import limits
 from harness.runtime.artifacts import write_failure_artifacts
 from harness.store.error_text import signature_of
@@ -102,7 +102,7 @@ def _export_call(
         m.export,
         seconds=exported.export_s,
         phases={k: None if v is None else round(v, 6) for k, v in exported.phases.items()},
-        peak_rss_mb=peak.peak_mb,
+        peak_rss_mb=exported.program_peak_rss_mb or peak.peak_mb,
         peak_cuda_mb=peak_cuda.peak_mb,
         aten_ops=exporter.aten_ops(request, exported),
         weights_mb=round(weights_mb(request.model), 6),
@@ -171,6 +171,7 @@ def session(
         if missing:
             raise StageFailure("ort_session", missing) from failure.error
         raise
+    runner.order_outputs(request.output_names)
     m.ort = replace(
         m.ort,
         session_s=runner.session_s,
@@ -319,11 +320,14 @@ def _kind(c: OutputCheck) -> str:
 
 def failure_status(failure: StageFailure) -> Status:
     """`oom` where the failure is the memory limit's, `runtime_missing` where the runtime
-    has no kernel for a reduced-precision graph, else its stage's failure status."""
+    has no kernel for a reduced-precision graph, the program's own where an exporter run
+    as a program crashed or hung, else its stage's failure status."""
     if limits.is_out_of_memory(failure.error):
         return Status.OOM
     if isinstance(failure.error, KernelMissing):
         return Status.RUNTIME_MISSING
+    if isinstance(failure.error, ProgramFailed):  # a builder that crashed or hung
+        return failure.error.status
     return failure.stage.failure_status
 
 

@@ -79,7 +79,11 @@ def warm_up_exporter(exporter: str, opset: int) -> None:
     trivial warm-up, 2-5 after `WarmUpModel`). Without this the cost lands on whichever
     cell a worker happens to run first, and makes its export time and memory look like a
     regression. Below opset 14 (where TorchScript cannot export `WarmUpModel`, and prints
-    its whole graph saying so) a trivial model does."""
+    its whole graph saying so) a trivial model does. Nothing to warm up for an exporter
+    that is not installed (its cells are skipped with the reason) or that runs as a
+    program of its own (a model builder: every build pays its own start, as a user's does)."""
+    if not warms_up(exporter):
+        return
     if own := exporters.get(exporter).sample():
         _warm_up(exporter, opset, *own)
         return
@@ -88,6 +92,14 @@ def warm_up_exporter(exporter: str, opset: int) -> None:
         if _warm_up(exporter, opset, WarmUpModel().eval(), inputs):
             return
     _warm_up(exporter, opset, _TrivialModel().eval(), Inputs((torch.rand(2, 4),), {}, ("x",)))
+
+
+def warms_up(exporter: str) -> bool:
+    """Whether this process can warm `exporter` up: it runs in the process and the installed
+    packages have it (else its sample may not even import: `--exporters transformers`
+    without transformers once made every cell a harness error in the zygote)."""
+    found = exporters.get(exporter)
+    return found.in_process and found.unavailable() is None
 
 
 def _warm_up(exporter: str, opset: int, model: torch.nn.Module, inputs: Inputs) -> bool:
@@ -127,6 +139,8 @@ def measure_cold_start(exporter: str) -> None:
     if exporter in _ColdStarts.measured:
         return
     _ColdStarts.measured.add(exporter)
+    if not warms_up(exporter):
+        return
     workdir = Path(tempfile.mkdtemp(prefix="harness-coldstart-"))
     model, inputs = exporters.get(exporter).sample() or (
         _TrivialModel().eval(),

@@ -9,8 +9,6 @@ never into an exception that escapes `run_cell`.
 from __future__ import annotations
 
 import contextlib
-import gc
-import os
 import shutil
 import tempfile
 import time
@@ -35,25 +33,36 @@ from harness.cell.graph_store import keep_graph
 from harness.cell.numerics import DEFAULT_TOLERANCE, tolerance_at
 from harness.cell.ort import Optimisation, OrtRunner
 from harness.cell.precision import cast_inputs
-from harness.cell.reference import Reference, at_dtype, build, reference_at
+from harness.cell.reference import Reference, at_dtype, build, by_name, reference_at
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, clocked, stage
-from harness.cell.timing import freeze_survivors, time_interleaved
+from harness.cell.timing import freeze_survivors
 from harness.exporters import patches
-from harness.exporters.request import Components, Exported, ExportRequest
-from harness.runtime import components, limits, mismatch, pipeline
+from harness.exporters.request import Components, Exported, ExportRequest, Refused
+from harness.runtime import components, latency, limits, mismatch, pipeline
+from harness.runtime import tokens as graph_tokens
 from harness.runtime.artifacts import artifacts_dir, keep_onnx
 from harness.runtime.samples import run_sampled
 from harness.runtime.warmup import measure_cold_start, take_cold_start, warm_up_exporter
 from harness.store.axes import BATCH
-from harness.store.details import OrtRuntime, WorkerInfo
+from harness.store.details import WorkerInfo
 from harness.store.protocol import Protocol
-from harness.store.records import CellTask, Dtype, Measurements, OrtOpt, Record, ShapeLatency
+from harness.store.records import (
+    NO_PATCH,
+    CellTask,
+    Dtype,
+    Measurements,
+    OrtOpt,
+    Record,
+)
 from harness.store.status import Status
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
 
 SEED = 0
+# The share of the cell's timeout an export run as a program may take: it is stopped first,
+# so that its record holds the program's last lines (the zygote's kill leaves none).
+EXPORT_SHARE = 0.75
 _T = TypeVar("_T")
 
 
@@ -85,6 +94,10 @@ def _record(task: CellTask, measured: Measurements) -> Record:
             return _skip_reason(task, spec) or _run_spec(task, spec, measured)
     except StageFailure as failure:
         return pipeline.failed(task, measured, failure)
+    except Refused as refused:  # a builder's unsupported architecture or precision
+        return Record.without_run(
+            task.cell, task.run_id, status=Status.SKIPPED, reason=str(refused)
+        )
     except Exception as exc:  # a bug in the harness itself must still end as a record
         return Record.finished(
             task.cell, task.run_id, measured, status=Status.HARNESS_ERROR, error=exc
@@ -99,17 +112,27 @@ def find_spec(source: str, model: str) -> ModelSpec:
 
 
 def _skip_reason(task: CellTask, spec: ModelSpec) -> Record | None:
+    exporter = exporters.get(task.cell.exporter)
     reason = (
         spec.missing_requirement()
-        or exporters.get(task.cell.exporter).unavailable()
+        or exporter.unavailable()
         or patches.get(task.cell.patch).unavailable()
         or patches.get(task.cell.patch).pointless(spec.metadata)
+        or _patch_out_of_reach(exporter, task.cell.patch)
     )
     if reason is None and task.cell.device == "cuda" and not torch.cuda.is_available():
         reason = "no CUDA device on this worker"
     if reason is None:
         return None
     return Record.without_run(task.cell, task.run_id, status=Status.SKIPPED, reason=reason)
+
+
+def _patch_out_of_reach(exporter: exporters.Exporter, patch: str) -> str | None:
+    """A patch changes the cell's process: an exporter run as a program of its own (a
+    model builder) never meets it."""
+    if exporter.in_process or patch == NO_PATCH:
+        return None
+    return f"the patch {patch} acts in the cell's process; {exporter.name} runs as a program of its own"
 
 
 # -- the stages -------------------------------------------------------------------------------
@@ -139,7 +162,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
     model, ref = at_dtype(model32, inputs32, dtype)
     inputs = ref.inputs
     how = generation.recipe(spec, task.cell)
-    tokens = generation.reference(model, how) if how is not None else None
+    tokens = graph_tokens.reference(model, how) if how is not None else None
     workdir = Path(tempfile.mkdtemp(prefix="harness-cell-"))
     try:
         request = _request(task, spec, model, inputs, len(ref.outputs), workdir)
@@ -148,7 +171,7 @@ def _run(task: CellTask, spec: ModelSpec, m: Measurements) -> Record:
             exported = pipeline.export(task, request, m, memory_ratio=spec.max_export_memory_ratio)
             saved = exported.path
             if exported.components is not None:
-                _judge_components(task, spec, exported.components, tokens, m)
+                _judge_components(task, spec, exported.components, model, tokens, m)
             else:
                 models = (model32, model)
                 runner = _judge_graph(
@@ -183,17 +206,19 @@ def _judge_graph(
     fused = exported.fused_at_export
     pipeline.check(request.path, m, ort_only=fused)
     runner = pipeline.session(task, request, m, model_type=_model_type(spec), fused=fused)
+    how = generation.recipe(spec, task.cell) or {}
+    if tokens is not None and exported.genai_folder is not None:  # its users' path, first
+        graph_tokens.served(exported.genai_folder, model, tokens, how, dtype, spec.tolerance, m)
     diagnose = lambda: _diagnose(task, request, exported, spec, ref, m)  # noqa: E731
-    _verify(runner, ref, spec, dtype, m, diagnose)
+    if not exported.from_checkpoint:
+        _verify(runner, ref, spec, dtype, m, diagnose)
     if task.cell.dynamic:
-        _verify_dynamic(runner, models, inputs32, spec, dtype, m)
+        _verify_dynamic(runner, models, inputs32, spec, dtype, m, first=exported.from_checkpoint)
     if tokens is not None:
-        ids, eager = tokens
-        how = generation.recipe(spec, task.cell) or {}
-        ort = generation.graph_tokens(runner, model, spec, ref.inputs, ids, how)
-        generation.require_same(eager, ort, tolerance_at(dtype, spec.tolerance), m)
+        made = (request, exported, task.cell.exporter)
+        graph_tokens.one_graph(runner, model, spec, made, tokens, how, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
-    _latency(runner, model, shapes, task.protocol or Protocol(), m)
+    latency.measure(runner, model, shapes, task.protocol or Protocol(), m)
     return runner
 
 
@@ -201,6 +226,7 @@ def _judge_components(
     task: CellTask,
     spec: ModelSpec,
     parts: Components,
+    model: torch.nn.Module,
     tokens: tuple[torch.Tensor, generation.Greedy] | None,
     m: Measurements,
 ) -> None:
@@ -216,11 +242,9 @@ def _judge_components(
     components.step_latency(found, m)
     components.require_ok(found, m.ort.fused_ops)
     if tokens is not None:
-        ids, eager = tokens
-        traced = {name: kwargs for name, (_, kwargs) in parts.traced.items()}
-        with stage("ort_run"):
-            ort = generation.greedy(generation.component_step(parts.exported.runners, traced), ids)
-        generation.require_same(eager, ort, tolerance_at(task.cell.dtype, spec.tolerance), m)
+        how = generation.recipe(spec, task.cell) or {}
+        tolerance = tolerance_at(task.cell.dtype, spec.tolerance)
+        graph_tokens.judge_components(parts, model, tokens, how, tolerance, m)
 
 
 def _request(
@@ -240,6 +264,9 @@ def _request(
         output_names=_output_names(spec, n_outputs),
         artifacts=artifacts_dir(task),
         ort_fusions=_fusions_for(task.cell.device) if task.cell.ort_opt is OrtOpt.FUSIONS else None,
+        dtype=task.cell.dtype,
+        device=task.cell.device,
+        timeout_s=None if task.timeout_s is None else task.timeout_s * EXPORT_SHARE,
     )
 
 
@@ -322,24 +349,31 @@ def _verify_dynamic(
     spec: ModelSpec,
     dtype: Dtype,
     m: Measurements,
+    *,
+    first: bool = False,
 ) -> None:
     """Dynamic cells: every declared-dynamic dimension stays dynamic in the graph (else a
     `dynamic_mismatch` naming it, even where other shapes would run), and the graph gives
     eager's numbers again at each verification shape (default: batch 1, shorter sequences).
-    `models`: the float32 model, which makes the other shapes, and the cell's at its dtype."""
+    `models`: the float32 model, which makes the other shapes, and the cell's at its dtype.
+    `first`: these shapes are the graph's only checks (a builder's graph): a failure there
+    is the run's or the numbers', and its outputs are matched to eager's by name."""
     model32, model = models
     fixed = fixed_dims(runner.path, inputs32, spec.dynamic_shapes)
     if fixed:
         raise StageFailure("dynamic", specialised_error(fixed))
+    run_at, judged_at = ("ort_run", "numerics") if first else ("dynamic", "dynamic")
     checks = []
     for label, other in _shapes(lambda: verification_shapes(spec, model32, inputs32)):
         with stage("dynamic"):
             ref = reference_at(model32, model, other, dtype)
-        outputs = pipeline.run(runner, ref.inputs, "dynamic")
+        if first:
+            ref = by_name(ref, spec.output_names, runner.output_names)
+        outputs = pipeline.run(runner, ref.inputs, run_at)
         names = [f"{n}@{label}" for n in runner.output_names]
         checks += pipeline.judge(outputs, ref, names, spec.tolerance, dtype)
     m.numerics = replace(m.numerics, checks=[*(m.numerics.checks or []), *checks])
-    pipeline.require_ok("dynamic", checks)
+    pipeline.require_ok(judged_at, checks)
 
 
 def _shapes(make: Callable[[], _T]) -> _T:
@@ -358,115 +392,3 @@ def _timed_shapes(
     dtype = task.cell.dtype
     shapes = {**named} if named else {"example": (None, inputs)}
     return {name: (sizes, cast_inputs(at, dtype)) for name, (sizes, at) in shapes.items()}
-
-
-def _latency(
-    runner: OrtRunner,
-    model: torch.nn.Module,
-    shapes: dict[str, tuple[dict[str, int] | None, Inputs]],
-    protocol: Protocol,
-    m: Measurements,
-) -> None:
-    """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
-    drift, at each shape in turn, then at the protocol's other thread counts; the first
-    shape's figures are the record's latencies, named shapes are also kept by name
-    (`shape_latency`), other thread counts by their count (`thread_latency`). The loops run
-    with the node to themselves (harness.cell.node) and within the protocol's budget. The
-    session used here has ORT's intra-op spinning off (its own `ort_runtime`): an idle ORT
-    pool spinning while eager runs would share its cores (docs/design.md: latency in a
-    clean state; seen here: a model timed 3x slower beside a spinning session). The checked
-    session is dropped first."""
-    with stage("latency"), node.alone():
-        path, threads, device = runner.path, runner.threads, runner.device
-        optimisation = replace(runner.optimisation, written_to=None)
-        del runner.session
-        gc.collect()
-        others = [t for t in _thread_counts(protocol) if t != threads]
-        budget = Budget(protocol, loops=len(shapes) + len(others))
-        timed = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
-        m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
-        by_shape = {
-            name: _timed(timed, model, sizes, inputs, budget.next())
-            for name, (sizes, inputs) in shapes.items()
-        }
-        del timed
-        first = next(iter(by_shape.values()))
-        m.ort = replace(m.ort, latency=first.ort_latency_ms)
-        m.eager = replace(m.eager, latency=first.eager_latency_ms)
-        m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
-        example = next(iter(shapes.values()))[1]
-        by_threads = {
-            str(t): _at_threads(path, t, device, optimisation, model, example, budget.next())
-            for t in others
-        }
-        m.thread_latency = by_threads or None
-        torch.set_num_threads(threads)
-
-
-def _timed(
-    runner: OrtRunner,
-    model: torch.nn.Module,
-    sizes: dict[str, int] | None,
-    inputs: Inputs,
-    protocol: Protocol,
-) -> ShapeLatency:
-    call, eager = runner.bind(inputs), _eager_call(model, inputs)
-    with torch.inference_mode():
-        ort_ms, eager_ms = time_interleaved(call, eager, protocol)
-    return ShapeLatency.of(sizes, ort_ms, eager_ms)
-
-
-def _at_threads(
-    path: Path,
-    threads: int,
-    device: str,
-    optimisation: Optimisation,
-    model: torch.nn.Module,
-    inputs: Inputs,
-    protocol: Protocol,
-) -> ShapeLatency:
-    """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
-    example shape."""
-    torch.set_num_threads(threads)
-    runner = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
-    try:
-        return _timed(runner, model, None, inputs, protocol)
-    finally:
-        del runner
-
-
-def _thread_counts(protocol: Protocol) -> list[int]:
-    """The protocol's other thread counts, 0 read as every core of the node."""
-    cores = os.cpu_count() or 1
-    return list(dict.fromkeys(t or cores for t in protocol.latency_threads))
-
-
-class Budget:
-    """The protocol's `budget_s` shared among a cell's latency loops: each loop may take
-    what is left over the loops still to come (both of its sides: half each), and never
-    more than the protocol's own `max_time_s`."""
-
-    def __init__(self, protocol: Protocol, *, loops: int) -> None:
-        self.protocol, self.left = protocol, loops
-        self.until = time.perf_counter() + protocol.budget_s if protocol.budget_s else None
-
-    def next(self) -> Protocol:
-        self.left = max(1, self.left)
-        if self.until is None:
-            self.left -= 1
-            return self.protocol
-        share = max(0.0, self.until - time.perf_counter()) / self.left / 2
-        self.left -= 1
-        return replace(self.protocol, max_time_s=min(self.protocol.max_time_s, share))
-
-
-def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
-    if not next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
-        return lambda: inputs.call(model)
-
-    def call_and_wait() -> object:
-        out = inputs.call(model)
-        torch.cuda.synchronize()
-        return out
-
-    return call_and_wait

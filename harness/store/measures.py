@@ -217,10 +217,25 @@ class Generation:
     tie_gap: Error | None = None
     eager_tokens: list[Count] | None = None  # the new tokens each side picked
     ort_tokens: list[Count] | None = None
+    # A batch of prompts (harness.cell.batched): their lengths, the padding the graph was
+    # fed (`left` as a tokenizer pads for generation, `right` where the graph's attention
+    # reads only each row's length), and the row the figures above are of (the first that
+    # differs, else the first).
+    lengths: list[Count] | None = None
+    padding: str | None = None
+    row: Count | None = None
+    error: str | None = None  # the generation could not run: the first line of why
 
     @property
     def ok(self) -> bool:
+        if self.error is not None:
+            return False
         return self.first_difference is None or self.tie_gap is not None
+
+    @classmethod
+    def failed(cls, error: str, *, lengths: list[int] | None = None) -> Generation:
+        """A generation that could not run (the runtime refused the graph or the batch)."""
+        return cls(0, 0, None, [], lengths=lengths, error=error[:300])
 
 
 @dataclass(frozen=True)
@@ -344,6 +359,10 @@ class Numerics(Group):
     # A generative export's components, each judged on its own (harness.runtime.components).
     components: dict[str, ComponentCheck] | None = None
     generation: Generation | None = None  # generative cells: tokens against eager's
+    # The other ways the cell generated (harness.runtime.tokens): `batched` (a left-padded
+    # batch of prompts of different lengths, the harness's loop), `genai` and
+    # `genai-batched` (onnxruntime_genai's Generator, where the export wrote its config).
+    generations: dict[str, Generation] | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "numerics": "checks",
@@ -352,6 +371,7 @@ class Numerics(Group):
         "precision_loss": "precision_loss",
         "components": "components",
         "generation": "generation",
+        "generations": "generations",
     }
 
 

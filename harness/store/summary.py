@@ -49,6 +49,13 @@ KEPT = (
     "artifacts",
     "metadata",
     "first_divergence",
+    # the side by side of every way (harness.store.ways): graph figures, latency at the
+    # named shapes (statistics only) and the token checks; null outside generative cells
+    "onnx_bytes",
+    "onnx_nodes",
+    "shape_latency",
+    "generation",
+    "generations",
 )
 # Latencies kept as their statistics (every field of `Latency` but its samples).
 LATENCIES = ("ort_latency_ms", "eager_latency_ms")
@@ -156,9 +163,17 @@ def _latency_stats(value: object) -> Mapping[str, object]:
     return found
 
 
+def _without_samples(value: object) -> object:
+    """A JSON value with every latency's samples left out (a named shape's latency)."""
+    if isinstance(value, dict):
+        return {k: [] if k == "samples" else _without_samples(v) for k, v in value.items()}
+    return value
+
+
 def _stored(column: Column, value: object) -> object:
     if column.kind == "json":
-        return json.dumps(value, sort_keys=True, separators=(",", ":")) if value else None
+        kept = _without_samples(value)
+        return json.dumps(kept, sort_keys=True, separators=(",", ":")) if kept else None
     if column.kind == "bool" and value is not None:
         return int(bool(value))
     return value.value if isinstance(value, enum.Enum) else value
@@ -183,7 +198,11 @@ def summarize_line(line: JsonObject) -> Record:
     kept, only read for the quartiles of a line written before they were."""
     upgraded = upgrade(dict(line))
     kept: dict[str, Any] = {k: upgraded[k] for k in ("schema", "run_id") if k in upgraded}
-    kept |= {c.key: upgraded[c.key] for c in COLUMNS if c.stat is None and c.key in upgraded}
+    kept |= {
+        c.key: _without_samples(upgraded[c.key])
+        for c in COLUMNS
+        if c.stat is None and c.key in upgraded
+    }
     for key in LATENCIES:
         if isinstance(upgraded.get(key), dict):
             stats = _latency_stats(upgraded[key])

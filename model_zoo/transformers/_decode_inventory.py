@@ -82,9 +82,13 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     # A cache of recurrent states cannot be emptied: its prefill starts from one token.
     prefill_past = 0 if entry.get("empty_cache") is None else 1
     if entry["step"] == "decoder" and prefill_past == 0:
-        # Generation token by token from an empty cache (harness.cell.generation); an
-        # encoder-decoder step takes its encoder's output from outside the graph.
+        # Generation token by token from an empty cache (harness.cell.generation).
         common["metadata"] = {**common["metadata"], "generation": {"mask_past": mask_past}}
+    elif entry["step"] == "encoder-decoder":
+        # The source text through the encoder (exported too), then the decoder steps from
+        # an empty self-attention cache and the encoder's cross-attention cache
+        # (harness.cell.encdec).
+        common["metadata"] = {**common["metadata"], "generation": {"encoder_decoder": True}}
 
     def sizes(named: dict[str, int], **changes: int) -> dict[str, int]:
         # The encoder's length is a dimension of encoder-decoder steps only.

@@ -29,3 +29,16 @@ def test_rays_memory_monitor_is_its_own_failure() -> None:
     )
     assert (failed.failure, failed.evidence) == (Failure.MEMORY_MONITOR, None)
     assert "low on memory" in failed.message
+
+
+def test_a_task_that_raised_is_named_by_its_own_exception() -> None:
+    """A zygote's exception reaches Ray with the pool's traceback as its cause, and Ray's
+    message starts with that traceback's header: the record names the exception itself."""
+    from concurrent.futures.process import _RemoteTraceback
+
+    cause = ModuleNotFoundError("No module named 'transformers'")
+    cause.__cause__ = _RemoteTraceback('\n"""\nTraceback (most recent call last):\n"""')
+    header = "Traceback (most recent call last):\nconcurrent.futures.process._RemoteTraceback:\n"
+    failed = failure_of(ray_errors.RayTaskError("run_cell", header, cause))
+    assert failed.failure is Failure.RAISED
+    assert failed.message == "ModuleNotFoundError: No module named 'transformers'"

@@ -59,7 +59,10 @@ def test_a_transformers_without_exporters_skips_its_cells(
     assert exporters.get("transformers").unavailable() is None
     monkeypatch.setitem(sys.modules, "transformers.exporters", None)
     reason = exporters.get("transformers").unavailable()
-    assert reason is not None and reason.endswith("has no transformers.exporters (it came in 5.13)")
+    assert reason is not None
+    assert reason.endswith(
+        "has no transformers.exporters (it came in 5.13): pip install -U 'transformers>=5.13'"
+    )
 
 
 TASKS = REPO / "model_zoo" / "transformers" / "tasks.py"

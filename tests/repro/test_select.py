@@ -177,3 +177,11 @@ def test_the_reports_line_for_a_module_repro_names_the_module_and_its_parameters
     ).with_changes(artifacts={"minimal_repro": "artifacts/a/repro_min.py"})
     assert repro_text(record) == "reproduces, module model.layers.13 (1000 -> 40 parameters)"
     assert repro_text(record.with_changes(artifacts={})) == "no repro: no reason given"
+
+
+def test_no_repro_for_a_model_builders_graph() -> None:
+    """A builder writes its graph from a checkpoint in a program of its own: no torch
+    program to shrink."""
+    for builder in ("genai-builder", "mobius"):
+        failed = _record("m", "numerics_mismatch", "numerics").with_cell(exporter=builder)
+        assert kind_of(failed) is None

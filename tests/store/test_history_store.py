@@ -85,11 +85,11 @@ def test_a_bad_value_names_its_run_cell_and_column(tmp_path: Path, column, value
     history.add_runs(db, _nights(tmp_path, 1))
     with sqlite3.connect(db) as conn:
         conn.execute(f"UPDATE records SET \"{column}\" = {value} WHERE model = 'a'")
-    with pytest.raises(history.HistoryError, match=f"column '{column}' holds .*, not a {kind}"):
+    with pytest.raises(
+        history.HistoryError, match=f"column '{column}' holds .*, not a {kind}"
+    ) as raised:
         history.load_runs(db)
-    assert "run 'n0', cell 'a--dynamo--op18--cpu--static--base'" in str(
-        pytest.raises(history.HistoryError, history.load_runs, db).value
-    )
+    assert "run 'n0', cell 'a--dynamo--op18--cpu--static--base'" in str(raised.value)
 
 
 def test_a_line_without_an_axis_reads_as_its_default():

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from harness.compare.comparison import Comparison
 from harness.compare.findings import SEVERITIES
 from harness.compare.tasks import task_changes
+from harness.compare.ways import ways_side_by_side
 from harness.store.runs import Run
 
 JSON_SCHEMA = 1
@@ -30,6 +31,7 @@ def to_json(c: Comparison) -> dict[str, object]:
         },
         "notes": list(c.notes),
         "tasks": [t.to_dict() for t in task_changes(c)],
+        "ways": None if (ways := ways_side_by_side(c)) is None else ways.to_dict(),
         "findings": [f.to_dict() for f in c.findings],
     }
 

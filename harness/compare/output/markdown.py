@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from harness.compare.comparison import Comparison
 from harness.compare.findings import IMPROVEMENT, INFO, SEVERITIES, WARNING, Finding
 from harness.compare.tasks import task_changes
+from harness.compare.ways import WaysSideBySide, ways_side_by_side
 from harness.store.markdown import md_code, md_link, md_text
 from harness.store.runs import Run
+from harness.store.ways import SHAPES, VERDICTS, WaySummary, label, tokens_text
 
 
 def to_markdown(c: Comparison) -> str:
@@ -29,6 +31,7 @@ def to_markdown(c: Comparison) -> str:
         "",
         *_counts_table(c),
         *_tasks_table(c),
+        *_ways_tables(ways_side_by_side(c)),
     ]
     if c.blocking:
         lines += ["", "### Blocking", "", *findings_table(c.blocking, c.candidate.path)]
@@ -118,6 +121,67 @@ def _tasks_table(c: Comparison) -> list[str]:
         row = (t.task, t.before.text(), t.after.text(), str(t.regressed), str(t.fixed))
         lines.append("| " + " | ".join(md_text(x) for x in row) + " |")
     return lines
+
+
+def _ways_tables(ways: WaysSideBySide | None) -> list[str]:
+    """Every way side by side: each exporter's verdicts, baseline -> candidate, then the
+    candidate's architectures way by way (folded)."""
+    if ways is None:
+        return []
+    head = [
+        "way",
+        "architectures",
+        *map(label, VERDICTS),
+        "prefill vs fastest",
+        "decode vs fastest",
+    ]
+    lines = ["", "### Every way side by side", "", _row(head), "|---" * len(head) + "|"]
+    for s in ways.candidate:
+        was = ways.baseline.get(s.exporter)
+        cells = [
+            s.exporter,
+            _moved(was and was.architectures, s.architectures),
+            *(_moved(was and _count(was, v), _count(s, v)) for v in VERDICTS),
+            *(_moved(_median(was, k), _median(s, k)) for k in SHAPES),
+        ]
+        lines.append(_row(cells))
+    rows = [
+        _row([a.name if i == 0 else "", w.exporter, w.facts.status.value,
+              *(tokens_text(g) for g in (w.facts.tokens, w.facts.batched, w.facts.genai)),
+              _fmt(w.facts.graph_bytes), _fmt(w.facts.nodes),
+              *(_ratio_text(w.facts.p50_ms.get(k), w.ratio.get(k)) for k in SHAPES)])
+        for a in ways.architectures
+        for i, w in enumerate(a.ways)
+    ]  # fmt: skip
+    detail = ["architecture", "way", "status", "tokens", "batched", "Generator", "graph bytes",
+              "nodes", "prefill ms", "decode step ms"]  # fmt: skip
+    return [*lines, "", f"<details><summary>Architectures ({len(ways.architectures)})</summary>",
+            "", _row(detail), "|---" * len(detail) + "|", *rows, "", "</details>"]  # fmt: skip
+
+
+def _count(found: WaySummary, verdict: str) -> str:
+    return f"{found.holds[verdict]}/{found.checked[verdict]}" if found.checked[verdict] else ""
+
+
+def _median(found: WaySummary | None, shape: str) -> str:
+    return f"x{found.median_ratio[shape]:.2f}" if found and shape in found.median_ratio else ""
+
+
+def _row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(md_text(str(c)) for c in cells) + " |"
+
+
+def _moved(before: object, after: object) -> str:
+    """'5/6' where nothing moved, '4/6 -> 5/6' where it did."""
+    if before is None or str(before) == str(after):
+        return str(after)
+    return f"{before} -> {after}"
+
+
+def _ratio_text(p50: float | None, ratio: float | None) -> str:
+    if p50 is None:
+        return ""
+    return f"{p50:.3g}" + (f" (x{ratio:.2f})" if ratio is not None else "")
 
 
 def _fmt(value: object) -> str:

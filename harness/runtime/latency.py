@@ -1,0 +1,134 @@
+"""The latency stage: ORT and eager timed alternately, at the cell's shapes and the
+protocol's thread counts, within the protocol's time budget, with the node to itself."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from harness.cell import node
+from harness.cell.ort import Optimisation, OrtRunner
+from harness.cell.shapes import Inputs
+from harness.cell.stages import stage
+from harness.cell.timing import time_interleaved
+from harness.store.details import OrtRuntime
+from harness.store.protocol import Protocol
+from harness.store.records import Measurements, ShapeLatency
+
+
+def measure(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    shapes: dict[str, tuple[dict[str, int] | None, Inputs]],
+    protocol: Protocol,
+    m: Measurements,
+) -> None:
+    """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
+    drift, at each shape in turn, then at the protocol's other thread counts; the first
+    shape's figures are the record's latencies, named shapes are also kept by name
+    (`shape_latency`), other thread counts by their count (`thread_latency`). The loops run
+    with the node to themselves (harness.cell.node) and within the protocol's budget. The
+    session used here has ORT's intra-op spinning off (its own `ort_runtime`): an idle ORT
+    pool spinning while eager runs would share its cores (docs/design.md: latency in a
+    clean state; seen here: a model timed 3x slower beside a spinning session). The checked
+    session is dropped first."""
+    with stage("latency"), node.alone():
+        path, threads, device = runner.path, runner.threads, runner.device
+        optimisation = replace(runner.optimisation, written_to=None)
+        del runner.session
+        gc.collect()
+        others = [t for t in _thread_counts(protocol) if t != threads]
+        budget = Budget(protocol, loops=len(shapes) + len(others))
+        timed = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
+        m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
+        by_shape = {
+            name: _timed(timed, model, sizes, inputs, budget.next())
+            for name, (sizes, inputs) in shapes.items()
+        }
+        del timed
+        first = next(iter(by_shape.values()))
+        m.ort = replace(m.ort, latency=first.ort_latency_ms)
+        m.eager = replace(m.eager, latency=first.eager_latency_ms)
+        m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
+        example = next(iter(shapes.values()))[1]
+        by_threads = {
+            str(t): _at_threads(path, t, device, optimisation, model, example, budget.next())
+            for t in others
+        }
+        m.thread_latency = by_threads or None
+        torch.set_num_threads(threads)
+
+
+def _timed(
+    runner: OrtRunner,
+    model: torch.nn.Module,
+    sizes: dict[str, int] | None,
+    inputs: Inputs,
+    protocol: Protocol,
+) -> ShapeLatency:
+    call, eager = runner.bind(inputs), _eager_call(model, inputs)
+    with torch.inference_mode():
+        ort_ms, eager_ms = time_interleaved(call, eager, protocol)
+    return ShapeLatency.of(sizes, ort_ms, eager_ms)
+
+
+def _at_threads(
+    path: Path,
+    threads: int,
+    device: str,
+    optimisation: Optimisation,
+    model: torch.nn.Module,
+    inputs: Inputs,
+    protocol: Protocol,
+) -> ShapeLatency:
+    """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
+    example shape."""
+    torch.set_num_threads(threads)
+    runner = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
+    try:
+        return _timed(runner, model, None, inputs, protocol)
+    finally:
+        del runner
+
+
+def _thread_counts(protocol: Protocol) -> list[int]:
+    """The protocol's other thread counts, 0 read as every core of the node."""
+    cores = os.cpu_count() or 1
+    return list(dict.fromkeys(t or cores for t in protocol.latency_threads))
+
+
+class Budget:
+    """The protocol's `budget_s` shared among a cell's latency loops: each loop may take
+    what is left over the loops still to come (both of its sides: half each), and never
+    more than the protocol's own `max_time_s`."""
+
+    def __init__(self, protocol: Protocol, *, loops: int) -> None:
+        self.protocol, self.left = protocol, loops
+        self.until = time.perf_counter() + protocol.budget_s if protocol.budget_s else None
+
+    def next(self) -> Protocol:
+        self.left = max(1, self.left)
+        if self.until is None:
+            self.left -= 1
+            return self.protocol
+        share = max(0.0, self.until - time.perf_counter()) / self.left / 2
+        self.left -= 1
+        return replace(self.protocol, max_time_s=min(self.protocol.max_time_s, share))
+
+
+def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
+    if not next(iter(inputs.leaves()), torch.empty(0)).is_cuda:
+        return lambda: inputs.call(model)
+
+    def call_and_wait() -> object:
+        out = inputs.call(model)
+        torch.cuda.synchronize()
+        return out
+
+    return call_and_wait

@@ -1,0 +1,99 @@
+"""Every way to an ONNX model, side by side (issue 49), through the real commands: one
+decode architecture (the tiny Llama) exported by dynamo and transformers' exporter and
+built by onnxruntime-genai's builder and mobius in one `harness run`; its report, `harness
+compare` and the site set the four ways side by side with figures read from the records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.store import rundir
+from harness.store.records import Record
+from harness.store.status import Status
+from tests.conftest import run_cli
+
+WAYS = ("dynamo", "transformers", "genai-builder", "mobius")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ways") / "run"
+    done = run_cli(
+        "run", "--suite", "transformers-decode", "--models", "hf.llama.decode",
+        "--exporters", ",".join(WAYS), "--patches", "none", "--timeout", "600", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def _records(run: Path) -> dict[str, Record]:
+    return {r.exporter: r for r in rundir.read_records(run)}
+
+
+def test_every_way_generates_eagers_tokens(run: Path) -> None:
+    found = _records(run)
+    assert set(found) == set(WAYS)
+    for exporter, r in found.items():
+        assert r.status is Status.OK, (exporter, r.error_message)
+        assert r.numerics.generation is not None and r.numerics.generation.ok
+    # the one-graph ways generate a padded batch too; the builders' folders the Generator
+    assert set(found["dynamo"].numerics.generations or {}) == {"batched"}
+    batched = (found["dynamo"].numerics.generations or {})["batched"]
+    assert (batched.padding, batched.lengths, batched.ok) == ("left", [8, 3, 5], True)
+    for builder in ("genai-builder", "mobius"):
+        assert set(found[builder].numerics.generations or {}) == {
+            "batched",
+            "genai",
+            "genai-batched",
+        }
+
+
+def test_the_report_sets_the_ways_side_by_side(run: Path) -> None:
+    report = (run / "report.md").read_text()
+    section = report.split("## Every way to an ONNX model, side by side", 1)[1].split("\n## ", 1)[0]
+    found = _records(run)
+    fastest = min(
+        found[w].shape_latency["decode_step"].ort_latency_ms.p50  # type: ignore[index]
+        for w in ("dynamo", "genai-builder", "mobius")
+    )
+    for way in WAYS:
+        assert f"| {way} | 1 | 1/1 | 1/1 | 1/1 |" in section
+    row = next(line for line in section.splitlines() if "| genai-builder | ok |" in line)
+    decode = found["genai-builder"].shape_latency["decode_step"].ort_latency_ms.p50  # type: ignore[index]
+    assert f"{decode:.3g} (×{decode / fastest:.2f})" in row
+    assert f"| {found['genai-builder'].export.onnx_nodes} |" in row
+    hf_row = next(line for line in section.splitlines() if "| transformers | ok |" in line)
+    assert "(own shapes)" in hf_row
+
+
+def test_compare_sets_the_ways_side_by_side(run: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    shutil.copytree(run, again)
+    out = tmp_path / "compare"
+    done = run_cli("compare", str(run), str(again), "--no-expected", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "### Every way side by side" in done.stdout
+    ways = json.loads((out / "compare.json").read_text())["ways"]
+    assert [s["exporter"] for s in ways["candidate"]] == list(WAYS)
+    (arch,) = ways["architectures"]
+    by_way = {w["exporter"]: w for w in arch["ways"]}
+    assert by_way["mobius"]["genai"] is True and by_way["dynamo"]["genai"] is None
+    assert by_way["genai-builder"]["nodes"] == _records(run)["genai-builder"].export.onnx_nodes
+
+
+def test_the_site_has_a_page_of_the_ways(run: Path, tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    assert run_cli("history", "--db", str(db), "add", str(run)).returncode == 0
+    site = tmp_path / "site"
+    done = run_cli("publish", str(db), "--out", str(site))
+    assert done.returncode == 0, done.stderr
+    (page,) = (site / "ways").glob("*.html")
+    html = page.read_text()
+    for way in WAYS:
+        assert f"<th>{way}</th>" in html
+    (suite,) = (site / "suite").glob("*.html")
+    assert f"../ways/{page.name}" in suite.read_text()
