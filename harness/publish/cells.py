@@ -92,14 +92,28 @@ def _metrics(r: CellResult) -> dict[str, float | None]:
         "export_s": r.export_s,
         "export_peak_rss_mb": r.export_peak_rss_mb,
         "ort_p50_ms": r.ort_p50_ms,
+        "memory_over_weights": r.memory_over_weights,
+        "vs_fastest": r.vs_fastest,
     }
 
 
+# Each metric of a cell's timeline: the threshold its noise band starts from, and its label.
 FLOORS = {
     "export_s": "export_time_floor",
     "export_peak_rss_mb": "memory_floor",
     "ort_p50_ms": "latency_floor",
+    "memory_over_weights": "memory_floor",
+    "vs_fastest": "latency_floor",
 }
+LABELS = {
+    "export_s": "export s",
+    "export_peak_rss_mb": "export peak RSS MB",
+    "ort_p50_ms": "ORT p50 ms",
+    "memory_over_weights": "export peak / weights",
+    "vs_fastest": "ORT p50 / fastest exporter's",
+}
+# Shown only for the cells that have them (real-size models: their weights, paired exporters).
+OPTIONAL = ("memory_over_weights", "vs_fastest")
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,8 @@ def timelines(per_cell: Seen, t: Thresholds) -> list[CellTimeline]:
         bands: dict[str, Band | None] = {}
         for name, floor in FLOORS.items():
             points = [Point(d, v) for d, r in seen if (v := _metrics(r)[name]) is not None]
+            if not points and name in OPTIONAL:
+                continue
             metrics[name] = resample(points)
             bands[name] = noise_band([p.value for p in points[:-1]], floor=getattr(t, floor), t=t)
         statuses = [(d, str(r.status)) for d, r in seen][::-1][::step][::-1]

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 
 from harness.publish import ways
-from harness.publish.cells import Band, Change, Cluster, timelines
+from harness.publish.cells import LABELS, Band, Change, Cluster, timelines
 from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
 from harness.publish.matrix import SubCell, suite_matrix
 from harness.publish.model import Channel, Site
@@ -237,7 +237,7 @@ def _timeline_section(
             )
         out += (
             f'<h3 id="{cell_anchor(channel.name, t.cell)}">{e(t.cell)}</h3><p class="timeline">{strip}</p>'
-            + table(("export s", "export peak RSS MB", "ORT p50 ms"), [f"<tr>{charts}</tr>"])
+            + table([LABELS[name] for name in t.metrics], [f"<tr>{charts}</tr>"])
             + detail
         )
     return out

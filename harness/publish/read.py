@@ -36,6 +36,8 @@ _SHOWN = (
     "metadata",
     "artifacts",
     "first_divergence",
+    "weights_mb",
+    "exporter_speed",
     "onnx_bytes",
     "onnx_nodes",
     "shape_latency",
@@ -69,6 +71,8 @@ class CellResult:
     suite: str = "(no suite)"  # the run's
     artifacts: dict[str, str] = field(default_factory=dict)
     divergence: str | None = None
+    memory_over_weights: float | None = None  # export peak RSS / the weights' bytes
+    vs_fastest: float | None = None  # ORT p50 / the fastest exporter's graph's (paired)
     graph_bytes: int | None = None  # the side by side of every way (harness.store.ways)
     nodes: int | None = None
     p50_by_shape: dict[str, float] = field(default_factory=dict)  # prefill, decode_step
@@ -114,9 +118,10 @@ def _result(
     artifacts and first divergence of the newest night's failures only (what the site links
     to): parsing JSON is what costs, 2 of a channel's 14 s over 90 nights."""
     axes = row[1 : _AXES + 1]
-    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence, *ways = (
+    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence, *more = (
         row[_AXES + 1 :]
     )
+    weights, speed, *ways = more
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     found = cells.get(axes)
@@ -144,8 +149,14 @@ def _result(
         if details and artifacts is not None
         else {},
         _divergence(_object(divergence)) if details and divergence is not None else None,
+        rss / weights if rss is not None and weights else None,
+        _ratio(_object(speed).get("ratio")) if speed is not None else None,
         *_ways(*ways),
     )
+
+
+def _ratio(value: object) -> float | None:
+    return float(value) if isinstance(value, float | int) and not isinstance(value, bool) else None
 
 
 def _ways(

@@ -44,6 +44,8 @@ KEPT = (
     "opset_actual",
     "export_s",
     "export_peak_rss_mb",
+    "weights_mb",
+    "exporter_speed",
     "graph_fingerprint",
     "ort_runtime",
     "artifacts",

@@ -63,3 +63,41 @@ def test_no_graph_on_one_side_or_the_same_graph_is_no_graph_difference(graphs) -
     a, b = (run(2, [result("a", graph=g)]) for g in graphs)
     site = build_site_model({"stable": [a], "pre-release": [b]})
     assert site.differences == []
+
+
+def test_a_real_size_cell_shows_its_memory_over_weights_and_its_speed_against_the_fastest(
+    tmp_path: Path,
+) -> None:
+    """Through the history: a record's weights and exporter speed are summary columns, the
+    model page charts export peak over weights and ORT p50 over the fastest exporter's; a
+    toy cell without them shows neither."""
+    from dataclasses import replace
+
+    from harness.publish.read import load_nights
+    from harness.store.details import ExporterSpeed
+    from tests.fixtures_compare import record
+
+    def night(i: int) -> list:
+        big = record("big", "torchscript", ort=[2.0, 2.1, 2.2], rss_mb=3000.0 + i, export_s=9.0)
+        big = big.with_changes(
+            export=replace(big.export, weights_mb=1000.0),
+            exporter_speed=ExporterSpeed(fastest="dynamo", ratio=1.5 + i / 10, ci_low=1.4,
+                                         ci_high=1.7, pairs=9, verdict="slower"),
+        )  # fmt: skip
+        return [big, record("toy", ort=[1.0, 1.1], rss_mb=300.0, export_s=1.0)]
+
+    db = tmp_path / "h.sqlite"
+    history.add_runs(
+        db, [write_run(tmp_path / f"r{i}", manifest(f"r{i}"), night(i)) for i in (0, 1)]
+    )
+    newest = {r.cell.model: r for r in load_nights(db)[-1].results}
+    assert newest["big"].memory_over_weights == pytest.approx(3001.0 / 1000.0)
+    assert newest["big"].vs_fastest == pytest.approx(1.6)
+    assert (newest["toy"].memory_over_weights, newest["toy"].vs_fastest) == (None, None)
+
+    site = build_site_model({"stable": load_nights(db)})
+    big_page = pages.model_page(site, "big", {})
+    assert "<th>export peak / weights</th>" in big_page and "newest 3" in big_page
+    assert "<th>ORT p50 / fastest exporter&#x27;s</th>" in big_page and "newest 1.6" in big_page
+    toy_page = pages.model_page(site, "toy", {})
+    assert "export peak / weights" not in toy_page and "<th>ORT p50 ms</th>" in toy_page
