@@ -17,11 +17,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.store import history
+from harness.history import db as history
+from harness.history.summary import COLUMNS
 from harness.store.manifest import Manifest
 from harness.store.rundir import read_manifest
 from harness.store.runs import Run
-from harness.store.summary import COLUMNS
 from tests.publish.simulate import FIRST_NIGHT, failed_like, write_night
 
 # Every suite of the nightly (nightly.yml) and its cells a night as the suite files expand

@@ -20,13 +20,13 @@ import pytest
 from benchmarks.conftest import Figures, harness
 from benchmarks.history_nights import NIGHTS, SUITES, fill, flip
 from harness.compare import Options, compare_history
+from harness.history import db as history
+from harness.history.summary import COLUMNS
 from harness.publish.read import load_nights
 from harness.publish.site import publish
-from harness.store import history
 from harness.store.manifest import Manifest
 from harness.store.records import Record
 from harness.store.runs import Run, read_run
-from harness.store.summary import COLUMNS
 from tests.publish.simulate import real_records, write_night
 
 TINY = Path(__file__).resolve().parent.parent / "tests" / "zoo_fixtures" / "tiny"

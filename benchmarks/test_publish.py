@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from benchmarks.conftest import Figures, harness
+from harness.history import db as history
 from harness.publish.site import publish
-from harness.store import history
 from tests.publish.simulate import NIGHTLY_SUITES, failed_like, real_records, write_night
 
 NIGHTS = 90

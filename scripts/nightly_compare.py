@@ -46,9 +46,9 @@ from harness.compare.output import append_step_summary
 from harness.compare.output import write_outputs as write_comparison
 from harness.compare.output.markdown import findings_table, to_markdown
 from harness.compare.policy import HISTORY_LAST, MIN_HISTORY, NightHistory, nightly_comparison
+from harness.history.db import HistoryError, load_comparable
 from harness.pipeline.remeasure import remeasure
 from harness.store import graphs
-from harness.store.history import HistoryError, load_comparable
 from harness.store.markdown import md_code, md_text
 from harness.store.paired import PairPlan, PairResult
 from harness.store.records import CellKey

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness.store import history
+from harness.history import db as history
 from tests.fixtures_compare import HARDWARE, manifest, smoke_cells, write_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,6 +19,7 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS_ALLOWED = {"add_arguments"}
 STAGES = (
     "store",
+    "history",
     "zoo",
     "cell",
     "exporters",
@@ -154,6 +155,7 @@ LAYERS = (
     "harness.ddmin",
     "harness",  # __version__
     "harness.store",
+    "harness.history",
     "harness.zoo",
     "harness.cell",
     "harness.exporters",

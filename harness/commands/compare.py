@@ -25,8 +25,8 @@ from harness.compare.output import append_step_summary, write_outputs
 from harness.compare.output.json_report import to_json
 from harness.compare.output.markdown import to_markdown
 from harness.errors import UsageError
+from harness.history.db import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.pipeline.remeasure import remeasure
-from harness.store.history import DEFAULT_DB, HistoryError, count_other_keys, load_comparable
 from harness.store.paired import PairPlan
 from harness.store.rundir import RunDirError
 from harness.store.runs import Run, VariantError, read_run, variant_run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.commands import number
 from harness.errors import UsageError
-from harness.store import history
+from harness.history import db as history
 from harness.store.rundir import RunDirError
 
 HELP = "keep runs in a history database (add, list, rebuild) for `harness compare --history`"

@@ -43,9 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from harness.history.db import HistoryError
     from harness.publish.nights import PRE_RELEASE, STABLE
     from harness.publish.site import publish
-    from harness.store.history import HistoryError
     from harness.store.rundir import RunDirError
 
     channels, missing = {STABLE: args.history}, {}

@@ -84,9 +84,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     try:
-        from harness.store.history import HistoryError, comparability_key, load_runs
+        from harness.history.db import HistoryError, comparability_key, load_runs
     except ModuleNotFoundError as exc:
-        if exc.name != "harness.store.history":
+        if exc.name != "harness.history.db":
             raise
         raise UsageError(
             "report --history: this harness has no history database support yet"

@@ -1,5 +1,5 @@
 """Read a history database for the site, through the history's one reader
-(harness.store.history.iter_lines): every run's manifest and, per record, the summary
+(harness.history.db.iter_lines): every run's manifest and, per record, the summary
 columns the site shows (status, signature, export time and memory, ORT p50, graph
 fingerprint, metadata, artifacts, divergence). Values are checked by the reader's column
 kinds and here: the database is untrusted input, as the run directories it indexes."""
@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.store import history
+from harness.history import db as history
+from harness.history.db import HistoryError
+from harness.history.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, cell_of
 from harness.store.declare import read
 from harness.store.details import Divergence
-from harness.store.history import HistoryError
 from harness.store.manifest import Manifest
 from harness.store.measures import Generation
 from harness.store.records import Cell
 from harness.store.status import Stage, Status
-from harness.store.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, cell_of
 from harness.store.ways import SHAPES
 
 # The site's columns: the cell (its model, exporter, family and axes), then what it shows

@@ -17,7 +17,7 @@ MIN_BASELINE_RUNS = 3  # fewer earlier runs make no baseline: one noisy night is
 
 
 class RunLike(Protocol):
-    """One run of the history (`harness.store.history.HistoryRun` or anything shaped like it)."""
+    """One run of the history (`harness.history.db.HistoryRun` or anything shaped like it)."""
 
     @property
     def run_id(self) -> str: ...

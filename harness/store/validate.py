@@ -3,7 +3,7 @@ every record and manifest is checked, before any stage uses it, by the validator
 derives from its declaration (harness.store.declare): no field is listed here a second time.
 
 `check_record` and `check_manifest` raise `Malformed`, naming the field ('numerics[0].max_abs')
-and what is wrong with its value; the readers (harness.store.rundir, harness.store.history)
+and what is wrong with its value; the readers (harness.store.rundir, harness.history.db)
 add the file and line.
 """
 

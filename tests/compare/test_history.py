@@ -12,10 +12,10 @@ import pytest
 from harness.cli import main
 from harness.compare import BLOCKING, INFO, WARNING, Options, Thresholds, compare_history
 from harness.compare.against_history import Series, night_shift
-from harness.store import history
+from harness.history import db as history
+from harness.history.summary import summarized
 from harness.store.records import Dtype, OrtOpt
 from harness.store.runs import read_run
-from harness.store.summary import summarized
 from tests.fixtures_compare import (
     HARDWARE,
     manifest,

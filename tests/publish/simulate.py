@@ -13,7 +13,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.store import history
+from harness.history import db as history
 
 Edit = Callable[[int, dict[str, Any]], dict[str, Any]]
 FIRST_NIGHT = date(2026, 8, 1)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.history import db as history
 from harness.publish import pages
 from harness.publish.model import build_site_model
-from harness.store import history
 from tests.conftest import run_cli
 from tests.fixtures_compare import manifest, smoke_cells, write_run
 from tests.publish.test_data import result, run

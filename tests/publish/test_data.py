@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from harness.compare.thresholds import Thresholds
+from harness.history import db as history
+from harness.history.db import HistoryError
 from harness.publish import cells, feeds, pages
 from harness.publish.html import slug
 from harness.publish.matrix import suite_matrix
@@ -29,8 +31,6 @@ from harness.publish.nights import (
     resample,
 )
 from harness.publish.read import CellResult, NightRun, load_nights
-from harness.store import history
-from harness.store.history import HistoryError
 from harness.store.records import Cell
 from harness.store.status import Status
 from tests.conftest import one_line_error

@@ -272,7 +272,7 @@ def test_trend_report_lists_flagged_cells(tmp_path: Path) -> None:
 
 
 def test_cli_report_history_draws_trends_from_the_database(tmp_path: Path) -> None:
-    history = pytest.importorskip("harness.store.history")
+    history = pytest.importorskip("harness.history.db")
     runs = [write_run(tmp_path / r.run_id, r.records, r.manifest) for r in history_runs()]
     db = tmp_path / "history.sqlite"
     history.add_runs(db, runs)

@@ -273,7 +273,7 @@ def write_run(run_dir: Path, records: list[Record], run_manifest: Manifest | Non
 
 @dataclass(frozen=True)
 class Run:
-    """Shaped like harness.store.history.HistoryRun."""
+    """Shaped like harness.history.db.HistoryRun."""
 
     run_id: str
     started: str

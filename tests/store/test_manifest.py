@@ -13,9 +13,10 @@ import pytest
 
 from harness.dispatch.cluster import ClusterInfo
 from harness.dispatch.policy import DispatchStats, Slots
+from harness.history import db as history
 from harness.plan.build import RunOptions
 from harness.plan.suites import Protocol
-from harness.store import history, rundir
+from harness.store import rundir
 from harness.store.manifest import (
     Cluster,
     ColdStart,

@@ -5,7 +5,7 @@ again, and an older database is brought up to date in place by whoever opens it.
 Schema 1 keyed a record by (run, model, exporter, opset, device, shapes, variant); schema 2
 by the run and the cell's id; both kept each record whole, its latency samples with it (up to
 129 KB a record, 5 GB in 90 nights of the CPU suites). Schema 3 keeps a record's summary
-columns (harness.store.summary); its samples stay in its run directory. A column a newer
+columns (harness.history.summary); its samples stay in its run directory. A column a newer
 harness declares (a new axis) is added with ALTER TABLE: no schema bump, and the rows before
 it read as the axis's default.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from harness.store.summary import COLUMNS, row_of_record, summarize_line
+from harness.history.summary import COLUMNS, row_of_record, summarize_line
 
 DB_SCHEMA = 3
 

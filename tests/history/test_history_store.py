@@ -1,4 +1,4 @@
-"""The history's summary columns (harness.store.summary) and its database file: what a
+"""The history's summary columns (harness.history.summary) and its database file: what a
 record keeps there, a database of today's harness and one cut off mid-write, an axis the
 database predates, a run directory that is gone or corrupt (no torch)."""
 
@@ -15,11 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.store import history
-from harness.store.axes import AXES, BATCH
-from harness.store.records import Dtype, OrtOpt
-from harness.store.runs import read_run
-from harness.store.summary import (
+from harness.history import db as history
+from harness.history.summary import (
     BY_NAME,
     CELL_COLUMNS,
     COLUMNS,
@@ -28,6 +25,9 @@ from harness.store.summary import (
     row_of_record,
     summarized,
 )
+from harness.store.axes import AXES, BATCH
+from harness.store.records import Dtype, OrtOpt
+from harness.store.runs import read_run
 from tests.fixtures_compare import manifest, record, write_run
 
 SCHEMA_2 = Path(__file__).parent / "fixtures" / "history-schema2.sqlite"
@@ -119,7 +119,7 @@ def _nights(tmp_path: Path, n: int) -> list[Path]:
 
 
 def test_a_database_of_todays_harness_migrates_in_place(tmp_path: Path):
-    """tests/store/fixtures/history-schema2.sqlite was written by the harness before schema 3
+    """tests/history/fixtures/history-schema2.sqlite was written by the harness before schema 3
     (three nights of the tiny zoo, each record whole with 20 latency samples)."""
     db = tmp_path / "h.sqlite"
     shutil.copyfile(SCHEMA_2, db)
@@ -161,7 +161,7 @@ def test_an_ingestion_cut_off_mid_write_leaves_the_history_as_it_was(tmp_path: P
     history.add_runs(db, nights[:2])
     before = history.dump(db)
     _killed(
-        "import sys\nfrom pathlib import Path\nfrom harness.store import history\n"
+        "import sys\nfrom pathlib import Path\nfrom harness.history import db as history\n"
         "run = history.read_run(Path(sys.argv[2]))\n"
         "with history._connect(Path(sys.argv[1]), create=True) as conn:\n"
         "    history._insert(conn, run, Path(sys.argv[2]))\n"
@@ -178,7 +178,7 @@ def test_a_migration_cut_off_mid_write_runs_again(tmp_path: Path):
     db = tmp_path / "h.sqlite"
     shutil.copyfile(SCHEMA_2, db)
     _killed(
-        "import sys\nfrom pathlib import Path\nfrom harness.store import history, history_schema\n"
+        "import sys\nfrom pathlib import Path\nfrom harness.history import db as history\nfrom harness.history import schema as history_schema\n"
         "convert = history_schema._converted\n"
         "def converted(rows):\n    out = convert(rows)\n    die()\n"
         "history_schema._converted = converted\n"

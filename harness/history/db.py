@@ -1,7 +1,7 @@
 """The history database: past runs in SQLite, for noise-scaled thresholds and trend plots.
 
 The database is an index, never the only copy: each run keeps its run directory's path,
-and each record its summary columns (harness.store.summary: the cell's axes, status,
+and each record its summary columns (harness.history.summary: the cell's axes, status,
 signature, export figures, each latency's statistics): the latency samples stay in the run
 directory, which `HistoryRun.in_full` reads back. `rebuild` recreates the file from run
 directories. Runs are keyed
@@ -23,13 +23,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.store import history_schema as schema
-from harness.store import rundir
-from harness.store.manifest import Manifest
-from harness.store.records import CellKey, Record
-from harness.store.rundir import RunDirError, read_manifest, records_path
-from harness.store.runs import Run, comparability, read_run
-from harness.store.summary import (
+from harness.history import schema
+from harness.history.summary import (
     COLUMNS,
     BadValue,
     Column,
@@ -38,6 +33,11 @@ from harness.store.summary import (
     row_of_record,
     summarize_line,
 )
+from harness.store import rundir
+from harness.store.manifest import Manifest
+from harness.store.records import CellKey, Record
+from harness.store.rundir import RunDirError, read_manifest, records_path
+from harness.store.runs import Run, comparability, read_run
 
 DEFAULT_DB = Path("results/history.sqlite")
 DB_SCHEMA = schema.DB_SCHEMA
@@ -58,7 +58,7 @@ class HistoryRun:
     run_dir: str | None = None
 
     def as_run(self) -> Run:
-        """The run as the history keeps it: each record's summary (harness.store.summary)."""
+        """The run as the history keeps it: each record's summary (harness.history.summary)."""
         return Run(manifest=self.manifest, records=tuple(self.records), path=self.run_dir)
 
     def in_full(self) -> tuple[Run, str | None]:
