@@ -13,10 +13,9 @@ from pathlib import Path
 import onnx
 import torch
 
-from harness.cell.reference import SEED
 from harness.cell.shapes import Inputs, dynamic_axes, second_shape, to_device
 from harness.zoo import ModelSpec
-from harness.zoo.spec import DynamicShapes
+from harness.zoo.spec import SEED, DynamicShapes
 
 SECOND_SHAPE = "second_shape"
 

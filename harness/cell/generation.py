@@ -35,10 +35,10 @@ from harness.cell.stages import StageFailure, stage
 from harness.store.measures import Generation
 from harness.store.records import Cell, Dtype, Measurements
 from harness.zoo import ModelSpec
+from harness.zoo.spec import SEED
 
 NEW_TOKENS = 16
 PROMPT_TOKENS = 8
-SEED = 0
 
 
 class TokensDiffer(Exception):

@@ -18,8 +18,7 @@ from harness.cell.shapes import Inputs, flatten_outputs, to_device, to_float64
 from harness.cell.stages import stage
 from harness.store.records import Dtype
 from harness.zoo import ModelSpec
-
-SEED = 0
+from harness.zoo.spec import SEED
 
 
 @dataclass

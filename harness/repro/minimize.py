@@ -45,9 +45,8 @@ from harness.store.details import Divergence
 from harness.store.error_text import signature_of
 from harness.store.records import Record
 from harness.store.status import Stage
-from harness.zoo.spec import DynamicShapes
+from harness.zoo.spec import SEED, DynamicShapes
 
-SEED = 0
 PROGRAM = "the program torch.export captured (after the dynamo exporter's decompositions)"
 CAPTURED = "the program torch.export captured"
 METHOD = "graph"  # delta debugging over the program torch.export captured

@@ -44,8 +44,8 @@ from harness.store.measures import ExportMeasures
 from harness.store.records import CellTask, Dtype, Measurements, OutputCheck, Record
 from harness.store.status import Stage, Status
 from harness.zoo import ModelSpec, Sample, SampleSet
+from harness.zoo.spec import SEED
 
-SEED = 0
 MAX_LISTED = 20  # failing and skipped samples listed one by one in the record
 VIEW_DEPENDENT = (
     "eager on the sample's own inputs and on copies of them differ: the op reads what the"

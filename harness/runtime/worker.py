@@ -59,7 +59,6 @@ from harness.store.status import Status
 from harness.zoo import ModelSpec
 from harness.zoo.discovery import load_source
 
-SEED = 0
 # The share of the cell's timeout an export run as a program may take: it is stopped first,
 # so that its record holds the program's last lines (the zygote's kill leaves none).
 EXPORT_SHARE = 0.75

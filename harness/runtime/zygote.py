@@ -53,8 +53,8 @@ from harness.runtime.exits import LENGTH, ChildExit, no_record, oom_kills, own_g
 from harness.store.details import WorkerInfo
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
+from harness.zoo.spec import SEED
 
-SEED = 0
 _PR_SET_PDEATHSIG = 1
 # A zygote never opens CUDA: a child cannot use a CUDA its parent initialised ("Cannot
 # re-initialize CUDA in forked subprocess": on the first GPU run every cell failed so, CPU

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING
 from harness.store.records import Record
 from harness.zoo import expect as expectations
 
+# The seed every model, input and sample is built under, harness-wide: a cell, its
+# reference, its repro and a plain script build the same weights from it.
+SEED = 0
+
 if TYPE_CHECKING:  # the contract loads without torch
     import torch
 

@@ -20,12 +20,11 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from harness.zoo.spec import Sample, SampleSet
+from harness.zoo.spec import SEED, Sample, SampleSet
 
 if TYPE_CHECKING:
     from torch.testing._internal.opinfo.core import DecorateInfo, OpInfo, SampleInput
 
-SEED = 0
 # Where an OpInfo declares no tolerance of its own: the harness's float32 default, and
 # the one-op models' low-precision ones (harness.zoo.generated.one_op).
 DEFAULT_TOLERANCES = {

@@ -1,0 +1,87 @@
+"""One real-size cell the plain way, in a fresh process: what an engineer measuring by hand
+would write. Build the zoo entry (the very same model and inputs), reset the kernel's
+peak-RSS mark, export with `torch.onnx.export` and save (external data past 2 GB, as the
+exporters do by themselves), read the peak, then time an ONNX Runtime session on the
+node's cores for as many calls as the harness took.
+
+    python benchmarks/plain_real_size.py --model real.bert_base --exporter dynamo \
+        --ort-iters 40 --threads 2
+
+Prints one JSON object: export_s, export_peak_rss_mb (VmHWM over the RSS before the
+export), ort_p50_ms, onnx_bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import onnxruntime as ort
+import torch
+
+from harness.zoo.discovery import discover
+
+CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(field)
+
+
+def _export(
+    model: torch.nn.Module, args: tuple[torch.Tensor, ...], path: Path, exporter: str
+) -> None:
+    with torch.no_grad():
+        torch.onnx.export(model, args, str(path), dynamo=exporter == "dynamo", opset_version=18)
+
+
+def _p50(session: ort.InferenceSession, feeds: dict[str, object], iters: int) -> float:
+    session.run(None, feeds)  # one warm-up call, as the harness's warm-up starts with
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--exporter", required=True, choices=["dynamo", "torchscript"])
+    p.add_argument("--ort-iters", type=int, default=20)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    spec = discover().get(a.model)
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    torch.manual_seed(0)
+    args = tuple(spec.example_inputs())
+    out: dict[str, object] = {"model": a.model, "exporter": a.exporter}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        CLEAR_REFS.write_text("5")
+        before = _kib("VmRSS")
+        start = time.perf_counter()
+        _export(model, args, path, a.exporter)
+        out["export_s"] = time.perf_counter() - start
+        out["export_peak_rss_mb"] = (_kib("VmHWM") - before) / 1024
+        out["onnx_bytes"] = sum(f.stat().st_size for f in path.parent.iterdir())
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = a.threads
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), args, strict=False)}
+        out["ort_p50_ms"] = _p50(session, feeds, a.ort_iters)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Real-size cells against a plain script (issue 47's measure): does the harness report the
+export time, export peak memory and ORT p50 that an engineer timing by hand in a fresh
+process measures, at the size users run? Target: each within +-10% (the median of the
+pairs' ratios).
+
+Per model and exporter, `harness run --local` of the one cell and `plain_real_size.py`
+run in ABBA order (harness, plain, plain, harness), each alone on the machine, both at
+2 threads, the plain loop as many calls as the harness took; the ratios of each pair are
+harness / plain. Set HARNESS_REAL_SIZE_MODELS to a comma-separated list to change the
+models (the default takes about 40 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+
+from benchmarks.conftest import Figures, harness, plain
+from harness.store import rundir as store
+
+# A BERT, a ViT, a speech encoder-decoder, and Qwen3-0.6B, whose float32 weights pass 2 GB
+# (external data); each with the exporter its users reach for first.
+CELLS = [
+    ("real.bert_base", "dynamo"),
+    ("real.vit_base", "dynamo"),
+    ("real.distilbert_base", "torchscript"),
+    ("real.whisper_base", "dynamo"),
+    ("real.qwen3_0_6b", "dynamo"),
+]
+THREADS = "2"
+FIGURES = ("export_s", "export_peak_rss_mb", "ort_p50_ms")
+
+
+def _cells() -> list[tuple[str, str]]:
+    chosen = os.environ.get("HARNESS_REAL_SIZE_MODELS")
+    if not chosen:
+        return CELLS
+    return [(m, e) for m, e in CELLS if m in chosen.split(",")] or [
+        (m, "dynamo") for m in chosen.split(",")
+    ]
+
+
+def _harness_cell(model: str, exporter: str, out: Path) -> dict[str, float]:
+    harness(
+        "run", "--suite", "real-size", "--models", model, "--exporters", exporter,
+        "--threads", THREADS, "--local", "--out", str(out), "--no-report", "--repro-bound", "0",
+    )  # fmt: skip
+    (r,) = store.read_records(out)
+    assert r.status == "ok", (r.status, r.error_message)
+    assert r.export.seconds is not None and r.ort.latency is not None
+    return {
+        "export_s": r.export.seconds,
+        "export_peak_rss_mb": r.export.peak_rss_mb or 0.0,
+        "ort_p50_ms": r.ort.latency.p50,
+        "samples": float(len(r.ort.latency.samples)),
+    }
+
+
+def _plain_cell(model: str, exporter: str, iters: int) -> dict[str, float]:
+    found = plain(
+        "plain_real_size.py", "--model", model, "--exporter", exporter,
+        "--ort-iters", str(iters), "--threads", THREADS, timeout=1800,
+    )  # fmt: skip
+    return {k: float(found[k]) for k in FIGURES}
+
+
+def test_real_size_cells_agree_with_a_plain_script(figures: Figures, tmp_path: Path) -> None:
+    rows, worst = [], {k: 0.0 for k in FIGURES}
+    for model, exporter in _cells():
+        first = _harness_cell(model, exporter, tmp_path / f"{model}-{exporter}-1")
+        iters = int(first["samples"])
+        plains = [_plain_cell(model, exporter, iters) for _ in range(2)]
+        second = _harness_cell(model, exporter, tmp_path / f"{model}-{exporter}-2")
+        ratios = {
+            k: [h[k] / p[k] for h, p in zip((first, second), plains, strict=True)] for k in FIGURES
+        }
+        medians = {k: statistics.median(v) for k, v in ratios.items()}
+        for k in FIGURES:
+            worst[k] = max(worst[k], abs(medians[k] - 1))
+        rows.append(
+            f"| {model} {exporter} | "
+            + " | ".join(
+                f"{statistics.median([first[k], second[k]]):.4g} / "
+                f"{statistics.median([p[k] for p in plains]):.4g} = **{medians[k]:.2f}** "
+                f"({min(ratios[k]):.2f}-{max(ratios[k]):.2f})"
+                for k in FIGURES
+            )
+            + f" | {iters} |"
+        )
+    figures.add(
+        "Real-size cells against a plain script (harness / plain, median of 2 ABBA pairs)",
+        [
+            "| cell | export s | export peak RSS MB | ORT p50 ms | ORT calls |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "largest distance from 1: "
+            + ", ".join(f"{k} {v:.1%}" for k, v in worst.items())
+            + " (target 10%)",
+        ],
+    )
