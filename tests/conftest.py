@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +32,20 @@ SHARED_FIXTURE = {
     "tests/runtime/test_isolation.py",
     "tests/zoo/test_plugins.py",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test process is a node of its own for the harness's node lock
+    (harness/cell/node.py): the cells of one xdist worker's tests never wait for the timing
+    of another worker's (on a real machine every run shares the lock, and a test of the lock
+    names its own folder). Set before any test runs, so every process a test starts
+    (zygotes, cells, Ray workers) inherits it."""
+    from harness.cell.node import FOLDER_ENV
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    folder = Path(tempfile.gettempdir(), f"harness-test-node-{os.getpid()}-{worker}")
+    folder.mkdir(exist_ok=True)
+    os.environ.setdefault(FOLDER_ENV, str(folder))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks

@@ -12,7 +12,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
-from tests.conftest import FIXTURES, package_index_problem, run_cli, start_cli, wait_for
+from tests.conftest import FIXTURES, run_cli, start_cli, wait_for
 
 
 @pytest.fixture
@@ -246,47 +245,6 @@ def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
     after = store.records_path(out).read_text().splitlines()
     assert after[: len(before)] == before  # what was measured before the kill is kept as is
     assert "resuming" in result.stderr
-
-
-def test_variant_runs_in_its_own_runtime_env(tmp_path: Path) -> None:
-    # The variant's runtime_env pip-installs onnxscript 0.6.2 on the worker: that needs an
-    # index offering it (skipped with the reason where none is reachable).
-    if problem := package_index_problem("onnxscript==0.6.2"):
-        pytest.skip(problem)
-    out = tmp_path / "variant"
-    clones_before = set(_variant_clones())
-    result = run_cli(
-        "run",
-        "--zoo",
-        str(FIXTURES / "tiny"),
-        "--models",
-        "tiny_mlp",
-        "--exporters",
-        "dynamo",
-        "--opsets",
-        "18",
-        "--variant",
-        "old=onnxscript==0.6.2",
-        "--out",
-        str(out),
-        "--no-report",
-        ray=True,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    by_variant = {r.variant: r for r in _records(out)}
-    assert set(by_variant) == {"base", "old"}
-    outcome = {v: (r.status, r.error_signature) for v, r in by_variant.items()}
-    assert all(status == "ok" for status, _ in outcome.values()), outcome
-    versions = store.read_manifest(out).versions
-    assert versions["old"]["onnxscript"] == "0.6.2"
-    assert versions["base"]["onnxscript"] != "0.6.2"
-    # The variant's clone of the virtualenv (~2 GB) went with the local Ray instance.
-    assert set(_variant_clones()) <= clones_before
-
-
-def _variant_clones() -> list[Path]:
-    """The pip environments Ray's local sessions hold (Ray's default temp folder)."""
-    return list(Path(tempfile.gettempdir(), "ray").glob("session_*/runtime_resources/pip/*"))
 
 
 def _line_count(run_dir: Path) -> int:
