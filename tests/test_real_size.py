@@ -85,3 +85,41 @@ def test_the_smallest_entry_builds_and_runs_for_real() -> None:
         (hidden, pooled) = model(*inputs)
     assert tuple(hidden.shape) == (1, 128, 384) and tuple(pooled.shape) == (1, 384)
     assert torch.isfinite(hidden).all()
+
+
+def test_a_real_size_decoder_is_the_decode_entry_of_its_type_at_its_published_layers() -> None:
+    """`real.<name>.decode`: the probed shrunk entry of its model type, its cache inputs and
+    outputs one per published layer, named and dimensioned as the shrunk entry's."""
+    from model_zoo.real_size.decoders import DECODERS
+    from model_zoo.real_size.models import entry
+    from model_zoo.transformers._decode_inventory import with_layers
+
+    specs = {
+        s.name: s for s in discovery.discover().models.values() if s.family == "real-size-decode"
+    }
+    assert sorted(specs) == sorted(f"real.{n}.decode" for n in DECODERS)
+    qwen = specs["real.qwen3_0_6b.decode"]
+    layers = entry("qwen3_0_6b")["config"]["num_hidden_layers"]
+    assert layers == 28
+    assert qwen.input_names[:3] == ("input_ids", "attention_mask", "position_ids")
+    assert qwen.input_names[3:] == tuple(
+        f"past_key_values.{i}.{k}" for i in range(layers) for k in ("key", "value")
+    )
+    assert qwen.output_names == (
+        "logits",
+        *(f"present.{i}.{k}" for i in range(layers) for k in ("key", "value")),
+    )
+    assert qwen.metadata["parameter_bytes"] == entry("qwen3_0_6b")["fp32_bytes"]
+    assert qwen.metadata["generation"] == {"mask_past": True}
+    # every cache tensor is dynamic in batch and past, as the shrunk entry's
+    cache_dims = qwen.dynamic_shapes[-1]
+    assert len(cache_dims) == 2 * layers and all(d == {0: "batch", 2: "past"} for d in cache_dims)
+
+    shrunk = {"inputs": ["input_ids", "past_key_values.0.key", "past_key_values.0.value"],
+              "outputs": ["logits", "present.0.key", "present.0.value"],
+              "dims": {"input_ids": {"0": "batch"}, "past_key_values.0.key": {"0": "batch"}}}  # fmt: skip
+    grown = with_layers(shrunk, 3)
+    assert grown["inputs"][1:] == [
+        f"past_key_values.{i}.{k}" for i in range(3) for k in ("key", "value")
+    ]
+    assert grown["dims"]["past_key_values.2.value"] == {"0": "batch"}

@@ -72,7 +72,7 @@ def _spec(name: str, entry: dict[str, Any]) -> ModelSpec:
     )
 
 
-def _entry(name: str) -> dict[str, Any]:
+def entry(name: str) -> dict[str, Any]:
     entry: dict[str, Any] = _document()["models"][name]
     return entry
 
@@ -85,13 +85,13 @@ def _document() -> dict[str, Any]:
 def _build(name: str) -> Any:
     from model_zoo.real_size._build import build
 
-    return build(_entry(name))
+    return build(entry(name))
 
 
 def _inputs(name: str) -> tuple[Any, ...]:
     from model_zoo.real_size._build import example_inputs
 
-    return example_inputs(_entry(name))
+    return example_inputs(entry(name))
 
 
 SPECS = [_spec(name, entry) for name, entry in _document()["models"].items()]

@@ -54,11 +54,12 @@ def head_class(model_type: str, head: str) -> str:
     return name if isinstance(name, str) else name[0]
 
 
-def decode_config(model_type: str, cls: Any) -> Any:
-    """The shrunk config the head class takes (a composite config's text part where the
-    class is built from that), with the KV cache on and, for encoder models with an
-    optional decoder mode (BERT-like heads), in that mode."""
-    config = shrunk_config(model_type)
+def decode_config(model_type: str, cls: Any, published: str | None = None) -> Any:
+    """The shrunk config the head class takes, or the published one of the real-size entry
+    `published` (a composite config's text part where the class is built from that), with
+    the KV cache on and, for encoder models with an optional decoder mode (BERT-like heads),
+    in that mode."""
+    config = shrunk_config(model_type) if published is None else published_config(published)
     wanted = getattr(cls, "config_class", None)
     if wanted is not None and not isinstance(config, wanted) and hasattr(config, "get_text_config"):
         text = config.get_text_config()
@@ -71,14 +72,24 @@ def decode_config(model_type: str, cls: Any) -> Any:
     return config
 
 
-def build_lm(model_type: str, head: str) -> torch.nn.Module:
-    """The head class from the decode config, random weights (seeded by the caller), eval."""
+def published_config(name: str) -> Any:
+    """The config of the real-size entry `name` (model_zoo/real_size/: a checkpoint's
+    published config.json, written down)."""
+    from model_zoo.real_size._build import config_of
+    from model_zoo.real_size.models import entry
+
+    return config_of(entry(name))
+
+
+def build_lm(model_type: str, head: str, published: str | None = None) -> torch.nn.Module:
+    """The head class from the decode config (or a real-size entry's published one), random
+    weights (seeded by the caller), eval."""
     offline()
     import transformers
 
     transformers.logging.set_verbosity_error()
     cls = model_class(head_class(model_type, head))
-    model = cls(decode_config(model_type, cls)).eval()
+    model = cls(decode_config(model_type, cls, published)).eval()
     start_decoding_as_checkpoints_do(model)
     return model
 

@@ -9,6 +9,7 @@ Imports neither torch nor transformers: the zoo file is imported for every cell 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -127,18 +128,60 @@ def dynamic_shapes(entry: dict[str, Any]) -> tuple[Any, ...]:
     return (*plain, [dims.get(n) or None for n in cache])
 
 
-def _build(model_type: str, head: str, mask_past: bool) -> Any:
+def _build(model_type: str, head: str, mask_past: bool, published: str | None = None) -> Any:
     from model_zoo.transformers._decode import build_lm, decode_step
 
-    return decode_step(build_lm(model_type, head), head, mask_past=mask_past)
+    return decode_step(build_lm(model_type, head, published), head, mask_past=mask_past)
 
 
-def _example_inputs(model_type: str, head: str, mask_past: bool) -> tuple[Any, ...]:
+def _example_inputs(
+    model_type: str, head: str, mask_past: bool, published: str | None = None
+) -> tuple[Any, ...]:
     """The inputs at the example shape (the prefill that makes their cache needs the model:
     it is built again, under the same seed)."""
     from model_zoo.transformers._decode import EXAMPLE, inputs_at
 
-    return inputs_at(_build(model_type, head, mask_past), EXAMPLE)
+    return inputs_at(_build(model_type, head, mask_past, published), EXAMPLE)
+
+
+def with_layers(entry: dict[str, Any], layers: int) -> dict[str, Any]:
+    """A probed entry of a shrunk config as the same class has it with `layers` layers:
+    its cache inputs and outputs (`past_key_values.N.*`, `present.N.*`) one per layer."""
+
+    def per_layer(names: list[str], prefix: str) -> list[str]:
+        kinds = list(dict.fromkeys(n.split(".")[-1] for n in names if n.startswith(prefix)))
+        return [f"{prefix}{i}.{k}" for i in range(layers) for k in kinds]
+
+    past, present = "past_key_values.", "present."
+    inputs = [n for n in entry["inputs"] if not n.startswith(past)] + per_layer(
+        entry["inputs"], past
+    )
+    outputs = [n for n in entry["outputs"] if not n.startswith(present)]
+    outputs += per_layer(entry["outputs"], present)
+    cache_dims = next(d for n, d in entry["dims"].items() if n.startswith(past))
+    dims = {n: entry["dims"].get(n, cache_dims) for n in inputs}
+    return {**entry, "inputs": inputs, "outputs": outputs, "dims": dims}
+
+
+def published_decode_spec(
+    name: str, entry: dict[str, Any], published: str, family: str, metadata: dict[str, Any]
+) -> ModelSpec:
+    """The decode entry of a real-size entry's published config (`published`): the probed
+    entry of its model type (`with_layers` its layer count), built from the published
+    config; its name, family and metadata (the weights' bytes) the real-size entry's."""
+    spec = _spec(name, entry, ())
+    model_type, head = entry["model_type"], entry["head"]
+    mask_past = entry.get("mask") != "sequence"
+    return replace(
+        spec,
+        family=family,
+        build=partial(_build, model_type, head, mask_past, published),
+        example_inputs=partial(_example_inputs, model_type, head, mask_past, published),
+        tags=(family, *spec.tags[1:]),
+        metadata={**spec.metadata, **metadata},
+        description=f"{entry['class']} ({model_type}) at {metadata.get('checkpoint')}'s"
+        " published config, one generation step with a cache of the past",
+    )
 
 
 def _inputs_at(model: Any, sizes: dict[str, int]) -> tuple[Any, ...]:
