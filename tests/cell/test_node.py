@@ -4,6 +4,7 @@ waiting to time waits behind it, and a killed cell holds nothing."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import multiprocessing
 import os
@@ -19,20 +20,19 @@ FORK = multiprocessing.get_context("fork")
 HOLD_S = 0.6
 
 
-def _time_alone(folder: Path, out: Queue[Any], ready: Any = None, asking: Any = None) -> None:
-    """A cell: works, then times alone for HOLD_S; reports its timing interval and wait.
-    With `ready` (a barrier), it asks to time once every cell of the test is working; it
-    sets `asking` (an event) as it asks."""
+def _time_alone(folder: Path, out: Queue[Any], ready: Any = None) -> None:
+    """A cell: works, then times alone for HOLD_S; reports when it asked to time, its
+    timing's start and end, and the wait its lock recorded. With `ready` (a barrier), it
+    asks once every cell of the test is working."""
     with node.holding(folder) as lock:
         if ready is not None:
             ready.wait(30)
-        if asking is not None:
-            asking.set()
+        asked = time.monotonic()
         with lock.alone():
             start = time.monotonic()
             time.sleep(HOLD_S)
             end = time.monotonic()
-        out.put((start, end, lock.waited_s))
+        out.put(("timed", asked, start, end, lock.waited_s))
 
 
 def _work(folder: Path, seconds: float, out: Queue[Any], started: Any = None) -> None:
@@ -46,46 +46,60 @@ def _work(folder: Path, seconds: float, out: Queue[Any], started: Any = None) ->
 
 def _run(*processes: Any) -> None:
     for p in processes:
-        p.join(timeout=30)
+        p.join(timeout=60)
         assert p.exitcode == 0, p.exitcode
 
 
-def test_two_cells_never_time_at_once(tmp_path: Path) -> None:
+def _gate_is_held(folder: Path) -> bool:
+    """Whether a cell holds the gate: one waiting for its turn to time holds it."""
+    fd = os.open(folder / "gate", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing lets go of a lock taken here
+    return False
+
+
+def test_two_cells_never_time_at_once_and_each_records_its_wait(tmp_path: Path) -> None:
     out: Queue[Any] = FORK.Queue()
-    ready = FORK.Barrier(3)  # all three working before any asks to time: they must queue
+    ready = FORK.Barrier(3)  # all three working before any asks to time
     cells = [FORK.Process(target=_time_alone, args=(tmp_path, out, ready)) for _ in range(3)]
     for p in cells:
         p.start()
     _run(*cells)
-    intervals = sorted(out.get(timeout=5) for _ in cells)
-    for (_, end, _), (start, _, _) in itertools.pairwise(intervals):
-        assert start >= end, intervals  # each timing starts after the one before ended
-    waits = sorted(w for _, _, w in intervals)
-    assert waits[-1] >= HOLD_S, waits  # the last in line waited for a whole timing at least
+    timed = sorted((out.get(timeout=5)[1:] for _ in cells), key=lambda t: t[1])
+    for (_, _, end, _), (_, start, _, _) in itertools.pairwise(timed):
+        assert start >= end, timed  # each timing starts after the one before ended
+    for asked, start, _, waited in timed:
+        assert abs((start - asked) - waited) < 0.1, timed  # the wait it records is its own
 
 
 def test_work_that_comes_after_a_cell_waiting_to_time_waits_behind_it(tmp_path: Path) -> None:
-    """A works (shared) for 3 s; B asks to time meanwhile and waits for A; C starts working
-    after B asked: C starts only once B has timed (B is not starved by a stream of work)."""
+    """A works (shared) for 2 s; B asks to time meanwhile and waits for A at the gate; C
+    starts working after that: C starts only once B has timed (a stream of work never
+    starves a cell waiting to time)."""
     out: Queue[Any] = FORK.Queue()
     a_started = FORK.Event()
-    a = FORK.Process(target=_work, args=(tmp_path, 3.0, out, a_started))
+    a = FORK.Process(target=_work, args=(tmp_path, 2.0, out, a_started))
     a.start()
-    assert a_started.wait(10)
-    b_asking = FORK.Event()
-    b = FORK.Process(target=_time_alone, args=(tmp_path, out, None, b_asking))
+    assert a_started.wait(30)
+    b = FORK.Process(target=_time_alone, args=(tmp_path, out))
     b.start()
-    assert b_asking.wait(10)
-    time.sleep(0.3)  # B is waiting at the gate by now
+    deadline, held = time.monotonic() + 30, 0
+    while held < 3:  # B holds the gate 3 looks in a row (0.1 s): it waits there to time
+        assert time.monotonic() < deadline and b.is_alive()
+        held = held + 1 if _gate_is_held(tmp_path) else 0
+        time.sleep(0.05)
     c = FORK.Process(target=_work, args=(tmp_path, 0.0, out))
     c.start()
     _run(a, b, c)
     found = [out.get(timeout=5) for _ in range(3)]
-    (c_start,) = [t for kind, t, *_ in found if kind == "work"][1:]
-    (b_timing,) = [f for f in found if f[0] != "work"]
-    _, b_end, b_waited = b_timing
-    assert b_waited >= 0.3  # B waited for A's work to end
-    assert c_start >= b_end, (b_timing, c_start)
+    work_starts = sorted(t for kind, t, *_ in found if kind == "work")
+    (_, _, b_start, b_end, _) = next(f for f in found if f[0] == "timed")
+    assert b_start >= work_starts[0] + 1.9  # B waited for A's 2 s of work to end
+    assert work_starts[1] >= b_end, (found,)  # C's work began once B had timed
 
 
 def test_a_killed_cell_holds_nothing(tmp_path: Path) -> None:
@@ -105,5 +119,7 @@ def test_a_killed_cell_holds_nothing(tmp_path: Path) -> None:
     after = FORK.Process(target=_time_alone, args=(tmp_path, out))
     after.start()
     _run(after)
-    _, _, waited = out.get(timeout=5)
-    assert waited < 1.0  # the kernel let go of the killed process's lock at once
+    _, asked, start, _, waited = out.get(timeout=5)
+    assert (
+        waited < 1.0 and start - asked < 1.0
+    )  # the kernel let go of the killed process's lock at once
