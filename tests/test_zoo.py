@@ -30,7 +30,7 @@ MODELS = sorted(set(ZOO.models) - set(SAMPLED))
 GENERATED_FAMILIES = {"transformers", "transformers-decode", "transformers-tasks"}
 # The real-size zoo (model_zoo/real_size/: up to 1.5 B parameters) is tested in
 # tests/test_real_size.py: every entry on the meta device, a few for real.
-REAL_SIZE = {"real-size", "real-size-xl"}
+REAL_SIZE = {"real-size", "real-size-xl", "real-size-decode"}
 HAND_WRITTEN = [n for n in MODELS if ZOO.get(n).family not in {*GENERATED_FAMILIES, *REAL_SIZE}]
 # Only what this machine can build is parametrized (nothing is skipped): models whose
 # libraries do not import here (torchvision) and the 2 GB model are checked elsewhere
