@@ -27,8 +27,15 @@ def _tried(t: Tried) -> dict[str, object]:
         "skipped": t.skipped,
         "installs": list(t.installs),
         "seconds": t.seconds,
+        "environment": None if t.environment is None else _environment(t),
         "verdicts": {cell: _verdict(v) for cell, v in t.verdicts.items()},
     }
+
+
+def _environment(t: Tried) -> dict[str, object]:
+    assert t.environment is not None
+    e = t.environment
+    return {"path": e.path, "kept": e.kept, "seconds": e.seconds}
 
 
 def _cell(c: CellAnswer) -> dict[str, object]:
@@ -47,6 +54,7 @@ def _cell(c: CellAnswer) -> dict[str, object]:
             "first_bad_record": c.evidence.first_bad,
             "op_count_diff": c.evidence.op_count_diff,
             "paired": c.evidence.paired,
+            "failing_pass": c.evidence.failing_pass,
         },
     }
 
@@ -58,7 +66,9 @@ def to_json(r: BisectResult) -> dict[str, object]:
         "package": r.package,
         "first_bad": head.outcome.first_bad if head and head.outcome else None,
         "last_good": head.outcome.last_good if head and head.outcome else None,
+        "fix": r.fix,
         "answered": r.answered,
+        "failing_pass": head.evidence.failing_pass if head else None,
         "finding": r.criterion,
         "moves": [{"package": m.package, "good": m.good, "bad": m.bad} for m in r.moves],
         "tried": [_tried(t) for t in r.tried],
@@ -85,10 +95,16 @@ def headline(r: BisectResult) -> str:
     head = r.headline()
     moves = ", ".join(f"{m.package} {m.good} -> {m.bad}" for m in r.moves)
     if head is None or head.outcome is None:
-        return f"## harness bisect ({moves}): no first bad version found"
+        return f"## harness bisect ({moves}): no {'fix' if r.fix else 'first bad version'} found"
+    where = f"; failing pass: {head.evidence.failing_pass}" if head.evidence.failing_pass else ""
+    if r.fix:
+        return (
+            f"## harness bisect ({moves}): fixed in {r.package} {head.outcome.last_good}"
+            f" (last bad {head.outcome.first_bad}){where}"
+        )
     return (
         f"## harness bisect ({moves}): first bad {r.package} {head.outcome.first_bad}"
-        f" (last good {head.outcome.last_good})"
+        f" (last good {head.outcome.last_good}){where}"
     )
 
 
@@ -134,20 +150,34 @@ def _evidence_text(c: CellAnswer) -> str:
         )
     if e.first_bad and e.first_bad.get("status") != (e.last_good or {}).get("status"):
         parts.append(f"{(e.last_good or {}).get('status')} -> {e.first_bad.get('status')}")
+    if e.failing_pass:
+        parts.append(f"failing pass: {e.failing_pass}")
     if c.also:
         parts.append("also reproduced by " + ", ".join(c.also) + " alone")
     return "; ".join(parts)
 
 
 def _tried_table(r: BisectResult) -> list[str]:
-    lines = ["| # | set | purpose | verdicts | run | seconds |", "|---|---|---|---|---|---|"]
+    envs = any(t.environment for t in r.tried)
+    lines = [
+        "| # | set | purpose | verdicts | run | seconds |" + (" environment |" if envs else ""),
+        "|---|---|---|---|---|---|" + ("---|" if envs else ""),
+    ]
     for i, t in enumerate(r.tried, 1):
         verdicts = ", ".join(sorted({str(v.judgement) for v in t.verdicts.values()})) or "-"
         if t.skipped:
             verdicts = f"skipped: {t.skipped}"
         run = f"{t.run} ({t.variant})" if t.run and t.variant else t.run or "-"
-        lines.append(_row(i, " ".join(t.requirements), t.purpose, verdicts, run, f"{t.seconds:g}"))
+        cells = [i, " ".join(t.requirements), t.purpose, verdicts, run, f"{t.seconds:g}"]
+        lines.append(_row(*cells, *([_env_text(t)] if envs else [])))
     return lines
+
+
+def _env_text(t: Tried) -> str:
+    e = t.environment
+    if e is None:
+        return "-"
+    return f"{Path(e.path).name} ({'kept' if e.kept else f'made, {e.seconds:g} s'})"
 
 
 def to_markdown(r: BisectResult) -> str:

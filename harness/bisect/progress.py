@@ -15,8 +15,8 @@ from enum import StrEnum
 
 from harness.bisect.culprit import Blame
 from harness.bisect.result import CellAnswer, Tried
-from harness.bisect.runner import Attempt
 from harness.bisect.search import Judgement, Search, Verdict, next_round
+from harness.bisect.sets import Attempt
 from harness.bisect.verdict import Target
 from harness.store.records import CellKey
 
@@ -145,4 +145,5 @@ def tried(attempt: Attempt, purpose: str, verdicts: Mapping[str, Verdict]) -> Tr
         attempt.seconds,
         dict(verdicts),
         variant=attempt.variant or None,
+        environment=attempt.environment,
     )

@@ -17,11 +17,22 @@ SCHEMA = 1
 
 
 @dataclass(frozen=True)
+class EnvUse:
+    """The Python environment a package set ran in (`--isolation env`): its folder, whether
+    it was kept from an earlier try or bisection (nothing installed) or made now, and the
+    seconds making it took (0 when kept)."""
+
+    path: str
+    kept: bool
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Tried:
     """One package set tried: its label, requirements, the run directory (relative to the
     bisection's folder) and its variant there, or why it was skipped, what pip installed,
     the wall time of the batch it ran in, and what it said about each cell it ran (cell
-    label -> verdict)."""
+    label -> verdict); with `--isolation env`, the environment it ran in."""
 
     label: str
     requirements: tuple[str, ...]
@@ -32,17 +43,21 @@ class Tried:
     seconds: float = 0.0
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     variant: str | None = None
+    environment: EnvUse | None = None
 
 
 @dataclass(frozen=True)
 class Evidence:
     """At a cell's boundary: the last good and the first bad record, their graphs' op
-    counts that differ, and (for a latency finding) the two graphs timed together."""
+    counts that differ, (for a latency finding) the two graphs timed together, and where
+    the first bad record went wrong (`harness.store.diagnosis.failing_pass`: the exporter
+    pass of its traceback, or the optimizer rule that changed its numbers)."""
 
     last_good: dict[str, object] | None = None  # the record, with its variant and run
     first_bad: dict[str, object] | None = None
     op_count_diff: dict[str, list[int | None]] = field(default_factory=dict)
     paired: dict[str, object] | None = None
+    failing_pass: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,9 @@ class BisectResult:
     command: tuple[str, ...] = ()
     wall_s: float = 0.0
     note: str | None = None  # why nothing was bisected, where nothing was
+    # bisected for a fix (`--fix`): each walk runs down from the fixed version, its last
+    # good version is the fix and its first bad one the last version before it
+    fix: bool = False
 
     @property
     def package(self) -> str | None:
@@ -86,9 +104,9 @@ class BisectResult:
 
     def headline(self) -> CellAnswer | None:
         """Of the cells blamed on `package`, the one whose first bad version comes first:
-        the release that broke something first."""
+        the release that broke something first (with `fix`, the one fixed last)."""
         answered = [c for c in self.cells if c.answered and c.package == self.package]
-        return min(answered, key=_first_bad, default=None)
+        return (max if self.fix else min)(answered, key=_first_bad, default=None)
 
     @property
     def answered(self) -> bool:

@@ -10,19 +10,25 @@ set that fails either is skipped with pip's or Python's reason, and no cell runs
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from packaging.version import InvalidVersion, Version
-
 from harness.bisect.index import PipSource, dry_run
-from harness.compare import Comparison, Options, compare_runs
-from harness.compare.paired import pair_tasks
+from harness.bisect.probe import unusable
+from harness.bisect.sets import (
+    GRAPHS,
+    RUNS,
+    Attempt,
+    PackageSet,
+    asked_distributions,
+    compare_sets,
+    time_together,
+)
+from harness.compare import Comparison
 from harness.pipeline.execute import execute_on, harness_env
 from harness.plan.build import RunPlan, new_run_id
 from harness.plan.matrix import Matrix
@@ -31,40 +37,7 @@ from harness.store.records import CellKey
 from harness.store.runs import Run, read_run, variant_run
 
 if TYPE_CHECKING:
-    from harness.dispatch.cluster import ClusterInfo, VersionProbe
-
-RUNS = "runs"
-GRAPHS = "graphs"
-
-
-@dataclass(frozen=True)
-class PackageSet:
-    """Requirements to install on top of this environment, and the cells to run with them."""
-
-    label: str
-    requirements: tuple[str, ...]
-    keys: tuple[CellKey, ...]
-
-    @property
-    def variant(self) -> str:
-        """Its variant name (`[a-z0-9_.-]+`) in the run directory."""
-        return re.sub(r"[^a-z0-9_.\-]+", "_", self.label.lower()).strip("_") or "set"
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One package set run (or skipped): its run relabelled as the `base` variant, so that
-    any two attempts compare cell by cell; `run_dir` is where it ran (relative to the
-    bisection's folder), `seconds` the wall time of the batch it ran in."""
-
-    label: str
-    requirements: tuple[str, ...]
-    run: Run | None = None
-    run_dir: str | None = None
-    skipped: str | None = None
-    installs: tuple[str, ...] = ()
-    seconds: float = 0.0
-    variant: str = ""
+    from harness.dispatch.cluster import ClusterInfo
 
 
 class Runner:
@@ -124,11 +97,10 @@ class Runner:
 
         if not sets:
             return {}
-        asked = tuple(sorted({r.partition("==")[0] for s in sets for r in s.requirements}))
         found = remote.variant_versions(
-            {s.variant: self._specs(s) for s in sets}, distributions=asked
+            {s.variant: self._specs(s) for s in sets}, distributions=asked_distributions(sets)
         )
-        reasons = {s.label: _unusable(s, found[s.variant]) for s in sets}
+        reasons = {s.label: unusable(s.requirements, found[s.variant]) for s in sets}
         return {label: reason for label, reason in reasons.items() if reason}
 
     def _specs(self, s: PackageSet) -> tuple[str, ...]:
@@ -173,47 +145,15 @@ class Runner:
         )
 
     def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
-        """`harness compare good step`: the cells of `timed` whose graph changed are timed
-        again together with the good version's graph, and that verdict decides latency."""
-        ran = {r.cell.key for r in step.records}
-        good = replace(good, records=tuple(r for r in good.records if r.cell.key in ran))
-        paired = self.time_together(good, step, timed)
-        return compare_runs(good, step, Options(paired=paired))
+        """`harness compare good step` (`harness.bisect.sets.compare_sets`)."""
+        return compare_sets(good, step, timed, self)
 
     def time_together(
         self, before: Run, after: Run, keys: Iterable[CellKey]
     ) -> dict[CellKey, PairResult]:
         from harness.dispatch import driver
 
-        wanted = set(keys)
-        tasks, _ = pair_tasks(before, after, threads=self.selection.options.threads)
-        tasks = [t for t in tasks if t.key in wanted]
-        results: dict[CellKey, PairResult] = {}
-        if tasks:
-            print(f"  timing {len(tasks)} changed graphs in interleaved pairs", file=self.stream)
-            driver.time_pairs(tasks, lambda r: results.__setitem__(r.key, r))
-        return results
-
-
-def _same_version(installed: str, asked: str) -> bool:
-    try:
-        return Version(installed) == Version(asked)
-    except InvalidVersion:
-        return installed == asked
-
-
-def _unusable(s: PackageSet, found: VersionProbe) -> str | None:
-    if "error" in found:
-        return f"its runtime_env could not be set up: {found['error']}"
-    statuses = found.get("distributions")
-    if not isinstance(statuses, dict):
-        statuses = {}
-    for requirement in s.requirements:
-        package, _, version = requirement.partition("==")
-        status = statuses.get(package) or {}
-        have = status.get("version")
-        if have is None or not _same_version(have, version):
-            return f"{package} {version} asked, {have or 'nothing'} installed"
-        if status.get("import_error"):
-            return f"{package} {version} does not import: {status['import_error']}"
-    return None
+        threads = self.selection.options.threads
+        return time_together(
+            before, after, keys, threads=threads, time_pairs=driver.time_pairs, stream=self.stream
+        )

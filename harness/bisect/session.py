@@ -1,4 +1,4 @@
-"""One bisection from start to answer, over a `Runner`:
+"""One bisection from start to answer, over a `SetRunner` (`harness.bisect.sets`):
 
 1. the good set and the bad set run every selected cell; `harness compare` of the two
    gives each cell's target (the finding bisected; `harness.bisect.verdict`);
@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from harness.bisect.culprit import Blame, bad_set, blame, good_set, with_version
@@ -39,10 +40,11 @@ from harness.bisect.progress import (
     with_targets,
 )
 from harness.bisect.result import BisectResult, CellAnswer, Evidence, Tried
-from harness.bisect.runner import Attempt, PackageSet, Runner
 from harness.bisect.search import Judgement, Verdict
+from harness.bisect.sets import Attempt, PackageSet, SetRunner
 from harness.bisect.verdict import Criterion, Target, judge, op_count_diff, targets
 from harness.bisect.versions import Move
+from harness.store.diagnosis import failing_pass
 from harness.store.paired import PairResult
 from harness.store.records import CellKey, Record
 from harness.store.runs import Run
@@ -63,11 +65,12 @@ class Request:
     walks: Mapping[str, tuple[str, ...]]
     criterion: Criterion = Criterion()
     command: tuple[str, ...] = ()
+    fix: bool = False  # the good versions are the newer ones: the search is for a fix
 
 
 def bisect(
     request: Request,
-    runner: Runner,
+    runner: SetRunner,
     *,
     stream: TextIO | None = None,
     on_step: Callable[[BisectResult], object] | None = None,
@@ -85,7 +88,7 @@ class _Session:
     def __init__(
         self,
         request: Request,
-        runner: Runner,
+        runner: SetRunner,
         stream: TextIO,
         on_step: Callable[[BisectResult], object] | None,
     ) -> None:
@@ -213,7 +216,9 @@ class _Session:
         criterion = self.request.criterion.describe()
         wall_s = round(time.perf_counter() - self.started, 1)
         tried, command = self.tried, self.request.command
-        return BisectResult(self.moves, criterion, tried, tuple(cells), command, wall_s, note)
+        return BisectResult(
+            self.moves, criterion, tried, tuple(cells), command, wall_s, note, self.request.fix
+        )
 
 
 class _Answers:
@@ -253,7 +258,8 @@ class _Answers:
             self.say(f"{self.label(key)}: timing {last_good} and {first_bad} together")
             timed = self.runner.time_together(before.run, after.run, [key])
             paired = _paired_dict(timed[key]) if key in timed else None
-        return Evidence(_as_ran(b, before), _as_ran(a, after), op_count_diff(b, a), paired)
+        where = failing_pass(a, Path(after.run.path) if after.run.path else None)
+        return Evidence(_as_ran(b, before), _as_ran(a, after), op_count_diff(b, a), paired, where)
 
     def _holding(self, package: str, version: str, key: CellKey) -> Attempt | None:
         attempts = self.runs.get((package, version), [])
@@ -261,7 +267,7 @@ class _Answers:
 
 
 def _judged(
-    runner: Runner,
+    runner: SetRunner,
     found: Mapping[CellKey, Target],
     attempt: Attempt,
     keys: list[CellKey],

@@ -60,23 +60,57 @@ def offered_versions_text(pip_text: str) -> list[str]:
 
 
 def walk(
-    offered: Iterable[str], move: Move, *, pre: bool = False, source: str = "the index"
+    offered: Iterable[str],
+    move: Move,
+    *,
+    pre: bool = False,
+    source: str = "the index",
+    fix: bool = False,
 ) -> tuple[str, ...]:
     """good, every offered version strictly between, bad: in order. Pre-releases count
     where `pre` is set or where good or bad is one (as pip takes a pre-release only when
-    asked for one); versions that do not parse are left out, as pip leaves them."""
+    asked for one); versions that do not parse are left out, as pip leaves them. With
+    `fix`, good is the newer end (the version that no longer has the finding) and the walk
+    runs down from it: its first bad version is the last one before the fix."""
     good, bad = parse_version(move.good, "--good"), parse_version(move.bad, "--bad")
-    if good >= bad:
+    if not fix and good >= bad:
         raise VersionError(
-            f"--good {move.good} must be older than --bad {move.bad} ({move.package})"
+            f"--good {move.good} must be older than --bad {move.bad} ({move.package});"
+            " --fix bisects for the version that fixed a finding"
+        )
+    if fix and good <= bad:
+        raise VersionError(
+            f"--fix: --good {move.good} (the fixed version) must be newer than --bad {move.bad}"
+            f" ({move.package})"
         )
     pre = pre or good.is_prerelease or bad.is_prerelease
     versions = _parsed(offered)
     for flag, wanted in (("--good", good), ("--bad", bad)):
         if wanted not in versions:
             raise VersionError(_not_offered(flag, move.package, wanted, versions, source))
-    between = [v for v in versions if good < v < bad and (pre or not v.is_prerelease)]
-    return (versions[good], *(versions[v] for v in sorted(between)), versions[bad])
+    between = _between(versions, good, bad, pre=pre)
+    return (
+        versions[good],
+        *(versions[v] for v in (between[::-1] if fix else between)),
+        versions[bad],
+    )
+
+
+def _between(
+    versions: Iterable[Version], good: Version, bad: Version, *, pre: bool
+) -> list[Version]:
+    """The versions strictly between, one per release: builds of one release (`2.13.0` and
+    `2.13.0+cpu`, which an index with torch's own builds offers both) are one version, named
+    without the local label where it is offered so, and none of the ends' releases."""
+    low, high = sorted((good, bad))
+    ends = {good.public, bad.public}
+    found: dict[str, Version] = {}
+    for v in sorted(versions):
+        if not (low < v < high) or v.public in ends or (v.is_prerelease and not pre):
+            continue
+        if v.public not in found or (found[v.public].local and not v.local):
+            found[v.public] = v
+    return sorted(found.values())
 
 
 def _parsed(offered: Iterable[str]) -> dict[Version, str]:

@@ -1,7 +1,7 @@
 """`harness bisect`: from a finding between two versions of a package to the version that
-caused it. The core is `harness.bisect` (a pure search and verdicts, and a runner that runs
-each version as a Ray runtime_env); this module turns flags into a request and writes the
-answer."""
+caused it. The core is `harness.bisect` (a pure search and verdicts, and two runners: each
+version in a Ray runtime_env, or in a Python environment of its own); this module turns
+flags into a request and writes the answer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.bisect.index import PipSource, list_versions
 from harness.bisect.output import to_json, to_markdown, write_outputs
@@ -27,6 +28,11 @@ from harness.commands.run import (
 from harness.errors import UsageError
 from harness.plan.build import RunOptions, RunPlan, make_plan, new_run_id
 
+if TYPE_CHECKING:
+    from harness.bisect.isolated import EnvRunner
+    from harness.bisect.runner import Runner
+
+DEFAULT_ENV_CACHE = Path.home() / ".cache" / "harness" / "bisect-envs"
 HELP = "find the package version that caused a finding (bisect over pip versions)"
 
 
@@ -40,9 +46,17 @@ DESCRIPTION = f"""\
 Find the first version of a package that makes a cell worse, the way `git bisect` finds a
 commit. The versions between --good and --bad come from pip's index (or --index-url, or a
 folder of wheels with --find-links, e.g. nightlies you kept); each version tried runs only
-the cells in question, in a Ray runtime_env that pip-installs it on top of this environment
-(as `harness run --variant` does). A version that cannot be installed or imported is
-skipped with the reason, as `git bisect skip` does.
+the cells in question, isolated one of two ways (--isolation):
+  ray  in a Ray runtime_env that pip-installs it on top of this environment (as `harness run
+       --variant` does), the sets of a step side by side;
+  env  in a Python environment of its own, made once under --env-cache and kept between
+       tries and bisections (a venv that pip-installs the set and sees this environment
+       underneath), or taken from --environments DIR (DIR/torch-2.13.0, made beforehand:
+       torch's wheels weigh several GB); its cells run there as `harness run --local` runs
+       them, without Ray. The default (auto) is env where torch, onnxruntime or ray moves
+       or --environments is given, else ray.
+A version that cannot be installed or imported is skipped with the reason, as `git bisect
+skip` does. --fix bisects for the version that fixed a finding (--good the newer, fixed one).
 
 What counts as bad (--finding): by default, what `harness compare` of the good and the bad
 version reports for the selected cells (its blocking findings, else its warnings): a status
@@ -62,8 +76,9 @@ stderr, the markdown to stdout.
 
 exit codes: 0 a first bad version found for every cell, 1 not for every cell (nothing to
 bisect, skipped versions at the boundary, no single package to blame), 2 usage or
-infrastructure error (unknown package, a version not offered, good not older than bad, no
-version between them, unknown model, the good or bad version not installable).
+infrastructure error (unknown package, a version not offered, good not older than bad (not
+newer with --fix), no version between them, unknown model, the good or bad version not
+installable).
 
 examples:
   harness bisect --package onnxscript --good 0.6.0 --bad 0.7.2 --models resnet_small \\
@@ -73,7 +88,18 @@ examples:
   harness bisect --package my-exporter --good 1.0 --bad 1.6 --find-links ./wheels --zoo ./zoo
   harness bisect --package onnxscript --good 0.6.2 --bad 0.7.2 \\
       --package onnx-ir --good 0.1.12 --bad 1.1.0 --suite smoke
+  harness bisect --package torch --good 2.11.0 --bad 2.14.1 --environments /work/envs \\
+      --zoo benchmarks/zoo_releases --models int_mask_attention --exporters dynamo
+  harness bisect --package onnxscript --good 0.7.2 --bad 0.6.2 --fix --isolation env \\
+      --zoo benchmarks/zoo_releases --models addmm_beta_bn --exporters dynamo
 """
+
+ISOLATIONS = ("auto", "env", "ray")
+# Packages a Ray runtime_env cannot move well: torch's wheels weigh GB and come from their own
+# indexes, Ray is the runtime_env's own, onnxruntime's builds overwrite each other's files.
+ENV_PACKAGES = frozenset(
+    {"torch", "torchvision", "torchaudio", "onnxruntime", "onnxruntime-gpu", "ray"}
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,6 +123,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=("auto",),
         metavar="FAMILY[,FAMILY]",
         help=f"what counts as bad: auto (default), {', '.join(FAMILIES)}, {GRAPH}",
+    )
+    what.add_argument(
+        "--fix",
+        action="store_true",
+        help="bisect for the version that fixed a finding: --good is the newer, fixed version",
     )
     what.add_argument(
         "--pre",
@@ -124,6 +155,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=1, metavar="N", help="CPU cores per cell (default 1)"
     )
     run.add_argument("--address", metavar="auto|HOST:PORT", help="join an existing Ray cluster")
+    run.add_argument(
+        "--isolation",
+        choices=ISOLATIONS,
+        default="auto",
+        help="each version in a Ray runtime_env (ray) or a Python environment of its own (env);"
+        " auto: env where torch, onnxruntime or ray moves or --environments is given",
+    )
+    run.add_argument(
+        "--env-cache",
+        metavar="DIR",
+        help="where --isolation env makes and keeps each set's environment"
+        " (default ~/.cache/harness/bisect-envs)",
+    )
+    run.add_argument(
+        "--environments",
+        metavar="DIR",
+        help="take each set's environment from DIR/<package>-<version>[-<package>-<version>],"
+        " venvs made beforehand (a set without one is skipped); implies --isolation env",
+    )
     p.add_argument(
         "--format",
         choices=("md", "json"),
@@ -170,15 +220,18 @@ def _selection(args: argparse.Namespace) -> RunPlan:
     return make_plan(options)  # its run directory is never written: each version has its own
 
 
-def _walks(moves: tuple[Move, ...], source: PipSource, *, pre: bool) -> dict[str, tuple[str, ...]]:
+def _walks(
+    moves: tuple[Move, ...], source: PipSource, *, pre: bool, fix: bool = False
+) -> dict[str, tuple[str, ...]]:
     walks: dict[str, tuple[str, ...]] = {}
     for m in moves:
         offered = list_versions(m.package, source)
-        walks[m.package] = walk(offered, m, pre=pre, source=source.describe())
+        walks[m.package] = walk(offered, m, pre=pre, source=source.describe(), fix=fix)
     if len(moves) == 1 and len(walks[moves[0].package]) == 2:
         m = moves[0]
         raise VersionError(
-            f"{source.describe()} offers no {m.package} version between {m.good} and {m.bad}: {m.bad} is the first bad one"
+            f"{source.describe()} offers no {m.package} version between {m.good} and {m.bad}:"
+            f" {m.good if fix else m.bad} is the first {'fixed' if fix else 'bad'} one"
             + ("" if pre else " (--pre also tries pre-releases and dev builds)")
         )
     return walks
@@ -190,23 +243,59 @@ def main(args: argparse.Namespace) -> int:
         criterion = Criterion.parse(args.finding)
         selection = _selection(args)
         _check_onnxruntime()
-        walks = _walks(moves, source, pre=args.pre)
+        isolation = _isolation(args, moves)
+        walks = _walks(moves, source, pre=args.pre, fix=args.fix)
     except (CriterionError, VersionError) as exc:
         raise UsageError(str(exc)) from None
     _announce(moves, walks, selection, source)
-    request = Request(moves, walks, criterion, command=tuple(args.command_line))
-    result = _run(request, selection, source, out)
+    print(f"each version in {isolation}", file=sys.stderr)
+    request = Request(moves, walks, criterion, command=tuple(args.command_line), fix=args.fix)
+    result = _run(request, _runner(args, isolation, selection, source, out))
     write_outputs(result, out)
     print(json.dumps(to_json(result), indent=2) if args.format == "json" else to_markdown(result))
     print(f"bisection: {out}", file=sys.stderr)
     return 0 if result.answered else 1
 
 
-def _run(request: Request, selection: RunPlan, source: PipSource, out: Path) -> BisectResult:
+def _isolation(args: argparse.Namespace, moves: tuple[Move, ...]) -> str:
+    """How each version runs: as asked, else env where a package a runtime_env cannot move
+    well moves or environments are given, else ray."""
+    for flag, given in (("--environments", args.environments), ("--env-cache", args.env_cache)):
+        if given and args.isolation == "ray":
+            raise UsageError(f"bisect: {flag} needs --isolation env (each version in a venv)")
+    env = bool(args.environments or args.env_cache) or any(
+        canonical_name(m.package) in ENV_PACKAGES for m in moves
+    )
+    isolation = str(args.isolation)
+    if isolation == "auto":
+        isolation = "env" if env and not args.address else "ray"
+    if isolation == "env" and args.address:
+        raise UsageError("bisect: --address joins a Ray cluster: it needs --isolation ray")
+    if args.environments and not Path(args.environments).is_dir():
+        raise UsageError(f"--environments {args.environments}: no such directory")
+    return isolation
+
+
+def _runner(
+    args: argparse.Namespace, isolation: str, selection: RunPlan, source: PipSource, out: Path
+) -> Runner | EnvRunner:
+    """The runner of each version: environments of their own, or a Ray instance."""
+    if isolation == "env":
+        from harness.bisect.environments import Environments
+        from harness.bisect.isolated import EnvRunner
+
+        cache = Path(args.env_cache) if args.env_cache else DEFAULT_ENV_CACHE
+        premade = Path(args.environments).resolve() if args.environments else None
+        return EnvRunner(selection, out, Environments(cache.resolve(), source, premade))
     from harness.bisect.runner import Runner  # starts Ray: imported only when a bisection runs
 
+    return Runner(selection, out, source)
+
+
+def _run(request: Request, runner: Runner | EnvRunner) -> BisectResult:
+    out = runner.out
     try:
-        with Runner(selection, out, source) as runner:
+        with runner:
             return bisect(request, runner, on_step=lambda so_far: write_outputs(so_far, out))
     except BisectError as exc:
         raise UsageError(str(exc)) from None

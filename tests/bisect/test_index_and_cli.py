@@ -88,6 +88,10 @@ PROBE_CELLS = (
         (("--package", PROBE, "--good", "1.0", "--bad", "1.2"), "does not offer harness-probe-index 1.2 (nearest: 1.1 and 1.10)"),
         (("--package", PROBE, "--good", "1.1", "--bad", "1.10"), "offers no harness-probe-index version between 1.1 and 1.10: 1.10 is the first bad one"),
         (("--package", PROBE, "--good", "1.0", "--bad", "1.10", "--finding", "speed"), "--finding speed: unknown (speed)"),
+        (("--package", PROBE, "--good", "1.0", "--bad", "1.10", "--isolation", "ray", "--env-cache", "c"), "--env-cache needs --isolation env"),
+        (("--package", PROBE, "--good", "1.0", "--bad", "1.10", "--environments", "/no/such/envs"), "--environments /no/such/envs: no such directory"),
+        (("--package", PROBE, "--good", "1.0", "--bad", "1.10", "--isolation", "env", "--address", "auto"), "--address joins a Ray cluster: it needs --isolation ray"),
+        (("--package", PROBE, "--good", "1.0", "--bad", "1.10", "--fix"), "--fix: --good 1.0 (the fixed version) must be newer"),
     ],
 )  # fmt: skip
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(

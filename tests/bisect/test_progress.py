@@ -18,8 +18,8 @@ from harness.bisect.progress import (
     with_round,
     with_targets,
 )
-from harness.bisect.runner import Attempt
 from harness.bisect.search import Judgement, Verdict
+from harness.bisect.sets import Attempt
 from harness.bisect.verdict import Target
 
 WIDEN = ("widen", "dynamo", 18, "cpu", False, "base", "none")

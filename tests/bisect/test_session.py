@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 import pytest
 
 from harness.bisect.result import BisectResult
-from harness.bisect.runner import Attempt, PackageSet
 from harness.bisect.search import Judgement
 from harness.bisect.session import BisectError, Request, bisect
+from harness.bisect.sets import Attempt, PackageSet
 from harness.bisect.verdict import Criterion
 from harness.bisect.versions import Move
 from harness.compare import Comparison, Options, compare_runs

@@ -65,6 +65,34 @@ def test_bad_good_and_bad_versions_say_what_is_wrong(move: Move, message: str) -
     assert message in str(caught.value)
 
 
+def test_a_fix_walks_down_from_the_fixed_version() -> None:
+    """--fix: good is the newer end; the search's first bad version is the last before the
+    fix, its last good one the fix."""
+    fixed = walk(
+        ["0.6.2", "0.7.0", "0.7.1", "0.7.2"], Move("onnxscript", "0.7.2", "0.6.2"), fix=True
+    )
+    assert fixed == ("0.7.2", "0.7.1", "0.7.0", "0.6.2")
+    with pytest.raises(
+        VersionError, match=r"--fix: --good 0.6.2 .* must be newer than --bad 0.7.2"
+    ):
+        walk(["0.6.2", "0.7.2"], Move("onnxscript", "0.6.2", "0.7.2"), fix=True)
+
+
+def test_builds_of_one_release_are_one_version() -> None:
+    """An index with torch's own builds offers 2.13.0 and 2.13.0+cpu: one release to try."""
+    offered = ["2.14.1", "2.13.0+cpu", "2.13.0", "2.12.1", "2.11.0", "2.11.0+cpu"]
+    assert walk(offered, Move("torch", "2.11.0", "2.14.1")) == (
+        "2.11.0",
+        "2.12.1",
+        "2.13.0",
+        "2.14.1",
+    )
+    assert (
+        walk(["2.12.0", "2.13.0+cpu", "2.14.0"], Move("torch", "2.12.0", "2.14.0"))[1]
+        == "2.13.0+cpu"
+    )
+
+
 def test_no_version_offered_at_all() -> None:
     with pytest.raises(VersionError, match="the folder w offers no version of p"):
         walk([], Move("p", "1.0", "2.0"), source="the folder w")
