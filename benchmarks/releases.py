@@ -1,7 +1,8 @@
-"""Environments of real torch releases for the channel and bisect benchmarks: a venv whose
-packages are a release's own environment (torch with the onnx, onnxscript and onnxruntime it
-was installed with) first, then this one's (the harness, ray, pydantic), made once and
-kept (`.pth` lines: nothing copied, each try of a bisection reuses it).
+"""Environments of real torch releases for the channel and bisect benchmarks: a release's own
+environment (torch with the onnx, onnxscript and onnxruntime it was installed with) overlaid
+on this one (the harness, ray, pydantic), made once and kept: `harness bisect`'s
+environments (harness/bisect/environments.py, `--environments`), used here for plain
+`harness run`s too (benchmarks/test_channels_releases.py).
 
 The release environments are plain venvs, one a torch version (`torch-2.13.0`, ...), under
 HARNESS_RELEASE_ENVS (default /work/envs: the 2-core development machine's); made with
@@ -12,16 +13,16 @@ version pip cannot install."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
-import sys
-import sysconfig
 import time
-import venv
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.bisect.environments import Environments
+from harness.bisect.index import PipSource
+
 ENVS = Path(os.environ.get("HARNESS_RELEASE_ENVS", "/work/envs"))
-_PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,17 @@ class Release:
     seconds: float = 0.0  # making the overlay (0 when it was kept from before)
 
 
+def requirements(name: str) -> tuple[str, ...]:
+    """`torch-2.13.0-onnxscript-0.6.2` -> `torch==2.13.0`, `onnxscript==0.6.2`."""
+    return tuple(f"{p}=={v}" for p, v in re.findall(r"([a-z][a-z0-9_.-]*?)-(\d[^-]*)(?:-|$)", name))
+
+
 def overlay(name: str, root: Path) -> Release:
     """The release `name`'s overlay under `root` (made once, then kept)."""
-    source = ENVS / name / "lib" / _PYTHON / "site-packages"
-    if not source.is_dir():
-        return Release(name, None, f"no environment {ENVS / name} (not installable here)")
-    env = root / name
-    python = env / "bin" / "python"
-    if python.is_file():
-        return Release(name, python)
-    start = time.perf_counter()
-    venv.create(env, with_pip=False, symlinks=True)
-    own = Path(sysconfig.get_paths()["purelib"])
-    (env / "lib" / _PYTHON / "site-packages" / "zz_release.pth").write_text(f"{source}\n{own}\n")
-    return Release(name, python, seconds=time.perf_counter() - start)
+    env = Environments(root, PipSource(), premade=ENVS).get(requirements(name))
+    if env.python is None:
+        return Release(name, None, str(env.reason))
+    return Release(name, env.python, seconds=env.use.seconds if env.use else 0.0)
 
 
 def versions(python: Path) -> dict[str, str]:
