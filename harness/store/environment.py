@@ -66,10 +66,13 @@ def distribution_status(names: tuple[str, ...]) -> dict[str, dict[str, str | Non
 
 def requested_distributions(variants: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
     """The distributions the variants' pip requirements name (`onnx-ir==0.1.12` ->
-    `onnx-ir`), pip's options left out."""
+    `onnx-ir`, `dir/onnx_ir-0.1.12-py3-none-any.whl` -> `onnx_ir`: a wheel's or sdist's
+    file name starts with its distribution's), pip's options left out."""
     names = set()
     for specs in variants.values():
         for spec in specs:
+            if spec.endswith((".whl", ".tar.gz", ".zip")) and "://" not in spec:
+                spec = re.split(r"-\d", Path(spec).name, maxsplit=1)[0]
             match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
             if match and not spec.startswith("-"):
                 names.add(match.group(1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import xml.etree.ElementTree as ET
@@ -45,6 +46,20 @@ def test_markdown_folds_warnings_and_improvements():
     assert "<details><summary>Improvements (2)</summary>" in md  # fixed, faster
     assert "<details><summary>Info (1)</summary>" in md  # new cell
     assert "| numerics | 0 | 1 | 0 | 0 |" in md
+
+
+def test_markdown_names_the_other_packages_whose_versions_moved():
+    """A variant's or a channel's package beside torch and onnxscript: each side says which
+    version it ran; a package at the same version on both sides is left out."""
+    sides = []
+    for run_id, probe in (("A", "1.3"), ("B", "1.4")):
+        manifest = typed_manifest(run_id)
+        versions = {**manifest.versions["base"], "probe_core": probe, "numpy": "2.1.0"}
+        sides.append(Run(dataclasses.replace(manifest, versions={"base": versions}), (), run_id))
+    line = to_markdown(compare_runs(*sides)).splitlines()[2]
+    assert line.startswith("Candidate `B` (torch 2.9.0, onnxscript 0.5.0, onnxruntime 1.20.0, ")
+    assert "probe_core 1.4) against `A` (" in line and "probe_core 1.3)" in line
+    assert "numpy" not in line
 
 
 def test_json_lists_findings_and_counts_unchanged():

@@ -49,7 +49,7 @@ def _bisect(root: Path, out: str, good: str, bad: str, *more: str) -> tuple[int,
         "--find-links", str(root / "wheels"), "--zoo", str(root / "zoo"),
         "--models", "probe_widen", "--exporters", "torchscript", "--opsets", "18",
         "--isolation", "env", "--env-cache", str(root / "cache"), "--out", str(root / out),
-        "--format", "json", *more,
+        "--format", "json", *more, env={"HARNESS_SKIP_WARM_UP": "0"},  # timings compared
     )  # fmt: skip
     answer = json.loads((root / out / "bisect.json").read_text())
     return result.returncode, answer, result.stderr

@@ -44,7 +44,7 @@ RUNS: dict[str, tuple[str, ...]] = {
 SHAPES = {"dynamic-only": Shapes.ONLY, "static-only": Shapes.STATIC, "dynamic": Shapes.BOTH}
 # Flags a run here cannot take in two minutes, and the test that takes them.
 ELSEWHERE = {
-    "--variant": "tests/ray/test_variants.py::test_a_variant_runs_its_cells_with_other_package_versions_in_its_own_runtime_env",
+    "--variant": "tests/ray/test_publish_channels.py::test_the_site_shows_the_cell_a_newer_package_breaks_as_the_channels_difference",
     "--address": "tests/ray/test_distribution.py::test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run",
     "--local": "every run here (tests/conftest.py: without_ray)",
     "--resume": "every run below is resumed",

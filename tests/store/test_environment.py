@@ -66,8 +66,9 @@ def test_the_manifest_lists_what_each_variant_asked_for_under_the_name_it_has() 
     variants = {
         "old": ("onnx_ir==0.1.12", "--no-index", "--find-links=/w"),
         "x": ("probe[cpu]>=1",),
+        "wheel": ("/w/harness_probe_core-1.3-py3-none-any.whl", "/w/sd-ist-2.0.tar.gz"),
     }
-    assert requested_distributions(variants) == ("onnx_ir", "probe")
+    assert requested_distributions(variants) == ("harness_probe_core", "onnx_ir", "probe", "sd-ist")
     found = {
         "python": "3.11.7",
         "onnx-ir": "0.1.12",

@@ -17,15 +17,16 @@ from harness.store.ways import SHAPES, VERDICTS, WaySummary, label, tokens_text
 
 def to_markdown(c: Comparison) -> str:
     """Verdict first, counts per family, the blocking table, then the rest folded."""
+    moved = _packages_moved(c.baseline[-1], c.candidate)
     baseline = (
-        _run_line(c.baseline[-1])
+        _run_line(c.baseline[-1], moved)
         if c.mode == "run"
-        else f"the last {len(c.baseline)} comparable runs (latest {_run_line(c.baseline[-1])})"
+        else f"the last {len(c.baseline)} comparable runs (latest {_run_line(c.baseline[-1], moved)})"
     )
     lines = [
         _verdict_line(c),
         "",
-        f"Candidate {_run_line(c.candidate)} against {baseline}: {len(c.cells)} cells, {c.unchanged} unchanged.",
+        f"Candidate {_run_line(c.candidate, moved)} against {baseline}: {len(c.cells)} cells, {c.unchanged} unchanged.",
         *([f"Expected statuses: {md_code(c.expected_path)}."] if c.expected_path else []),
         *(f"> {md_text(note)}" for note in c.notes),
         "",
@@ -85,11 +86,21 @@ def _repro_link(f: Finding, run_dir: str | None) -> str:
     return f"minimal repro: [repro_min.py]({md_link(target)}){note}"
 
 
-def _run_line(run: Run) -> str:
-    v = run.versions()
-    versions = ", ".join(
-        f"{k} {v[k]}" for k in ("torch", "onnxscript", "onnxruntime", "transformers") if v.get(k)
+KEY_PACKAGES = ("torch", "onnxscript", "onnxruntime", "transformers")
+
+
+def _packages_moved(baseline: Run, candidate: Run) -> tuple[str, ...]:
+    """The other packages whose versions differ between the two sides (a variant's
+    `--variant new=pkg==2`, a channel's pre-release), in the order the candidate names them."""
+    old, new = baseline.versions(), candidate.versions()
+    return tuple(
+        k for k in new if k not in KEY_PACKAGES and isinstance(new[k], str) and new[k] != old.get(k)
     )
+
+
+def _run_line(run: Run, moved: tuple[str, ...] = ()) -> str:
+    v = run.versions()
+    versions = ", ".join(f"{k} {v[k]}" for k in (*KEY_PACKAGES, *moved) if v.get(k))
     return md_code(run.run_id) + (f" ({md_text(versions)})" if versions else "")
 
 
