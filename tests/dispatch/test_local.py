@@ -81,7 +81,7 @@ def test_the_backstop_kills_a_running_cell_and_the_run_goes_on(
     monkeypatch.setattr(policy, "ISOLATION_GRACE_S", 0.0)  # the backstop at the timeout
     hang = _task(tmp_path, FAULTS, "fault_hang", timeout_s=None)
     started = time.perf_counter()
-    records, _ = _run([hang, _task(tmp_path, TINY, "tiny_mlp")], timeout_s=60, max_in_flight=1)
+    records, _ = _run([hang, _task(tmp_path, TINY, "tiny_mlp")], timeout_s=20, max_in_flight=1)
     by_model = {r.model: r for r in records}
     assert by_model["fault_hang"].status == Status.TIMEOUT
     assert "worker killed" in (by_model["fault_hang"].reason or "")
