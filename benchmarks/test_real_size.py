@@ -88,6 +88,8 @@ def test_real_size_cells_agree_with_a_plain_script(figures: Figures, tmp_path: P
             )
             + f" | {iters} |"
         )
+        # each cell's row as it ends (with `-s`): a run stopped early keeps them
+        print(rows[-1], flush=True)
     figures.add(
         "Real-size cells against a plain script (harness / plain, median of 2 ABBA pairs)",
         [
