@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
@@ -24,15 +24,12 @@ from typing import TextIO
 import harness
 from harness.bisect.child import UNUSABLE
 from harness.bisect.environments import Environment, Environments, base_site_dirs
-from harness.bisect.sets import GRAPHS, RUNS, Attempt, PackageSet, compare_sets, time_together
-from harness.compare import Comparison
+from harness.bisect.sets import GRAPHS, RUNS, Attempt, ComparesSets, PackageSet, TimePairs
 from harness.plan.build import RunPlan, new_run_id
-from harness.store.paired import PairResult
-from harness.store.records import CellKey
-from harness.store.runs import Run, read_run
+from harness.store.runs import read_run
 
 
-class EnvRunner:
+class EnvRunner(ComparesSets):
     """Runs package sets of the selected cells, each in its environment, into OUT/runs/,
     keeping every ok cell's graph in OUT/graphs (shared, content-addressed) for the paired
     timings, which run here, in this environment's onnxruntime, as the Ray runner's do."""
@@ -121,19 +118,10 @@ class EnvRunner:
             path = base.with_name(f"{base.name}.{n}")
         return path
 
-    def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
-        """`harness compare good step` (`harness.bisect.sets.compare_sets`)."""
-        return compare_sets(good, step, timed, self)
-
-    def time_together(
-        self, before: Run, after: Run, keys: Iterable[CellKey]
-    ) -> dict[CellKey, PairResult]:
+    def _time_pairs(self) -> TimePairs:
         from harness.dispatch import local
 
-        threads = self.selection.options.threads
-        return time_together(
-            before, after, keys, threads=threads, time_pairs=local.time_pairs, stream=self.stream
-        )
+        return local.time_pairs
 
 
 def _since(started: float) -> float:

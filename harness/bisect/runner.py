@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -23,24 +23,21 @@ from harness.bisect.sets import (
     GRAPHS,
     RUNS,
     Attempt,
+    ComparesSets,
     PackageSet,
+    TimePairs,
     asked_distributions,
-    compare_sets,
-    time_together,
 )
-from harness.compare import Comparison
 from harness.pipeline.execute import execute_on, harness_env
 from harness.plan.build import RunPlan, new_run_id
 from harness.plan.matrix import Matrix
-from harness.store.paired import PairResult
-from harness.store.records import CellKey
 from harness.store.runs import Run, read_run, variant_run
 
 if TYPE_CHECKING:
     from harness.dispatch.cluster import ClusterInfo
 
 
-class Runner:
+class Runner(ComparesSets):
     """Runs package sets of the selected cells into OUT/runs/, keeping every ok cell's graph
     in OUT/graphs (shared, content-addressed) for the paired timings. The sets of one batch
     run together, as variants of one run: their runtime_envs build and their cells run side
@@ -144,16 +141,7 @@ class Runner:
             variants={s.variant: self._specs(s) for s in sets},
         )
 
-    def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
-        """`harness compare good step` (`harness.bisect.sets.compare_sets`)."""
-        return compare_sets(good, step, timed, self)
-
-    def time_together(
-        self, before: Run, after: Run, keys: Iterable[CellKey]
-    ) -> dict[CellKey, PairResult]:
+    def _time_pairs(self) -> TimePairs:
         from harness.dispatch import driver
 
-        threads = self.selection.options.threads
-        return time_together(
-            before, after, keys, threads=threads, time_pairs=driver.time_pairs, stream=self.stream
-        )
+        return driver.time_pairs

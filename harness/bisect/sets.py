@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from harness.bisect.result import EnvUse
 from harness.compare import Comparison, Options, compare_runs
@@ -18,6 +18,9 @@ from harness.compare.paired import pair_tasks
 from harness.store.paired import PairResult, PairTask
 from harness.store.records import Cell, CellKey
 from harness.store.runs import Run
+
+if TYPE_CHECKING:
+    from harness.plan.build import RunPlan
 
 RUNS = "runs"
 GRAPHS = "graphs"
@@ -73,7 +76,32 @@ class SetRunner(Protocol):
     ) -> dict[CellKey, PairResult]: ...
 
 
-def compare_sets(good: Run, step: Run, timed: Iterable[CellKey], together: SetRunner) -> Comparison:
+class ComparesSets:
+    """`compare` and `time_together` as both runners do them: they differ only in where the
+    two graphs are timed together (`_time_pairs`: on Ray or on this machine)."""
+
+    selection: RunPlan
+    stream: TextIO
+
+    def _time_pairs(self) -> TimePairs:
+        raise NotImplementedError
+
+    def compare(self, good: Run, step: Run, *, timed: Iterable[CellKey] = ()) -> Comparison:
+        """`harness compare good step` (`compare_sets`)."""
+        return compare_sets(good, step, timed, self)
+
+    def time_together(
+        self, before: Run, after: Run, keys: Iterable[CellKey]
+    ) -> dict[CellKey, PairResult]:
+        threads = self.selection.options.threads
+        return time_together(
+            before, after, keys, threads=threads, time_pairs=self._time_pairs(), stream=self.stream
+        )
+
+
+def compare_sets(
+    good: Run, step: Run, timed: Iterable[CellKey], together: ComparesSets
+) -> Comparison:
     """`harness compare good step` on the cells `step` ran: the cells of `timed` whose graph
     changed are timed again together with the good version's graph, and that verdict
     decides latency."""
