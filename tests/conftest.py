@@ -348,3 +348,7 @@ os.environ.setdefault("HARNESS_REPRO_BOUND", "0")
 # check verdicts and records, not timings: they skip it; tests that compare the timings of
 # two runs (tests/e2e/test_compare.py) and the warm-up's own tests turn it back on.
 os.environ.setdefault("HARNESS_SKIP_WARM_UP", "1")
+# With the warm-up skipped, an in-process local run's zygotes are kept for the next local
+# run of the test process under the same environment (harness/dispatch/local.py: KEEP_ENV),
+# not spawned afresh by every run.
+os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")

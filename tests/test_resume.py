@@ -200,3 +200,45 @@ def test_resuming_a_finished_run_that_asked_for_no_report_writes_none(tmp_path: 
     done = run_cli("run", "--resume", str(run), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (run / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
+    """The driver and every process it started killed mid-run, a record torn by the kill:
+    the resumed run keeps what was measured and runs each missing cell once."""
+    out = tmp_path / "resume"
+    proc = start_cli(
+        "run",
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--zoo",
+        str(FIXTURES / "slow"),
+        "--models",
+        "tiny_*,slow_*",
+        "--exporters",
+        "torchscript",
+        "--opsets",
+        "17",
+        "--out",
+        str(out),
+        "--no-report",
+    )
+    wait_for(lambda: _line_count(out) >= 2, timeout=180, proc=proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
+    proc.wait()
+    before = rundir.records_path(out).read_text().splitlines()
+    with rundir.records_path(out).open("a") as f:
+        f.write('{"schema": 1, "model": "torn')  # a write cut short by the kill
+    result = run_cli("run", "--resume", str(out), "--no-report")
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = rundir.read_records(out)
+    keys = [r.cell.key for r in records]
+    assert len(keys) == len(set(keys)) == 6  # 3 tiny + 3 slow models, one record each
+    after = rundir.records_path(out).read_text().splitlines()
+    assert after[: len(before)] == before  # what was measured before the kill is kept as is
+    assert "resuming" in result.stderr
+
+
+def _line_count(run_dir: Path) -> int:
+    path = rundir.records_path(run_dir)
+    return len(path.read_text().splitlines()) if path.is_file() else 0

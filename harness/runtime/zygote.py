@@ -91,7 +91,7 @@ class Zygotes:
             pool = self.pools.get(which) or _start_zygote(self.log)
             self.pools[which] = pool
             try:
-                return pool.submit(_fork_and_run, task, gpus).result()
+                return pool.submit(_fork_and_run, task, gpus, self.log).result()
             except BrokenProcessPool as exc:
                 del self.pools[which]
                 lost = exc
@@ -138,11 +138,7 @@ def _start_zygote(log: Path | None) -> concurrent.futures.ProcessPoolExecutor:
 
 
 def _become_zygote(log: Path | None = None) -> None:
-    if log is not None:  # what the cells print goes there, as a Ray worker's goes to its log
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            for fd in (1, 2):
-                os.dup2(out.fileno(), fd)
+    _print_to(log)
     _WORKER_CUDA_ENV.update({k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV})
     os.environ.update(_ZYGOTE_CUDA_ENV)
     import torch
@@ -150,6 +146,17 @@ def _become_zygote(log: Path | None = None) -> None:
     die_with_parent()
     torch.set_num_threads(1)
     _no_tqdm_process_lock()
+
+
+def _print_to(log: Path | None) -> None:
+    """What this process prints goes to `log` (None: where it goes now), as a Ray worker's
+    goes to its log."""
+    if log is None:
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        for fd in (1, 2):
+            os.dup2(out.fileno(), fd)
 
 
 def _no_tqdm_process_lock() -> None:
@@ -167,9 +174,10 @@ def _no_tqdm_process_lock() -> None:
 # -- in the zygote ------------------------------------------------------------------------------
 
 
-def _fork_and_run(task: CellTask, gpus: str | None = None) -> Record:
+def _fork_and_run(task: CellTask, gpus: str | None = None, log: Path | None = None) -> Record:
     """Prepare what every process running this cell would pay for, then run the cell in a
-    forked child and return its record, with where and at what cost it ran."""
+    forked child (printing to `log`: a kept zygote's run's, not the one it started for)
+    and return its record, with where and at what cost it ran."""
     from harness.cell.timing import freeze_survivors, rss_mb
     from harness.runtime.warmup import take_cold_start
 
@@ -185,7 +193,7 @@ def _fork_and_run(task: CellTask, gpus: str | None = None) -> Record:
         prepare_s=round(time.perf_counter() - start, 4),
         cold_start=cold_start,
     )
-    child = _fork(task, gpus)
+    child = _fork(task, gpus, log)
     record, child_facts = child.record(task)
     worker = record.worker or WorkerInfo()
     return record.with_changes(worker=worker.with_facts(facts).with_facts(child_facts))
@@ -210,7 +218,7 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
 
 
-def _fork(task: CellTask, gpus: str | None) -> ChildExit:
+def _fork(task: CellTask, gpus: str | None, log: Path | None = None) -> ChildExit:
     read_fd, write_fd = os.pipe()
     oom_kills_before = oom_kills()
     forked_at = time.perf_counter()
@@ -218,7 +226,7 @@ def _fork(task: CellTask, gpus: str | None) -> ChildExit:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(task, write_fd, forked_at, zygote, gpus)
+        _child(task, write_fd, forked_at, zygote, gpus, log)
     os.close(write_fd)
     own_group(pid)
     try:
@@ -231,7 +239,9 @@ def _fork(task: CellTask, gpus: str | None) -> ChildExit:
 # -- in the child -------------------------------------------------------------------------------
 
 
-def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | None) -> NoReturn:
+def _child(
+    task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | None, log: Path | None
+) -> NoReturn:
     """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
     that none of the zygote's exit handlers runs here."""
     started = time.perf_counter()
@@ -243,6 +253,7 @@ def _child(task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | N
         die_with_parent()
         if os.getppid() != zygote:  # the zygote died before the line above took effect
             raise SystemExit(70)
+        _print_to(log)
         _give_gpus(gpus)
         record = _run(task)
         memory = private_memory_mb()

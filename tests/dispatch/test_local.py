@@ -4,6 +4,7 @@ in real zygotes on this machine, no Ray. Nothing is mocked."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,32 @@ def test_cells_that_together_need_more_memory_than_the_machine_run_one_at_a_time
     spans = sorted((r.worker.started_at, r.worker.finished_at) for r in records if r.worker)
     assert [r.status for r in records] == [Status.OK, Status.OK]
     assert spans[1][0] >= spans[0][1]  # type: ignore[operator]
+
+
+def test_a_runs_zygotes_are_kept_for_the_next_run_under_the_same_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the warm-up skipped and KEEP_ENV set (as tests/conftest.py sets both), a second
+    run takes the first's zygote: its cell forks from the same process, which has paid its
+    cold start, and prints to the second run's log; another environment, or the warm-up on,
+    gets a zygote of its own."""
+    monkeypatch.setenv(local.KEEP_ENV, "1")
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "1")
+    monkeypatch.setenv("HARNESS_TEST_KEPT_ZYGOTES", "first")  # a key no other test shares
+
+    def zygote_of(run_id: str) -> tuple[int | None, bool]:
+        (record,) = _run([replace(_task(tmp_path, TINY, "tiny_mlp"), run_id=run_id)])[0]
+        assert record.status == Status.OK and record.worker is not None, record.reason
+        return record.worker.zygote_pid, record.worker.cold_start is not None
+
+    first, second = zygote_of("kept-1"), zygote_of("kept-2")
+    # the cold start rode on the first run's record only
+    assert first[1] and not second[1], (first, second)
+    assert first[0] is not None and second[0] == first[0]
+    assert (local.logs_of("kept-2") / "zygote-1.log").is_file()
+    monkeypatch.setenv("HARNESS_TEST_KEPT_ZYGOTES", "second")
+    other_environment = zygote_of("kept-3")
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "0")
+    warmed_up = zygote_of("kept-4")
+    assert len({first[0], other_environment[0], warmed_up[0]}) == 3
+    assert other_environment[1] and warmed_up[1]

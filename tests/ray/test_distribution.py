@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import threading
@@ -28,7 +27,7 @@ from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
-from tests.conftest import FIXTURES, run_cli, start_cli, wait_for
+from tests.conftest import FIXTURES, run_cli
 
 
 @pytest.fixture
@@ -211,45 +210,6 @@ def _cell_task(source: Path, model: str, run_dir: Path, *, opset: int = 17) -> C
     quick = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02)
     cell = Cell(model, "torchscript", opset)
     return CellTask(cell, str(source), "r", str(run_dir), protocol=quick)
-
-
-def test_killed_driver_is_resumed_without_duplicates(tmp_path: Path) -> None:
-    out = tmp_path / "resume"
-    proc = start_cli(
-        "run",
-        "--zoo",
-        str(FIXTURES / "tiny"),
-        "--zoo",
-        str(FIXTURES / "slow"),
-        "--models",
-        "tiny_*,slow_*",
-        "--exporters",
-        "torchscript",
-        "--opsets",
-        "17",
-        "--out",
-        str(out),
-        "--no-report",
-    )
-    wait_for(lambda: _line_count(out) >= 2, timeout=180, proc=proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
-    proc.wait()
-    before = store.records_path(out).read_text().splitlines()
-    with store.records_path(out).open("a") as f:
-        f.write('{"schema": 1, "model": "torn')  # a write cut short by the kill
-    result = run_cli("run", "--resume", str(out), "--no-report")
-    assert result.returncode == 0, result.stderr[-3000:]
-    records = _records(out)
-    keys = [r.cell.key for r in records]
-    assert len(keys) == len(set(keys)) == 6  # 3 tiny + 3 slow models, one record each
-    after = store.records_path(out).read_text().splitlines()
-    assert after[: len(before)] == before  # what was measured before the kill is kept as is
-    assert "resuming" in result.stderr
-
-
-def _line_count(run_dir: Path) -> int:
-    path = store.records_path(run_dir)
-    return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
 def _free_port() -> int:
