@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import fnmatch
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -125,24 +126,66 @@ def test_smoke_tag_marks_the_few_smallest_models() -> None:
     assert any("cnn" in ZOO.get(name).tags for name in smoke - SMOKE)
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_metadata(name: str) -> None:
+def _by_file(names: list[str]) -> dict[str, list[str]]:
+    """The entries of each zoo file, by the file's path under the repository."""
+    files: dict[str, list[str]] = collections.defaultdict(list)
+    for name in names:
+        files[_relative(ZOO.get(name).source)].append(name)
+    return dict(sorted(files.items()))
+
+
+def _relative(source: str) -> str:
+    return source.split("/model_zoo/", 1)[-1] if "/model_zoo/" in source else source
+
+
+ZOO_FILES = _by_file(MODELS)
+
+
+@pytest.mark.parametrize("source", ZOO_FILES)
+def test_metadata(source: str) -> None:
+    """Every entry of the zoo file declares metadata the harness can use; the failure lists
+    each bad entry with what is wrong with it."""
+    bad = {name: problems for name in ZOO_FILES[source] if (problems := _metadata_problems(name))}
+    assert not bad, "\n".join(f"{name}: {'; '.join(found)}" for name, found in bad.items())
+
+
+def _metadata_problems(name: str) -> list[str]:
     spec = ZOO.get(name)
-    assert spec.family in spec.tags, "tags start from the family"
-    assert len(spec.tags) >= 2, "tags name the family and the kind of model"
-    assert spec.description and "\n" not in spec.description
+    problems = []
+    if spec.family not in spec.tags:
+        problems.append("tags start from the family")
+    if len(spec.tags) < 2:
+        problems.append("tags name the family and the kind of model")
+    if not spec.description or "\n" in spec.description:
+        problems.append("a description of one line")
     for expect in spec.expect:
-        assert expect.reason, f"expectation {expect.describe()} needs a reason"
-        assert expect.status is not None and expect.stage is not None, (
-            f"{name}: the expectation for {expect.exporter} names no status and stage: "
-            "say which failure is expected"
-        )
-        assert any(fnmatch.fnmatchcase(e, expect.exporter) for e in EXPORTERS), (
-            f"{expect.exporter!r} names no known exporter ({', '.join(EXPORTERS)})"
-        )
-    if spec.tolerance is not None:
-        rtol, atol = spec.tolerance
-        assert 0 <= rtol < 1 and 0 <= atol < 1
+        if not expect.reason:
+            problems.append(f"expectation {expect.describe()} needs a reason")
+        if expect.status is None or expect.stage is None:
+            problems.append(f"the expectation for {expect.exporter} names no status and stage: "
+                            "say which failure is expected")  # fmt: skip
+        if not any(fnmatch.fnmatchcase(e, expect.exporter) for e in EXPORTERS):
+            problems.append(f"{expect.exporter!r} names no known exporter ({', '.join(EXPORTERS)})")
+    if spec.tolerance is not None and not all(0 <= t < 1 for t in spec.tolerance):
+        problems.append(f"tolerance {spec.tolerance} outside [0, 1)")
+    return problems
+
+
+def test_a_bad_entry_is_listed_with_what_is_wrong() -> None:
+    """The metadata check names each problem (a test of the test: it can fail)."""
+    good = ZOO.get(MODELS[0])
+    bad = replace(good, tags=(good.family,), description="two\nlines", tolerance=(1.5, 0.0))
+    ZOO.models["bad_entry_for_the_test"] = bad
+    try:
+        found = _metadata_problems("bad_entry_for_the_test")
+    finally:
+        del ZOO.models["bad_entry_for_the_test"]
+    assert found == [
+        "tags name the family and the kind of model",
+        "a description of one line",
+        "tolerance (1.5, 0.0) outside [0, 1)",
+    ]
+    assert not _metadata_problems(MODELS[0])
 
 
 @pytest.mark.parametrize("name", BUILDABLE)
