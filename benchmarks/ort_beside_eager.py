@@ -7,7 +7,7 @@ process, one exported graph, ORT timed four ways in turn, repeated (ABCD ABCD).
   (`harness.cell.timing.time_interleaved`, spinning off: harness/runtime/latency.py);
 - `interleaved_spin`: the same with spinning on.
 
-    python benchmarks/ort_beside_eager.py --model real.qwen3_0_6b --repeats 2
+    python -m benchmarks.ort_beside_eager --model real.qwen3_0_6b --repeats 2
 
 Prints a line per way and repeat (samples, median, min, max in ms) and, last, one JSON
 object of each way's medians.
@@ -27,9 +27,9 @@ from pathlib import Path
 import onnxruntime as ort
 import torch
 
+from benchmarks.plain_real_size import built
 from harness.cell.timing import time_interleaved
 from harness.store.protocol import Protocol
-from harness.zoo.discovery import discover
 
 WAYS = ("plain_spin", "plain_nospin", "interleaved_nospin", "interleaved_spin")
 # The real-size suite's protocol (suites/real-size.toml), one loop's cap
@@ -64,11 +64,7 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=10, help="back-to-back calls of a plain way")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    spec = discover().get(a.model)
-    torch.manual_seed(0)
-    model = spec.build().eval()
-    torch.manual_seed(0)
-    args = tuple(spec.example_inputs())
+    model, args = built(a.model)
 
     def eager() -> None:
         with torch.inference_mode():

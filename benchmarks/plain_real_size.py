@@ -63,6 +63,15 @@ def _p50(session: ort.InferenceSession, feeds: dict[str, object], iters: int) ->
     return statistics.median(samples)
 
 
+def built(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """The zoo entry's model in eval mode and its example inputs, each made from seed 0."""
+    spec = discover().get(name)
+    torch.manual_seed(0)
+    model = spec.build().eval()
+    torch.manual_seed(0)
+    return model, tuple(spec.example_inputs())
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
@@ -72,11 +81,7 @@ def main() -> None:
     p.add_argument("--warm-up", action="store_true", help="export a small model first")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    spec = discover().get(a.model)
-    torch.manual_seed(0)
-    model = spec.build().eval()
-    torch.manual_seed(0)
-    args = tuple(spec.example_inputs())
+    model, args = built(a.model)
     out: dict[str, object] = {"model": a.model, "exporter": a.exporter}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"

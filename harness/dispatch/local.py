@@ -217,7 +217,7 @@ class LocalTasks:
         as a Ray worker's does (`logs_of(run_id)`)."""
         with self.lock:
             log = logs_of(run_id) / f"zygote-{len(self.every) + 1}.log"
-            kept = _kept.get(self.kept_key or (), [])
+            kept = _kept.get(self.kept_key, []) if self.kept_key is not None else []
             zygotes = kept.pop() if kept else Zygotes()
             zygotes.log = log
             self.every.append(zygotes)
