@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.commands import name_list
 from harness.commands.repro import finished_run_records, jobs_count, run_sources, seconds_bound
 from harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from harness.debt.search import DebtJob
+    from harness.runtime.zygote import ZygotePool
+    from harness.store.details import Workarounds
+    from harness.store.records import Record
 
 HELP = "find which of transformers' exporter workarounds each model of a run still needs"
 DESCRIPTION = """\
@@ -24,7 +28,8 @@ without them: those another cell of the run needs one at a time, the others all 
 halved where the cell fails. One without which (alone) the cell fails is needed; one the
 cell passes without is obsolete for that model at the installed torch and onnxscript. The record says
 which (`workarounds`), and the report lists per workaround the models that still need it
-and those that no longer do. Each cell's search runs in a fresh process, within --bound.
+and those that no longer do. Each cell's search runs in a process of its own, as a cell
+does (forked from a zygote, under the memory ceiling the run's cells got), within --bound.
 
 examples:
   harness debt results/tfd                                   # every such cell
@@ -66,7 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.repro.runner import default_jobs
+    from harness.debt.search import DebtJob
+    from harness.repro.runner import default_jobs, work_ceiling_gb, work_log
+    from harness.runtime.zygote import ZygotePool
     from harness.store.amend import amend_records
 
     records = finished_run_records(args.run_dir)
@@ -78,16 +85,24 @@ def main(args: argparse.Namespace) -> int:
     print(f"{len(chosen)} cells, search bound {args.bound:g} s each", file=sys.stderr)
     sources = run_sources(args.run_dir)
     only, suspected = list(args.workarounds), needed_anywhere(records)
+    jobs = args.jobs or default_jobs()
+    zygotes = ZygotePool(work_log(args.run_dir))
+    ceiling = work_ceiling_gb(args.run_dir, jobs)
 
-    def search(record: Any) -> Any:
-        return record, _search(record, sources[record.model], args.bound, only, suspected)
+    def search(record: Record) -> tuple[Record, Workarounds | None]:
+        job = DebtJob(record.to_dict(), sources[record.model], args.bound, only, suspected)
+        return record, _search(record, job, zygotes, ceiling)
 
-    with ThreadPoolExecutor(args.jobs or default_jobs()) as pool:  # each a process of its own
-        for record, found in pool.map(search, chosen):  # each kept as it finishes
-            known = record.workarounds
-            merged = found if known is None or found is None else known.then(found)
-            amend_records(args.run_dir, {record.cell.key: record.with_changes(workarounds=merged)})
-            print(line(record, found), file=sys.stderr, flush=True)
+    with ThreadPoolExecutor(jobs) as pool:  # each a process of its own
+        try:
+            for record, found in pool.map(search, chosen):  # each kept as it finishes
+                known = record.workarounds
+                merged = found if known is None or found is None else known.then(found)
+                changed = record.with_changes(workarounds=merged)
+                amend_records(args.run_dir, {record.cell.key: changed})
+                print(line(record, found), file=sys.stderr, flush=True)
+        finally:
+            zygotes.close()
     if not args.no_report:
         from harness.report import write_reports
 
@@ -132,23 +147,19 @@ def needed_anywhere(records: list[Any]) -> list[str]:
     return sorted({n for r in records if r.workarounds for n in r.workarounds.needed})
 
 
-def _search(record: Any, source: str, bound_s: float, only: list[str], suspected: list[str]) -> Any:
-    """One cell's search in a fresh process; None (and why, printed) where it gave none."""
-    from harness.debt.search import DebtJob
-    from harness.repro.runner import run_in_session
-    from harness.store.declare import read
-    from harness.store.details import Workarounds
+def _search(
+    record: Record, job: DebtJob, zygotes: ZygotePool, ceiling_gb: float | None
+) -> Workarounds | None:
+    """One cell's search as a cell is run; None (and why, printed) where it gave none."""
+    from harness.debt.search import answer
+    from harness.runtime.zygote import Work
 
-    job = DebtJob(record.to_dict(), source, bound_s, only, suspected)
-    with tempfile.TemporaryDirectory(prefix="harness-debt-job-") as tmp:
-        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job_path.write_text(job.to_json())
-        command = [sys.executable, "-m", "harness.debt.search", str(job_path), str(result_path)]
-        code, out, err = run_in_session(command, bound_s + GRACE_S, cwd=None)
-        result = json.loads(result_path.read_text()) if result_path.is_file() else {}
-    if "used" in result:
-        return read(Workarounds, result)
-    why = result.get("reason") or f"exit code {code}: {(err or out).strip()[-300:]}"
+    timeout_s = job.bound_s + GRACE_S
+    work = Work(answer, job, record.exporter, record.opset, timeout_s, ceiling_gb)
+    done = zygotes.call(work)
+    if done.value is not None and not isinstance(done.value, str):
+        return done.value
+    why = done.value or f"{done.failure}; its output: {zygotes.log}"
     print(f"{record.cell.label()}: no search ({why})", file=sys.stderr)
     return None
 

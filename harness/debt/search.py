@@ -10,27 +10,23 @@ all off together; where the cell passes without a group, every one in it is obso
 can go together), where it fails the group is halved, down to one workaround alone (group
 testing: a run of 16 with one needed takes 9 tries, not 16).
 
-Each search runs in a fresh process (the workarounds are process-wide registries):
-
-    python -m harness.debt.search JOB.json RESULT.json
-
-JOB: the cell's record as written, its zoo file, the search's bound and the workarounds to
-try (all the ones used when none are named). RESULT: the record's `workarounds`.
+Each search runs in a process of its own, as a cell does (the workarounds are process-wide
+registries): `answer` is the `Work` (harness.runtime.zygote) a child forked from a zygote
+runs, given the cell's record as written, its zoo file, the search's bound and the
+workarounds to try (all the ones used when none are named); it answers the record's
+`workarounds`, or why there are none.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from harness.store.details import Workarounds, plain
+from harness.store.details import Workarounds
 from harness.store.records import CellTask, Record
 
 DEFAULT_BOUND_S = 600.0
@@ -43,9 +39,6 @@ class DebtJob:
     bound_s: float = DEFAULT_BOUND_S
     only: list[str] = field(default_factory=list)
     suspected: list[str] = field(default_factory=list)  # found needed elsewhere: tried alone
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
 
 
 class StillFails(RuntimeError):
@@ -128,15 +121,9 @@ def _run(cell: Any, source: str) -> Record:
         return run_cell(CellTask(cell, source, "debt", tmp))
 
 
-def main(job_path: str, result_path: str) -> int:
-    job = DebtJob(**json.loads(Path(job_path).read_text()))
+def answer(job: DebtJob) -> Workarounds | str:
+    """The search's answer, or why there is none (in a child of its own: a `Work`)."""
     try:
-        found: object = plain(search(job))
+        return search(job)
     except StillFails as exc:
-        found = {"reason": str(exc)}
-    Path(result_path).write_text(json.dumps(found))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+        return str(exc)

@@ -1,11 +1,11 @@
 """Minimal repros for a run's cells, from the driver (no torch here): each cell minimized
-in a fresh process (child.py) killed past its time bound, each script then run in another
-fresh process that cannot import the harness, and the verdicts written into the records
-(`minimal_repro`, `artifacts.minimal_repro`)."""
+as a cell is run (harness.runtime.zygote's `Work`: a child forked from a zygote that has
+warmed the cell's exporter up, under the memory ceiling a cell of the run got, killed past
+its time bound), each script then run in a fresh process that cannot import the harness,
+and the verdicts written into the records (`minimal_repro`, `artifacts.minimal_repro`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,10 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.repro.child import minimized
 from harness.repro.job import Job, Summary
 from harness.repro.select import kind_of
+from harness.runtime.zygote import Work, ZygotePool
 from harness.store.amend import amend_records
 from harness.store.records import Record
+from harness.store.rundir import RunDirError, read_manifest
 
 # Past the bound, the child gets this long to write what it found before it is killed:
 # importing torch and the model's libraries, building and exporting the whole model
@@ -60,19 +63,54 @@ def make_repros(
     """Minimize, verify and record each chosen cell, its record rewritten as it finishes
     (a run stopped half way keeps the repros it made)."""
     made: list[Made] = []
+    where = Where(run_dir, ZygotePool(work_log(run_dir)), work_ceiling_gb(run_dir, jobs))
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [pool.submit(_one, run_dir, r, sources, bound_s) for r in chosen]
-        for future in as_completed(futures):
-            made.append(future.result())
-            amend_records(run_dir, {made[-1].record.cell.key: made[-1].record})
-            progress(made[-1])
+        try:
+            futures = [pool.submit(_one, where, r, sources, bound_s) for r in chosen]
+            for future in as_completed(futures):
+                made.append(future.result())
+                amend_records(run_dir, {made[-1].record.cell.key: made[-1].record})
+                progress(made[-1])
+        finally:
+            where.zygotes.close()
     return sorted(made, key=lambda m: m.record.cell)
 
 
-def _one(run_dir: Path, record: Record, sources: Mapping[str, str], bound_s: float) -> Made:
+@dataclass(frozen=True)
+class Where:
+    """Where a run's cells are minimized: its directory, the zygotes the minimizers fork
+    from, and the memory ceiling each gets."""
+
+    run_dir: Path
+    zygotes: ZygotePool
+    ceiling_gb: float | None
+
+
+def work_log(run_dir: Path) -> Path:
+    """Where the zygotes of work on a run's cells (and that work) print."""
+    return Path(tempfile.gettempdir()) / "harness-work" / f"{run_dir.name}-{os.getpid()}.log"
+
+
+def work_ceiling_gb(run_dir: Path, jobs: int) -> float | None:
+    """The memory ceiling of work on one of the run's cells: the one its cells got where
+    the run set it (--max-memory-gb), else 90% of this machine's memory over `jobs`."""
+    from harness.store.environment import hardware
+
+    try:
+        ceiling = read_manifest(run_dir).max_memory_gb
+    except RunDirError:
+        ceiling = None
+    machine_gb = hardware().get("memory_gb")
+    if ceiling is not None or not machine_gb:
+        return ceiling
+    return round(float(machine_gb) * 0.9 / max(1, jobs), 2)
+
+
+def _one(where: Where, record: Record, sources: Mapping[str, str], bound_s: float) -> Made:
+    run_dir = where.run_dir
     start = time.monotonic()
     try:
-        summary = _summary(run_dir, record, sources, bound_s)
+        summary = _summary(where, record, sources, bound_s)
     except Exception as exc:  # the driver's own trouble (a disk full) is this cell's reason
         summary = Summary(
             kind_of(record) or "unknown", "none", reason=f"{type(exc).__name__}: {exc}"
@@ -92,7 +130,8 @@ def _without_old(artifacts: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in artifacts.items() if not k.startswith("minimal_repro")}
 
 
-def _summary(run_dir: Path, record: Record, sources: Mapping[str, str], bound_s: float) -> Summary:
+def _summary(where: Where, record: Record, sources: Mapping[str, str], bound_s: float) -> Summary:
+    run_dir = where.run_dir
     kind = kind_of(record) or "unknown"
     source = sources.get(record.model)
     if source is None:
@@ -107,7 +146,7 @@ def _summary(run_dir: Path, record: Record, sources: Mapping[str, str], bound_s:
     except ValueError as exc:
         return Summary(kind, "none", reason=str(exc))
     job = Job(record.to_dict(), source, str(run_dir.resolve()), bound_s)
-    return _run_child(job, kind, bound_s + GRACE_S)
+    return _minimized(where, job, record, kind)
 
 
 def _clear_artifacts(run_dir: Path, record: Record) -> None:
@@ -122,25 +161,14 @@ def _clear_artifacts(run_dir: Path, record: Record) -> None:
             old.unlink()
 
 
-def _run_child(job: Job, kind: str, timeout_s: float) -> Summary:
-    with tempfile.TemporaryDirectory(prefix="harness-repro-job-") as tmp:
-        job_path, result_path = Path(tmp) / "job.json", Path(tmp) / "result.json"
-        job_path.write_text(job.to_json())
-        command = [
-            sys.executable,
-            "-m",
-            "harness.repro.child",
-            str(job_path),
-            str(result_path),
-        ]
-        code, out, err = run_in_session(command, timeout_s, cwd=None)
-        if result_path.is_file():
-            return Summary.from_dict(json.loads(result_path.read_text()))
-    why = f"killed past {timeout_s:.0f} s" if code is None else f"exit code {code}"
-    said = _tail(out, err)
-    return Summary(
-        kind, "none", reason=f"the minimizer's process ended without a result ({why}): {said}"
-    )
+def _minimized(where: Where, job: Job, record: Record, kind: str) -> Summary:
+    timeout_s = job.bound_s + GRACE_S
+    work = Work(minimized, job, record.exporter, record.opset, timeout_s, where.ceiling_gb)
+    done = where.zygotes.call(work)
+    if done.value is not None:
+        return done.value
+    reason = f"the minimizer's process ended without a result: {done.failure} (its output: {where.zygotes.log})"
+    return Summary(kind, "none", reason=reason)
 
 
 def run_in_session(

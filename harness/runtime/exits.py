@@ -48,6 +48,7 @@ class ChildExit:
         message = _decode(self.sent)
         if message is not None:
             record, child_facts, sent_at = message
+            assert isinstance(record, Record), type(record)
             exit_s = round(self.reaped_at - sent_at, 4)
             return record, replace(child_facts, cell_pid=self.pid, exit_s=exit_s)
         log = limits.crash_log_path(task.run_dir, task.cell.cell_id)
@@ -61,6 +62,11 @@ class ChildExit:
         )
         log.unlink(missing_ok=True)
         return no_record(task, status, reason), facts
+
+    def sent_payload(self) -> object | None:
+        """What the child sent whole (a `Work`'s answer), or None."""
+        message = _decode(self.sent)
+        return None if message is None else message[0]
 
 
 def judge_exit(
@@ -170,13 +176,13 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
 
 
-def _decode(sent: bytes) -> tuple[Record, WorkerInfo, float] | None:
+def _decode(sent: bytes) -> tuple[object, WorkerInfo, float] | None:
     if len(sent) < LENGTH.size:
         return None
     (size,) = LENGTH.unpack_from(sent)
     if len(sent) != LENGTH.size + size:
         return None
-    message: tuple[Record, WorkerInfo, float] = pickle.loads(sent[LENGTH.size :])
+    message: tuple[object, WorkerInfo, float] = pickle.loads(sent[LENGTH.size :])
     return message
 
 

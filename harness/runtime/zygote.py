@@ -44,13 +44,24 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from queue import SimpleQueue
+from typing import Generic, NoReturn, TypeVar
 
 from harness.runtime import limits
-from harness.runtime.exits import LENGTH, ChildExit, no_record, oom_kills, own_group, wait_for
-from harness.store.details import WorkerInfo
+from harness.runtime.exits import (
+    LENGTH,
+    ChildExit,
+    judge_exit,
+    no_record,
+    oom_kills,
+    own_group,
+    wait_for,
+)
+from harness.store.details import ColdStart, WorkerInfo
 from harness.store.records import CellTask, Record
 from harness.store.status import Status
 from harness.zoo.spec import SEED
@@ -66,6 +77,34 @@ _PR_SET_PDEATHSIG = 1
 # fork from a zygote of their own that only imports, and pay their exporter's warm-up in
 # the child, before the export they measure.
 _ZYGOTE_CUDA_ENV = {"CUDA_VISIBLE_DEVICES": "", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+Given = TypeVar("Given")
+Made = TypeVar("Made")
+
+
+@dataclass(frozen=True)
+class Work(Generic[Given, Made]):
+    """Work on a cell other than running it (repro's minimizer, debt's search), done as a
+    cell is run: `function(given)` in a child forked from a zygote that has paid the
+    exporter's cold start and warm-up at the opset, seeded, under its memory ceiling,
+    killed with what it started past `timeout_s`. `function` is module-level: it is
+    pickled by name, `given` and what it returns by value."""
+
+    function: Callable[[Given], Made]
+    given: Given
+    exporter: str
+    opset: int
+    timeout_s: float
+    max_memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class Done(Generic[Made]):
+    """What a `Work` returned, or why it returned nothing (`failure`: it raised, crashed,
+    ran out of memory or past its time)."""
+
+    value: Made | None = None
+    failure: str | None = None
 
 
 class Zygotes:
@@ -83,19 +122,36 @@ class Zygotes:
         """`run_cell` in a child forked from the zygote of the cell's kind. A zygote that
         died (only something outside can kill it: cells run in its children) is started
         again, once, unless it was stopped on purpose (`stop`)."""
-        lost: BaseException | None = None
         which = "cuda" if task.cell.device == "cuda" else "cpu"
-        for _ in range(2):
+        try:
+            return self._in_zygote(which, _fork_and_run, task, gpus, self.log)
+        except _Stopped:
+            return no_record(task, Status.CRASHED, "the cell was cancelled")
+        except BrokenProcessPool as lost:
+            return no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
+
+    def call(self, work: Work[Given, Made]) -> Done[Made]:
+        """`work` in a child forked from the CPU cells' zygote (`Work`)."""
+        try:
+            return self._in_zygote("cpu", _fork_and_call, work, self.log)
+        except _Stopped:
+            return Done(failure="cancelled")
+        except BrokenProcessPool as lost:
+            return Done(failure=f"the zygote died twice: {lost}")
+
+    def _in_zygote(self, which: str, function: Callable[..., Made], *args: object) -> Made:
+        for attempt in range(2):
             if self.stopped:
-                return no_record(task, Status.CRASHED, "the cell was cancelled")
+                raise _Stopped
             pool = self.pools.get(which) or _start_zygote(self.log)
             self.pools[which] = pool
             try:
-                return pool.submit(_fork_and_run, task, gpus, self.log).result()
-            except BrokenProcessPool as exc:
+                return pool.submit(function, *args).result()
+            except BrokenProcessPool:
                 del self.pools[which]
-                lost = exc
-        return no_record(task, Status.CRASHED, f"the zygote died twice: {lost}")
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         """Kill the zygotes at once (a cell running in one dies with it: its child has
@@ -111,6 +167,38 @@ class Zygotes:
         for pool in self.pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
         self.pools.clear()
+
+
+class _Stopped(Exception):
+    """The zygotes were stopped on purpose (`Zygotes.stop`)."""
+
+
+class ZygotePool:
+    """Zygotes for threads that call `Work` at once: each call borrows an idle set (a
+    new one where none is idle), so there are at most as many as calls ran together.
+    Close it once its calls are done, from the process whose threads made them (a
+    zygote dies with the thread that started it)."""
+
+    def __init__(self, log: Path | None = None) -> None:
+        self.log = log
+        self.idle: SimpleQueue[Zygotes] = SimpleQueue()
+        self.every: list[Zygotes] = []
+
+    def call(self, work: Work[Given, Made]) -> Done[Made]:
+        zygotes = self.idle.get() if not self.idle.empty() else self._fresh()
+        try:
+            return zygotes.call(work)
+        finally:
+            self.idle.put(zygotes)
+
+    def _fresh(self) -> Zygotes:
+        zygotes = Zygotes(self.log)
+        self.every.append(zygotes)
+        return zygotes
+
+    def close(self) -> None:
+        for zygotes in self.every:
+            zygotes.close()
 
 
 _WORKER = Zygotes()  # a Ray worker process's: it runs one cell at a time
@@ -178,25 +266,55 @@ def _fork_and_run(task: CellTask, gpus: str | None = None, log: Path | None = No
     """Prepare what every process running this cell would pay for, then run the cell in a
     forked child (printing to `log`: a kept zygote's run's, not the one it started for)
     and return its record, with where and at what cost it ran."""
-    from harness.cell.timing import freeze_survivors, rss_mb
-    from harness.runtime.warmup import take_cold_start
+    from harness.cell.timing import rss_mb
 
     start = time.perf_counter()
     cold_start = None
     if task.cell.device != "cuda":  # a CUDA cell's child warms its exporter up itself
-        _prepare(task.cell.exporter, task.cell.opset, task.requires)
-        cold_start = take_cold_start(task.cell.exporter)  # the child has none pending
-    freeze_survivors()
+        cold_start = _prepared(task.cell.exporter, task.cell.opset, task.requires)
     facts = WorkerInfo(
         zygote_pid=os.getpid(),
         zygote_rss_mb=_rounded(rss_mb()),
         prepare_s=round(time.perf_counter() - start, 4),
         cold_start=cold_start,
     )
-    child = _fork(task, gpus, log)
+    body = functools.partial(_cell_body, task, time.perf_counter())
+    child = _fork(body, task.timeout_s, task.max_memory_gb, gpus, log)
     record, child_facts = child.record(task)
     worker = record.worker or WorkerInfo()
     return record.with_changes(worker=worker.with_facts(facts).with_facts(child_facts))
+
+
+def _fork_and_call(work: Work[Given, Made], log: Path | None = None) -> Done[Made]:
+    """`Work` as a cell: prepared for as its exporter's cells are, in a forked child."""
+    _prepared(work.exporter, work.opset, ())
+    started = time.perf_counter()
+    body = functools.partial(_work_body, work)
+    ended = _fork(body, work.timeout_s, work.max_memory_gb, None, log)
+    sent = ended.sent_payload()
+    if isinstance(sent, Done):
+        return sent
+    _, reason = judge_exit(
+        ended.wait_status,
+        timed_out=ended.timed_out,
+        oom_killed=ended.oom_killed,
+        timeout_s=work.timeout_s,
+        last_words=None,
+        at_ceiling=ended.at_ceiling,
+    )
+    return Done(failure=f"{reason} ({time.perf_counter() - started:.0f} s)")
+
+
+def _prepared(exporter: str, opset: int, requires: tuple[str, ...]) -> ColdStart | None:
+    """`_prepare`d, the survivors frozen for the fork; the exporter's cold start, where
+    this zygote had one pending (its first cell of the exporter carries it)."""
+    from harness.cell.timing import freeze_survivors
+    from harness.runtime.warmup import take_cold_start
+
+    _prepare(exporter, opset, requires)
+    cold_start = take_cold_start(exporter)  # the child has none pending
+    freeze_survivors()
+    return cold_start
 
 
 @functools.cache
@@ -218,20 +336,27 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
 
 
-def _fork(task: CellTask, gpus: str | None, log: Path | None = None) -> ChildExit:
+def _fork(
+    body: Callable[[], bytes],
+    timeout_s: float | None,
+    max_memory_gb: float | None,
+    gpus: str | None,
+    log: Path | None = None,
+) -> ChildExit:
+    """`body` in a forked child, what it returns sent back through a pipe; the child
+    watched against its memory ceiling and killed past `timeout_s`."""
     read_fd, write_fd = os.pipe()
     oom_kills_before = oom_kills()
-    forked_at = time.perf_counter()
     zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(task, write_fd, forked_at, zygote, gpus, log)
+        _child(body, write_fd, zygote, gpus, log)
     os.close(write_fd)
     own_group(pid)
     try:
-        watch = limits.CeilingWatch(pid, task.max_memory_gb) if task.max_memory_gb else None
-        return wait_for(pid, read_fd, task.timeout_s, oom_kills_before, watch)
+        watch = limits.CeilingWatch(pid, max_memory_gb) if max_memory_gb else None
+        return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
     finally:
         os.close(read_fd)
 
@@ -240,13 +365,10 @@ def _fork(task: CellTask, gpus: str | None, log: Path | None = None) -> ChildExi
 
 
 def _child(
-    task: CellTask, fd: int, forked_at: float, zygote: int, gpus: str | None, log: Path | None
+    body: Callable[[], bytes], fd: int, zygote: int, gpus: str | None, log: Path | None
 ) -> NoReturn:
-    """Run the cell, send its record and what the fork cost, and leave: `os._exit`, so
-    that none of the zygote's exit handlers runs here."""
-    started = time.perf_counter()
-    from harness.cell.timing import private_memory_mb  # the zygote imported it: a lookup
-
+    """Run `body`, send what it returns, and leave: `os._exit`, so that none of the
+    zygote's exit handlers runs here."""
     code = 0
     try:
         own_group(0)  # a timeout kills what the cell started, too
@@ -255,14 +377,7 @@ def _child(
             raise SystemExit(70)
         _print_to(log)
         _give_gpus(gpus)
-        record = _run(task)
-        memory = private_memory_mb()
-        facts = WorkerInfo(
-            fork_s=round(started - forked_at, 4),
-            cell_pss_mb=memory.get("pss_mb"),
-            cell_uss_mb=memory.get("uss_mb"),
-        )
-        _send(fd, _encode(task, record, facts))
+        _send(fd, body())
     except BaseException:
         code = 70
     finally:
@@ -270,6 +385,33 @@ def _child(
             with contextlib.suppress(Exception):  # a closed or broken stream: nothing to flush
                 stream.flush()
         os._exit(code)
+
+
+def _cell_body(task: CellTask, forked_at: float) -> bytes:
+    """The cell's record, with what its fork cost and its memory at the end."""
+    started = time.perf_counter()
+    from harness.cell.timing import private_memory_mb  # the zygote imported it: a lookup
+
+    record = _run(task)
+    memory = private_memory_mb()
+    facts = WorkerInfo(
+        fork_s=round(started - forked_at, 4),
+        cell_pss_mb=memory.get("pss_mb"),
+        cell_uss_mb=memory.get("uss_mb"),
+    )
+    return _encode(task, record, facts)
+
+
+def _work_body(work: Work[Given, Made]) -> bytes:
+    """`work`'s function, seeded and under its memory ceiling; what it raised is its
+    failure."""
+    seed_everything()
+    try:
+        with limits.memory_limit(work.max_memory_gb):
+            done = Done(value=work.function(work.given))
+    except Exception as exc:
+        done = Done(failure=f"{type(exc).__name__}: {exc}")
+    return _framed((done, WorkerInfo(), time.perf_counter()))
 
 
 def _give_gpus(gpus: str | None) -> None:
@@ -310,10 +452,15 @@ def seed_everything(seed: int = SEED) -> None:
 
 def _encode(task: CellTask, record: Record, facts: WorkerInfo) -> bytes:
     try:
-        body = pickle.dumps((record, facts, time.perf_counter()))
+        return _framed((record, facts, time.perf_counter()))
     except Exception as exc:  # e.g. an unpicklable value in the entry's metadata
         reason = f"the record cannot be sent back: {type(exc).__name__}: {exc}"
-        body = pickle.dumps((no_record(task, Status.HARNESS_ERROR, reason), facts, 0.0))
+        return _framed((no_record(task, Status.HARNESS_ERROR, reason), facts, 0.0))
+
+
+def _framed(message: tuple[object, WorkerInfo, float]) -> bytes:
+    """A message as the zygote reads it (exits.wait_for): its length, then its pickle."""
+    body = pickle.dumps(message)
     return LENGTH.pack(len(body)) + body
 
 

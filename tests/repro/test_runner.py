@@ -6,9 +6,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from harness.repro.runner import make_repros
-from harness.store.records import Cell, Record
+from harness.runtime.worker import run_cell
+from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
+from tests.conftest import FIXTURES
+
+BLOCKS = FIXTURES / "repro" / "blocks.py"
 
 
 def _failed(model: str, variant: str = "base") -> Record:
@@ -61,3 +67,22 @@ def test_a_run_stopped_half_way_keeps_the_cells_it_finished(tmp_path: Path) -> N
         make_repros(tmp_path, records, {}, bound_s=1, progress=stop)
     kept = [r.minimal_repro is not None for r in read_records(tmp_path)]
     assert sorted(kept) == [False, True]
+
+
+@pytest.mark.slow  # a real minimizer and a real crash: about ten seconds
+def test_a_minimizer_that_crashes_says_so_and_the_next_cell_is_minimized(tmp_path: Path) -> None:
+    """The minimizer runs as a cell does (a child forked from a zygote): a model that
+    crashes its process while the minimizer rebuilds it ends that child alone; its record
+    names the signal, and the next cell's repro is made in the same zygote's next child."""
+    crash = _failed("fault_segv")
+    failed = run_cell(CellTask(Cell("repro_block_tracer", "torchscript", 18), str(BLOCKS), "r", str(tmp_path)))  # fmt: skip
+    _write(tmp_path, [crash, failed])
+    sources = {
+        "fault_segv": str(FIXTURES / "faults" / "faults.py"),
+        "repro_block_tracer": str(BLOCKS),
+    }
+    made = {m.record.model: m for m in make_repros(tmp_path, [crash, failed], sources, bound_s=60)}
+    reason = made["fault_segv"].summary.reason or ""
+    assert reason.startswith("the minimizer's process ended without a result"), reason
+    assert "SIGSEGV" in reason
+    assert made["repro_block_tracer"].summary.reproduces is True

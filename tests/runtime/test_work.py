@@ -1,0 +1,97 @@
+"""Work on a cell other than running it (repro's minimizer, debt's search) runs as a cell
+does: in a child forked from a zygote, seeded, under a memory ceiling, killed past its
+time. What it returns, what it raised or how its process died is its answer, and the
+zygote serves the next. Real processes, nothing mocked."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from harness.runtime.zygote import Done, Work, ZygotePool
+
+MARK = "HARNESS_TEST_WORK_MARK"
+
+
+def changes_its_process(value: str) -> tuple[int, int]:
+    """Leaves a mark in the process (an environment variable, the global seed) and says
+    which process it ran in and which zygote forked it."""
+    os.environ[MARK] = value
+    torch.manual_seed(12345)
+    return os.getpid(), os.getppid()
+
+
+def looks_around(_: None) -> tuple[str | None, float, int, int]:
+    return os.environ.get(MARK), torch.rand(1).item(), os.getpid(), os.getppid()
+
+
+def raises(message: str) -> None:
+    raise ValueError(message)
+
+
+def sleeps(seconds: float) -> str:
+    time.sleep(seconds)
+    return "woke"
+
+
+def segfaults(_: None) -> None:
+    ctypes.string_at(0)
+
+
+def hoards(gib: float) -> int:
+    return len(bytearray(int(gib * 1024**3)))
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ZygotePool]:
+    zygotes = ZygotePool()
+    try:
+        yield zygotes
+    finally:
+        zygotes.close()
+
+
+def _call(pool: ZygotePool, function: object, given: object, **kw: float) -> Done[object]:
+    settings = {"timeout_s": 120.0, **kw}
+    return pool.call(Work(function, given, "torchscript", 18, **settings))  # type: ignore[arg-type]
+
+
+def test_work_returns_its_value_and_its_changes_end_with_its_process(pool: ZygotePool) -> None:
+    changed = _call(pool, changes_its_process, "changed")
+    seen = _call(pool, looks_around, None)
+    assert changed.failure is None and changed.value is not None
+    assert seen.failure is None and seen.value is not None
+    mark, drawn, pid, zygote = seen.value
+    assert mark is None  # the first work's environment ended with its process
+    torch.manual_seed(0)
+    assert drawn == torch.rand(1).item()  # seeded as every cell is, not by the first work
+    assert changed.value[1] == zygote != os.getpid()  # both forked from one zygote
+    assert len({changed.value[0], pid, zygote}) == 3
+
+
+def test_what_work_raised_is_its_failure(pool: ZygotePool) -> None:
+    assert _call(pool, raises, "no such layer") == Done(failure="ValueError: no such layer")
+
+
+def test_work_past_its_time_is_killed_and_the_zygote_goes_on(pool: ZygotePool) -> None:
+    done = _call(pool, sleeps, 60.0, timeout_s=1.0)
+    assert done.value is None and done.failure is not None
+    assert done.failure.startswith("no result after 1 s"), done.failure
+    assert _call(pool, sleeps, 0.0) == Done("woke")
+
+
+def test_work_that_crashes_its_process_says_with_what(pool: ZygotePool) -> None:
+    done = _call(pool, segfaults, None)
+    assert done.value is None and "SIGSEGV" in (done.failure or ""), done
+    assert _call(pool, sleeps, 0.0) == Done("woke")
+
+
+def test_work_over_its_memory_ceiling_fails_alone(pool: ZygotePool) -> None:
+    done = _call(pool, hoards, 2.0, max_memory_gb=0.5)
+    assert done.failure is not None and done.failure.startswith("MemoryError"), done
+    assert _call(pool, hoards, 0.01, max_memory_gb=0.5) == Done(int(0.01 * 1024**3))
