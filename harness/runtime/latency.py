@@ -7,7 +7,7 @@ import gc
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -20,6 +20,15 @@ from harness.cell.timing import time_interleaved
 from harness.store.details import OrtRuntime
 from harness.store.protocol import Protocol
 from harness.store.records import Measurements, ShapeLatency
+
+# ORT's intra-op pool spins a while after each call before its threads sleep. Beside the
+# short eager calls of a small model (tens of us) a spinning pool takes their cores (a model
+# timed 3x slower), so its timed session does not spin. But a pool that may not spin wakes
+# its threads for every parallel loop of a call, thousands of times in a large model's call
+# (Qwen3-0.6B, alternating with eager: 12-19% slower than spinning, twice; benchmarks/
+# README.md), while a call this long outlasts the spin many times: its session spins, as a
+# plain script's does.
+SPIN_FROM_MS = 100.0
 
 
 def measure(
@@ -34,18 +43,19 @@ def measure(
     shape's figures are the record's latencies, named shapes are also kept by name
     (`shape_latency`), other thread counts by their count (`thread_latency`). The loops run
     with the node to themselves (harness.cell.node) and within the protocol's budget. The
-    session used here has ORT's intra-op spinning off (its own `ort_runtime`): an idle ORT
-    pool spinning while eager runs would share its cores (docs/design.md: latency in a
-    clean state; seen here: a model timed 3x slower beside a spinning session). The checked
-    session is dropped first."""
+    session used here spins only where one call of the checked session lasts SPIN_FROM_MS
+    or more (its own `ort_runtime` says): an idle ORT pool spinning while eager runs would
+    share its cores (docs/design.md: latency in a clean state). The checked session is
+    dropped first."""
     with stage("latency"), node.alone():
         path, threads, device = runner.path, runner.threads, runner.device
         optimisation = replace(runner.optimisation, written_to=None)
+        spinning = one_call_ms(runner, next(iter(shapes.values()))[1]) >= SPIN_FROM_MS
         del runner.session
         gc.collect()
         others = [t for t in _thread_counts(protocol) if t != threads]
         budget = Budget(protocol, loops=len(shapes) + len(others))
-        timed = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
+        timed = OrtRunner(path, threads, device, spinning=spinning, optimisation=optimisation)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
         by_shape = {
             name: _timed(timed, model, sizes, inputs, budget.next())
@@ -57,9 +67,9 @@ def measure(
         m.eager = replace(m.eager, latency=first.eager_latency_ms)
         m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
         example = next(iter(shapes.values()))[1]
+        settings = Session(device, optimisation, spinning)
         by_threads = {
-            str(t): _at_threads(path, t, device, optimisation, model, example, budget.next())
-            for t in others
+            str(t): _at_threads(path, t, settings, model, example, budget.next()) for t in others
         }
         m.thread_latency = by_threads or None
         torch.set_num_threads(threads)
@@ -78,11 +88,27 @@ def _timed(
     return ShapeLatency.of(sizes, ort_ms, eager_ms)
 
 
+def one_call_ms(runner: OrtRunner, inputs: Inputs) -> float:
+    """One call of `runner`'s session on `inputs`, in ms."""
+    call = runner.bind(inputs)
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1000.0
+
+
+@dataclass(frozen=True)
+class Session:
+    """How the cell's timed sessions are made, at every thread count."""
+
+    device: str
+    optimisation: Optimisation
+    spinning: bool
+
+
 def _at_threads(
     path: Path,
     threads: int,
-    device: str,
-    optimisation: Optimisation,
+    session: Session,
     model: torch.nn.Module,
     inputs: Inputs,
     protocol: Protocol,
@@ -90,7 +116,13 @@ def _at_threads(
     """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
     example shape."""
     torch.set_num_threads(threads)
-    runner = OrtRunner(path, threads, device, spinning=False, optimisation=optimisation)
+    runner = OrtRunner(
+        path,
+        threads,
+        session.device,
+        spinning=session.spinning,
+        optimisation=session.optimisation,
+    )
     try:
         return _timed(runner, model, None, inputs, protocol)
     finally:

@@ -12,6 +12,7 @@ import torch
 from harness.cell.ort import CudaProviderMissing, OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
+from harness.runtime.latency import SPIN_FROM_MS
 from harness.runtime.warmup import (
     SKIP_ENV,
     WARM_UP_MODEL_MIN_OPSET,
@@ -49,6 +50,21 @@ def test_ok_cell_measures_everything(tmp_path: Path) -> None:
     assert r.export.graph_fingerprint and len(r.export.graph_fingerprint) == 64
     assert r.ort.runtime and r.ort.runtime.providers == ("CPUExecutionProvider",)
     assert (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
+
+
+@pytest.mark.slow  # a call of hundreds of ms, timed: seconds
+def test_a_session_spins_only_where_one_call_outlasts_its_pools_spin(tmp_path: Path) -> None:
+    """ORT's intra-op pool may spin between a cell's calls only where one call lasts
+    SPIN_FROM_MS or more (harness.runtime.latency): the record's runtime says which."""
+    short = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"))
+    long = run_cell(_task(tmp_path, FIXTURES / "slow" / "calls.py", "long_call"))
+    spins = [
+        (r.ort.runtime.session_options or {}).get("session.intra_op.allow_spinning")
+        for r in (short, long)
+        if r.ort.runtime
+    ]
+    assert spins == ["0", "1"], (short.error_message, long.error_message)
+    assert long.ort.latency and long.ort.latency.p50 >= SPIN_FROM_MS
 
 
 def test_the_same_cell_exported_twice_has_the_same_fingerprint(tmp_path: Path) -> None:
