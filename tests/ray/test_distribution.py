@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray._private.node import Node as ClusterNode
 from ray.cluster_utils import Cluster
 
 from harness.dispatch import driver
@@ -43,19 +44,30 @@ def _records(run_dir: Path) -> list:  # type: ignore[type-arg]
     return store.read_records(run_dir)
 
 
-def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def unequal_nodes() -> Iterator[tuple[Cluster, ClusterNode, ClusterNode]]:
+    """A head without CPUs, a node with 2 CPUs, a GPU and 4 GB of memory, and one with a
+    CPU and 24 GB (Ray's `memory` resource): one cluster boot for the tests of placement."""
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     try:
-        gpu_node = c.add_node(num_cpus=2, num_gpus=1)
+        gpu_node = c.add_node(num_cpus=2, num_gpus=1, memory=4 * 1024**3)
+        large = c.add_node(num_cpus=1, memory=24 * 1024**3)
         c.wait_for_nodes()
-        out = tmp_path / "gpu"
-        result = run_cli(
-            "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp,tiny_conv",
-            "--exporters", "torchscript", "--opsets", "17", "--devices", "cpu,cuda",
-            "--address", c.address, "--out", str(out), "--no-report", ray=True,
-        )  # fmt: skip
+        yield c, gpu_node, large
     finally:
         c.shutdown()
+
+
+def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(
+    unequal_nodes: tuple[Cluster, ClusterNode, ClusterNode], tmp_path: Path
+) -> None:
+    c, gpu_node, _ = unequal_nodes
+    out = tmp_path / "gpu"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp,tiny_conv",
+        "--exporters", "torchscript", "--opsets", "17", "--devices", "cpu,cuda",
+        "--address", c.address, "--out", str(out), "--no-report", ray=True,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     records = _records(out)
     cuda = [r for r in records if r.device == "cuda"]
@@ -68,16 +80,16 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(tmp_path: Path) -> 
     assert all(r.status == "ok" for r in records if r.device == "cpu")
     manifest = store.read_manifest(out)
     assert manifest.cluster and manifest.dispatch
-    assert len(manifest.cluster.nodes) == 2
+    assert len(manifest.cluster.nodes) == 3
     # each node's base environment, probed there (the head node has no CPU to give)
     torch = manifest.variant_versions()["torch"]
-    assert torch and [n.versions.get("torch") for n in manifest.cluster.nodes] == [torch] * 2
+    assert torch and [n.versions.get("torch") for n in manifest.cluster.nodes] == [torch] * 3
     assert manifest.cluster.resources["GPU"] == 1
-    # Slots per resource: two CPU cells at once, one of them may be a CUDA cell; the
+    # Slots per resource: three CPU cells at once, one of them may be a CUDA cell; the
     # second CUDA cell waited in the driver (not in Ray's queue) for the one GPU.
     dispatch = manifest.dispatch
-    assert dispatch.slots == DispatchSlots(cpu=2, gpu=1)
-    assert dispatch.peak_in_flight_gpu == 1 and (dispatch.peak_in_flight or 0) <= 2
+    assert dispatch.slots == DispatchSlots(cpu=3, gpu=1)
+    assert dispatch.peak_in_flight_gpu == 1 and (dispatch.peak_in_flight or 0) <= 3
 
 
 def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -104,25 +116,19 @@ def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(tmp_pat
 
 
 def test_cells_are_placed_by_their_memory_need_and_one_no_node_holds_is_skipped(
-    tmp_path: Path,
+    unequal_nodes: tuple[Cluster, ClusterNode, ClusterNode], tmp_path: Path
 ) -> None:
     """Two nodes that declare different memory (Ray's `memory` resource): a cell whose
     weights need more than the small node has runs on the large one, one that needs more
     than either is skipped saying both figures, a small one runs anywhere. (The models say
     their weights are large: harness.plan.memory sizes the need from that.)"""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    try:
-        c.add_node(num_cpus=1, memory=4 * 1024**3)
-        large = c.add_node(num_cpus=1, memory=24 * 1024**3)
-        c.wait_for_nodes()
-        out = tmp_path / "sized"
-        result = run_cli(
-            "run", "--zoo", str(FIXTURES / "sized"), "--exporters", "torchscript",
-            "--opsets", "17", "--address", c.address, "--out", str(out), "--no-report",
-            ray=True,
-        )  # fmt: skip
-    finally:
-        c.shutdown()
+    c, _, large = unequal_nodes
+    out = tmp_path / "sized"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "sized"), "--exporters", "torchscript",
+        "--opsets", "17", "--address", c.address, "--out", str(out), "--no-report",
+        ray=True,
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     by_model = {r.model: r for r in _records(out)}
     mid, huge, small = (by_model[f"sized_{n}"] for n in ("mid", "huge", "small"))
