@@ -266,12 +266,13 @@ def _fork_and_run(task: CellTask, gpus: str | None = None, log: Path | None = No
     """Prepare what every process running this cell would pay for, then run the cell in a
     forked child (printing to `log`: a kept zygote's run's, not the one it started for)
     and return its record, with where and at what cost it ran."""
-    from harness.cell.timing import rss_mb
+    from harness.cell.timing import freeze_survivors, rss_mb
 
     start = time.perf_counter()
     cold_start = None
     if task.cell.device != "cuda":  # a CUDA cell's child warms its exporter up itself
         cold_start = _prepared(task.cell.exporter, task.cell.opset, task.requires)
+    freeze_survivors()
     facts = WorkerInfo(
         zygote_pid=os.getpid(),
         zygote_rss_mb=_rounded(rss_mb()),
@@ -287,7 +288,10 @@ def _fork_and_run(task: CellTask, gpus: str | None = None, log: Path | None = No
 
 def _fork_and_call(work: Work[Given, Made], log: Path | None = None) -> Done[Made]:
     """`Work` as a cell: prepared for as its exporter's cells are, in a forked child."""
+    from harness.cell.timing import freeze_survivors
+
     _prepared(work.exporter, work.opset, ())
+    freeze_survivors()
     started = time.perf_counter()
     body = functools.partial(_work_body, work)
     ended = _fork(body, work.timeout_s, work.max_memory_gb, None, log)
@@ -306,15 +310,12 @@ def _fork_and_call(work: Work[Given, Made], log: Path | None = None) -> Done[Mad
 
 
 def _prepared(exporter: str, opset: int, requires: tuple[str, ...]) -> ColdStart | None:
-    """`_prepare`d, the survivors frozen for the fork; the exporter's cold start, where
-    this zygote had one pending (its first cell of the exporter carries it)."""
-    from harness.cell.timing import freeze_survivors
+    """`_prepare`d; the exporter's cold start, where this zygote had one pending (its
+    first cell of the exporter carries it)."""
     from harness.runtime.warmup import take_cold_start
 
     _prepare(exporter, opset, requires)
-    cold_start = take_cold_start(exporter)  # the child has none pending
-    freeze_survivors()
-    return cold_start
+    return take_cold_start(exporter)  # the child has none pending
 
 
 @functools.cache
