@@ -95,6 +95,13 @@ def _size(tensor: onnx.TensorProto) -> int:
     return int(onnx.numpy_helper.to_array(tensor).nbytes)
 
 
+def external_files(model: onnx.ModelProto) -> list[str]:
+    """The files the model's tensors keep their data in (relative to its folder)."""
+    from onnx.external_data_helper import _get_all_tensors  # initializers and attributes
+
+    return sorted({found[0] for t in _get_all_tensors(model) if (found := _external(t))})
+
+
 def _external(tensor: onnx.TensorProto) -> tuple[str, int] | None:
     """(file, offset) of a tensor kept in external data (its length is its shape's: the
     TorchScript exporter writes a file per tensor and no `length`); None where it is inline."""
