@@ -123,3 +123,22 @@ def test_a_real_size_decoder_is_the_decode_entry_of_its_type_at_its_published_la
         f"past_key_values.{i}.{k}" for i in range(3) for k in ("key", "value")
     ]
     assert grown["dims"]["past_key_values.2.value"] == {"0": "batch"}
+
+
+def test_entries_without_a_float64_reference_are_judged_by_the_large_models_tolerance() -> None:
+    """Where a float64 copy is not made (harness.cell.reference), the float32 gate alone
+    judges: such entries, and only they, get atol 1e-4."""
+    from harness.cell.reference import FLOAT64_MAX_PARAM_BYTES
+
+    assert models.WITHOUT_FLOAT64_REFERENCE * 2 == FLOAT64_MAX_PARAM_BYTES
+    specs = {
+        s.name: s for s in discovery.load_file(discovery.BUILTIN_ZOO / "real_size" / "models.py")
+    }
+    looser = {n for n, s in specs.items() if s.tolerance == models.NO_FLOAT64_TOLERANCE}
+    heavy = {
+        n
+        for n, s in specs.items()
+        if s.metadata["parameter_bytes"] > models.WITHOUT_FLOAT64_REFERENCE
+    }
+    assert looser == heavy and "real.llama3_2_1b" in looser and "real.minilm_l6" not in looser
+    assert all(specs[n].tolerance is None for n in set(specs) - heavy)

@@ -33,6 +33,13 @@ DIMENSIONS: dict[str, dict[int, str]] = {
     "input_values": {0: "batch", 1: "samples"},
 }
 MODALITY = {"pixel_values": "vision", "input_features": "audio", "input_values": "audio"}
+# Over this many float32 weight bytes (half harness.cell.reference's FLOAT64_MAX_PARAM_BYTES)
+# no float64 reference is made, so the float32 gate alone judges, while ORT and torch sum
+# long dot products in different orders: Llama-3.2-1B's logits differ by up to 1.7e-5 (46 of
+# 16.4 M values past the default atol 1e-5), as model_zoo/large/linear_stack_2gb.py's do;
+# such entries get its atol of 1e-4.
+WITHOUT_FLOAT64_REFERENCE = 256 * 2**20
+NO_FLOAT64_TOLERANCE = (1e-4, 1e-4)
 
 
 def _spec(name: str, entry: dict[str, Any]) -> ModelSpec:
@@ -48,6 +55,7 @@ def _spec(name: str, entry: dict[str, Any]) -> ModelSpec:
         example_inputs=partial(_inputs, name),
         dynamic_shapes=tuple(DIMENSIONS.get(n, {0: "batch"}) for n in names),
         input_names=names,
+        tolerance=NO_FLOAT64_TOLERANCE if weight_bytes > WITHOUT_FLOAT64_REFERENCE else None,
         requires=("transformers",),
         tags=(
             FAMILY if entry["suite"] else XL,
