@@ -21,7 +21,7 @@ from harness.store.records import CellTask, Measurements
 
 
 def keep_graph(task: CellTask, path: Path, feeds: dict[str, np.ndarray], m: Measurements) -> None:
-    """Store the model at `path` (weights as external data) and its inputs under its
+    """Store the model at `path` (with the data files it names) and its inputs under its
     fingerprint, unless an entry is already there; name it in the record's artifacts."""
     if not task.graph_store or m.export.graph_fingerprint is None:
         return

@@ -1,8 +1,8 @@
 """The graph store: the ok cells' ONNX models, content-addressed by graph fingerprint, so
 that `harness compare` can time a baseline's and a candidate's graphs together later.
 
-    STORE/<fp[:2]>/<fp>/model.onnx        the graph, weights as external data:
-    STORE/<fp[:2]>/<fp>/model.onnx.data
+    STORE/<fp[:2]>/<fp>/model.onnx        the graph as the exporter saved it, and the
+    STORE/<fp[:2]>/<fp>/<its data files>  external data files it names (linked or copied)
     STORE/<fp[:2]>/<fp>/inputs.npz        the inputs it was timed on, by graph input name
 
 STORE is `<run>/graphs/` (`harness run --keep-graphs`) or a folder shared by runs
