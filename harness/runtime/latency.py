@@ -48,14 +48,18 @@ def measure(
     share its cores (docs/design.md: latency in a clean state). The checked session is
     dropped first."""
     with stage("latency"), node.alone():
-        path, threads, device = runner.path, runner.threads, runner.device
-        optimisation = replace(runner.optimisation, written_to=None)
-        spinning = one_call_ms(runner, next(iter(shapes.values()))[1]) >= SPIN_FROM_MS
+        threads, example = runner.threads, next(iter(shapes.values()))[1]
+        session = Session(
+            runner.path,
+            runner.device,
+            replace(runner.optimisation, written_to=None),
+            spinning=one_call_ms(runner, example) >= SPIN_FROM_MS,
+        )
         del runner.session
         gc.collect()
         others = [t for t in _thread_counts(protocol) if t != threads]
         budget = Budget(protocol, loops=len(shapes) + len(others))
-        timed = OrtRunner(path, threads, device, spinning=spinning, optimisation=optimisation)
+        timed = session.opened(threads)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
         by_shape = {
             name: _timed(timed, model, sizes, inputs, budget.next())
@@ -66,10 +70,8 @@ def measure(
         m.ort = replace(m.ort, latency=first.ort_latency_ms)
         m.eager = replace(m.eager, latency=first.eager_latency_ms)
         m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
-        example = next(iter(shapes.values()))[1]
-        settings = Session(device, optimisation, spinning)
         by_threads = {
-            str(t): _at_threads(path, t, settings, model, example, budget.next()) for t in others
+            str(t): _at_threads(session, t, model, example, budget.next()) for t in others
         }
         m.thread_latency = by_threads or None
         torch.set_num_threads(threads)
@@ -100,15 +102,24 @@ def one_call_ms(runner: OrtRunner, inputs: Inputs) -> float:
 class Session:
     """How the cell's timed sessions are made, at every thread count."""
 
+    path: Path
     device: str
     optimisation: Optimisation
     spinning: bool
 
+    def opened(self, threads: int) -> OrtRunner:
+        return OrtRunner(
+            self.path,
+            threads,
+            self.device,
+            spinning=self.spinning,
+            optimisation=self.optimisation,
+        )
+
 
 def _at_threads(
-    path: Path,
-    threads: int,
     session: Session,
+    threads: int,
     model: torch.nn.Module,
     inputs: Inputs,
     protocol: Protocol,
@@ -116,13 +127,7 @@ def _at_threads(
     """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
     example shape."""
     torch.set_num_threads(threads)
-    runner = OrtRunner(
-        path,
-        threads,
-        session.device,
-        spinning=session.spinning,
-        optimisation=session.optimisation,
-    )
+    runner = session.opened(threads)
     try:
         return _timed(runner, model, None, inputs, protocol)
     finally:
