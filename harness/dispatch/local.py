@@ -34,7 +34,6 @@ from harness.store.paired import PairResult, PairTask
 from harness.store.records import CellTask, Record
 
 NODE = "local"  # the one node's id, as records and the manifest name it
-MEMORY_SHARE = 0.9  # of the machine's memory, what its cells may reserve together
 ADDRESS = "local (in-process, no Ray)"
 
 Ref = concurrent.futures.Future[Record]
@@ -87,7 +86,7 @@ def runner() -> Runner:
 
 def this_node() -> RayNode:
     """This machine as the one node of a cluster: its CPUs, GPUs and memory."""
-    from harness.store.environment import hardware
+    from harness.store.environment import MEMORY_SHARE, hardware
 
     found = hardware()
     resources = {"CPU": float(os.cpu_count() or 1), "GPU": float(len(found["gpus"]))}

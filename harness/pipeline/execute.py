@@ -227,15 +227,12 @@ def harness_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def max_memory_gb(plan: RunPlan, slots: int) -> float | None:
-    """The per-cell allowance: the flag, else 90% of the machine shared by the slots."""
-    from harness.store.environment import hardware
+    """The per-cell allowance: the flag, else the machine's share per slot."""
+    from harness.store.environment import memory_share_gb
 
     if plan.options.max_memory_gb is not None:
         return plan.options.max_memory_gb
-    machine_gb = hardware().get("memory_gb")
-    if not machine_gb:
-        return None
-    return round(float(machine_gb) * 0.9 / max(1, slots), 2)
+    return memory_share_gb(slots)
 
 
 def _skip_without_gpus(

@@ -1,10 +1,9 @@
 """What one minimization is asked (a `Job`) and what it answers (a `Summary`): plain data,
-no torch, passed as JSON between the driver and the fresh process that minimizes."""
+no torch, pickled between the driver and the child a zygote forks to minimize (a `Work`)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ class Job:
     source: str  # the zoo file (or entry point) the cell's model comes from
     run_dir: str
     bound_s: float = DEFAULT_BOUND_S
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> Job:
-        return cls(**json.loads(text))
 
 
 @dataclass(frozen=True)

@@ -93,17 +93,14 @@ def work_log(run_dir: Path) -> Path:
 
 def work_ceiling_gb(run_dir: Path, jobs: int) -> float | None:
     """The memory ceiling of work on one of the run's cells: the one its cells got where
-    the run set it (--max-memory-gb), else 90% of this machine's memory over `jobs`."""
-    from harness.store.environment import hardware
+    the run set it (--max-memory-gb), else this machine's share per job."""
+    from harness.store.environment import memory_share_gb
 
     try:
         ceiling = read_manifest(run_dir).max_memory_gb
     except RunDirError:
         ceiling = None
-    machine_gb = hardware().get("memory_gb")
-    if ceiling is not None or not machine_gb:
-        return ceiling
-    return round(float(machine_gb) * 0.9 / max(1, jobs), 2)
+    return ceiling if ceiling is not None else memory_share_gb(jobs)
 
 
 def _one(where: Where, record: Record, sources: Mapping[str, str], bound_s: float) -> Made:

@@ -153,6 +153,18 @@ def _git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
+# Of this machine's memory, what its cells may reserve together (the rest: the driver,
+# the zygotes, the system).
+MEMORY_SHARE = 0.9
+
+
+def memory_share_gb(slots: int) -> float | None:
+    """This machine's memory cells may reserve, shared by `slots` cells at once; None
+    where the machine does not say how much it has."""
+    machine_gb = _memory_gb()
+    return round(float(machine_gb) * MEMORY_SHARE / max(1, slots), 2) if machine_gb else None
+
+
 def hardware() -> dict[str, Any]:
     return {
         "cpu": _cpu_model(),
