@@ -57,16 +57,20 @@ class NodeLock:
                 self.depth -= 1
             return
         fcntl.flock(self.work, fcntl.LOCK_UN)  # a share this process holds is given up first
-        start = time.perf_counter()
-        self._pass_gate(fcntl.LOCK_EX)
-        self.waited_s += time.perf_counter() - start
+        self._wait(fcntl.LOCK_EX)
         self.depth = 1
         try:
             yield
         finally:
             self.depth = 0
             fcntl.flock(self.work, fcntl.LOCK_UN)
-            self._pass_gate(fcntl.LOCK_SH)  # back to working, as before
+            self._wait(fcntl.LOCK_SH)  # back to working, behind a cell waiting to time
+
+    def _wait(self, mode: int) -> None:
+        """Pass the gate in `mode`, counting the wait as this cell's."""
+        start = time.perf_counter()
+        self._pass_gate(mode)
+        self.waited_s += time.perf_counter() - start
 
     def _pass_gate(self, mode: int) -> None:
         """Take the work lock in `mode` through the gate: a cell waiting to time holds the

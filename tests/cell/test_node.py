@@ -21,18 +21,20 @@ HOLD_S = 0.6
 
 
 def _time_alone(folder: Path, out: Queue[Any], ready: Any = None) -> None:
-    """A cell: works, then times alone for HOLD_S; reports when it asked to time, its
-    timing's start and end, and the wait its lock recorded. With `ready` (a barrier), it
-    asks once every cell of the test is working."""
+    """A cell: works, then times alone for HOLD_S, then works again; reports when it asked
+    to time, its timing's start and end, when it was back at work, and the waits its lock
+    recorded by then: to time, and in all. With `ready` (a barrier), it asks once every
+    cell of the test is working."""
     with node.holding(folder) as lock:
         if ready is not None:
             ready.wait(30)
         asked = time.monotonic()
         with lock.alone():
-            start = time.monotonic()
+            start, to_time = time.monotonic(), lock.waited_s
             time.sleep(HOLD_S)
             end = time.monotonic()
-        out.put(("timed", asked, start, end, lock.waited_s))
+        back = time.monotonic()
+        out.put(("timed", asked, start, end, to_time, back, lock.waited_s))
 
 
 def _work(folder: Path, seconds: float, out: Queue[Any], started: Any = None) -> None:
@@ -70,10 +72,13 @@ def test_two_cells_never_time_at_once_and_each_records_its_wait(tmp_path: Path) 
         p.start()
     _run(*cells)
     timed = sorted((out.get(timeout=5)[1:] for _ in cells), key=lambda t: t[1])
-    for (_, _, end, _), (_, start, _, _) in itertools.pairwise(timed):
-        assert start >= end, timed  # each timing starts after the one before ended
-    for asked, start, _, waited in timed:
-        assert abs((start - asked) - waited) < 0.1, timed  # the wait it records is its own
+    for before, after in itertools.pairwise(timed):
+        assert after[1] >= before[2], timed  # each timing starts after the one before ended
+    for asked, start, end, to_time, back, waited in timed:
+        assert abs((start - asked) - to_time) < 0.1, timed  # the wait it records is its own
+        assert abs((back - end) - (waited - to_time)) < 0.1, timed  # and the wait back
+    # the first to time goes back to work behind the next one's timing, and counts it
+    assert timed[0][5] - timed[0][3] > HOLD_S / 2, timed
 
 
 def test_work_that_comes_after_a_cell_waiting_to_time_waits_behind_it(tmp_path: Path) -> None:
@@ -97,7 +102,7 @@ def test_work_that_comes_after_a_cell_waiting_to_time_waits_behind_it(tmp_path: 
     _run(a, b, c)
     found = [out.get(timeout=5) for _ in range(3)]
     work_starts = sorted(t for kind, t, *_ in found if kind == "work")
-    (_, _, b_start, b_end, _) = next(f for f in found if f[0] == "timed")
+    (_, _, b_start, b_end, *_) = next(f for f in found if f[0] == "timed")
     assert b_start >= work_starts[0] + 1.9  # B waited for A's 2 s of work to end
     assert work_starts[1] >= b_end, (found,)  # C's work began once B had timed
 
@@ -119,7 +124,7 @@ def test_a_killed_cell_holds_nothing(tmp_path: Path) -> None:
     after = FORK.Process(target=_time_alone, args=(tmp_path, out))
     after.start()
     _run(after)
-    _, asked, start, _, waited = out.get(timeout=5)
+    _, asked, start, _, _, _, waited = out.get(timeout=5)
     assert (
         waited < 1.0 and start - asked < 1.0
     )  # the kernel let go of the killed process's lock at once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import itertools
 import weakref
+from collections.abc import Callable
 
 import pytest
 
@@ -88,6 +89,28 @@ def test_interleaved_timing_alternates_and_cancels_drift() -> None:
     assert min(switches for _, switches in loops) >= 4  # blocks alternate: a.., b.., b.., a..
     assert 0.8 < statistics.median(ratio for ratio, _ in loops) < 1.25
     assert gc.isenabled()
+
+
+def test_an_interleaved_loops_cap_is_twice_its_max_time_however_unequal_its_sides() -> None:
+    """A side 4 times as slow as the other (each call longer than a block), never known
+    well enough to stop early: the loop ends at about 2 x max_time_s, warm-ups and the
+    blocks' untimed first calls aside (counting the faster side's time took it to 2.5 x
+    that), with the slow side the larger share."""
+    import time
+
+    from harness.cell.timing import time_interleaved
+
+    def sleeper(seconds: float) -> Callable[[], None]:
+        return lambda: time.sleep(seconds)
+
+    protocol = Protocol(
+        warmup_min_iters=1, warmup_max_s=0.0, min_iters=2, max_time_s=0.5, target_interval=1e-9
+    )
+    start = time.perf_counter()
+    fast, slow = time_interleaved(sleeper(0.03), sleeper(0.12), protocol)
+    took = time.perf_counter() - start
+    assert 1.0 < took < 1.8, took
+    assert sum(slow) > 2 * sum(fast)
 
 
 class _Node:
