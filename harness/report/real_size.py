@@ -3,8 +3,8 @@ for, or whose exporters were timed in pairs): per cell what a user plans by (the
 the export's time and peak memory over them, the graph's bytes over them and the weights it
 stores twice), the ORT latency with how well it is known (its median's interval and the
 samples, at the cell's threads and the protocol's others), the graph's speed against the
-fastest exporter's, flagged past `SLOWER`; then where each cell's time went, stage by
-stage."""
+fastest exporter's, flagged past `SLOWER`, and a CUDA cell's host<->device copy nodes; then
+where each cell's time went, stage by stage."""
 
 from __future__ import annotations
 
@@ -63,6 +63,13 @@ def _threads_text(r: Record) -> str:
     ) or fmt(None)
 
 
+def _transfers_text(r: Record) -> str:
+    found = r.ort.host_transfers
+    if found is None:
+        return fmt(None)
+    return f"{sum(found.values())} (" + ", ".join(f"{op} {n}" for op, n in found.items()) + ")"
+
+
 def _cell_row(r: Record) -> tuple[Text, ...]:
     weights = r.export.weights_mb
     return (
@@ -77,6 +84,7 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
         Text(latency_text(r.ort.latency)),
         Text(_threads_text(r)),
         Text(_speed_text(r)),
+        Text(_transfers_text(r)),
     )
 
 
@@ -90,7 +98,8 @@ def _time_row(r: Record) -> tuple[Text, ...]:
 def figures_table(records: Sequence[Record]) -> Table:
     headers = ("model", "exporter", "status", "weights GB", "export s",
                "export peak / weights", "graph / weights", "stored twice",
-               "ORT p50 ms", "at other threads", "speed vs fastest exporter")  # fmt: skip
+               "ORT p50 ms", "at other threads", "speed vs fastest exporter",
+               "CUDA host copies")  # fmt: skip
     return table(headers, [_cell_row(r) for r in records])
 
 
@@ -110,6 +119,7 @@ def real_size_section(records: Sequence[Record]) -> Section | None:
         " comes with the median's 95% interval where fewer samples were taken than a p90"
         " needs; the speed against the fastest exporter's graph was timed in interleaved"
         f" pairs. {len(slower)} graph(s) slower than another exporter's by {SLOWER}x or more."
+        " A CUDA cell counts the host<->device copies (Memcpy nodes) ORT put in its graph."
     )
     return sub(
         "Real-size figures",

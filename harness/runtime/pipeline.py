@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -20,7 +21,12 @@ from harness import exporters
 from harness.cell import failures, node, ort_opt
 from harness.cell.graph import check as check
 from harness.cell.numerics import compare_outputs, largest_finite, tolerance_at
-from harness.cell.ort import CudaProviderMissing, OrtRunner, cuda_provider_missing
+from harness.cell.ort import (
+    CudaProviderMissing,
+    OrtRunner,
+    cuda_provider_missing,
+    host_transfers,
+)
 from harness.cell.precision import (
     KernelMissing,
     input_dtype_problems,
@@ -159,12 +165,13 @@ def session(
             if fused
             else ort_opt.prepare(task.cell.ort_opt, request.path, model_type)
         )
+        partitioned = _partitioned(task, prepared)
         runner = OrtRunner(
             prepared.path,
             task.threads,
             task.cell.device,
             tf32=False,
-            optimisation=prepared.optimisation,
+            optimisation=replace(prepared.optimisation, written_to=partitioned),
         )
     except StageFailure as failure:
         missing = dtype and kernel_missing(failure.error, dtype)
@@ -177,8 +184,29 @@ def session(
         session_s=runner.session_s,
         fused_ops=prepared.fused_ops,
         optimizers=prepared.optimizers,
+        host_transfers=_host_transfers(partitioned),
     )
     return runner
+
+
+PARTITIONED = "cuda_partitioned.onnx"
+
+
+def _partitioned(task: CellTask, prepared: ort_opt.Prepared) -> Path | None:
+    """Where a CUDA cell's session writes its graph as placed on providers (the graph it
+    runs, host<->device copies included); nowhere on the CPU."""
+    return prepared.path.with_name(PARTITIONED) if task.cell.device == "cuda" else None
+
+
+def _host_transfers(partitioned: Path | None) -> dict[str, int] | None:
+    """The copy nodes of a CUDA session's graph; the written graph is dropped after."""
+    if partitioned is None:
+        return None
+    try:
+        return host_transfers(partitioned)
+    finally:
+        for written in (partitioned, partitioned.with_name(f"{PARTITIONED}.data")):
+            written.unlink(missing_ok=True)
 
 
 def run(runner: OrtRunner, inputs: Inputs, where: str = "ort_run") -> list[np.ndarray]:

@@ -327,6 +327,9 @@ class OrtMeasures(Group):
     fused_ops: dict[str, Count] | None = None
     optimizers: list[str] | None = None
     broken_by: str | None = None
+    # A CUDA cell's host<->device copy nodes in the graph its session runs, by op type
+    # (harness.cell.ort.HOST_TRANSFERS); none on the CPU.
+    host_transfers: dict[str, Count] | None = None
 
     FLAT: ClassVar[Mapping[str, str]] = {
         "ort_session_s": "session_s",
@@ -335,6 +338,7 @@ class OrtMeasures(Group):
         "ort_fused_ops": "fused_ops",
         "ort_optimizers": "optimizers",
         "ort_broken_by": "broken_by",
+        "ort_host_transfers": "host_transfers",
     }
 
 

@@ -1,0 +1,71 @@
+"""The report's real-size section from hand-made records: what a user plans by per cell,
+the latency at the protocol's other thread counts, the speed against the fastest
+exporter's graph, and a CUDA cell's host<->device copies."""
+
+from __future__ import annotations
+
+from harness.report.document import Section, Table
+from harness.report.real_size import real_size_section
+from harness.store.details import ExporterSpeed
+from harness.store.measures import ExportMeasures, OrtMeasures, ShapeLatency
+from harness.store.records import Cell, Latency, Record
+from tests.fixtures_compare import measurements
+
+GB = 1024.0  # MiB
+
+
+def _record(model: str, exporter: str, device: str = "cpu", **changes: object) -> Record:
+    cell = Cell(model, exporter, 18, device=device)  # type: ignore[arg-type]
+    found = Record.finished(cell, "r", measurements())
+    return found.with_changes(**changes)
+
+
+def _figures(section: Section) -> dict[tuple[str, str], dict[str, str]]:
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    return {
+        (row[0].text, row[1].text): dict(zip(table.headers, (t.text for t in row), strict=True))
+        for row in table.rows
+    }
+
+
+def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies() -> None:
+    latency = Latency.from_samples([100.0, 101.0, 99.0, 100.5, 100.2])
+    at_two = ShapeLatency.of(None, [61.0, 60.0, 59.5, 60.2, 60.4], [80.0, 81.0, 79.0])
+    dynamo = _record(
+        "m",
+        "dynamo",
+        export=ExportMeasures(seconds=12.0, peak_rss_mb=0.5 * GB, weights_mb=2 * GB),
+        ort=OrtMeasures(latency=latency),
+        thread_latency={"2": at_two},
+        exporter_speed=ExporterSpeed(fastest="dynamo", ratio=1.0),
+    )
+    torchscript = _record(
+        "m",
+        "torchscript",
+        export=ExportMeasures(seconds=30.0, peak_rss_mb=8 * GB, weights_mb=2 * GB),
+        ort=OrtMeasures(latency=latency),
+        exporter_speed=ExporterSpeed(
+            fastest="dynamo", ratio=1.4, ci_low=1.3, ci_high=1.5, pairs=10, verdict="slower"
+        ),
+    )
+    cuda = _record(
+        "g",
+        "dynamo",
+        "cuda",
+        export=ExportMeasures(weights_mb=2 * GB),
+        ort=OrtMeasures(host_transfers={"MemcpyFromHost": 3, "MemcpyToHost": 1}),
+    )
+    toy = _record("toy", "dynamo", export=ExportMeasures(weights_mb=1.0))
+    section = real_size_section([dynamo, torchscript, cuda, toy])
+    assert section is not None
+    rows = _figures(section)
+    assert ("toy", "dynamo") not in rows  # a toy model is not planned for
+    assert rows["m", "dynamo"]["export peak / weights"] == "0.25x"
+    assert rows["m", "torchscript"]["export peak / weights"] == "4.00x"
+    assert rows["m", "dynamo"]["at other threads"].startswith("2 threads 60.2")
+    assert rows["m", "torchscript"]["at other threads"] == "—"
+    assert rows["m", "dynamo"]["speed vs fastest exporter"] == "fastest"
+    slower = rows["m", "torchscript"]["speed vs fastest exporter"]
+    assert slower.startswith("1.40x of dynamo (1.30x–1.50x, 10 pairs)") and "slower" in slower
+    assert rows["g", "dynamo"]["CUDA host copies"] == "4 (MemcpyFromHost 3, MemcpyToHost 1)"
+    assert rows["m", "dynamo"]["CUDA host copies"] == "—"  # a CPU cell has none to count
