@@ -55,6 +55,7 @@ def probe() -> dict[str, Any]:
             "ort_p50_ms": r.ort.latency.p50 if r.ort.latency else None,
             "eager_p50_ms": r.eager.latency.p50 if r.eager.latency else None,
             "peak_cuda_mb": r.export.peak_cuda_mb,
+            "host_transfers": r.ort.host_transfers,  # None on the CPU; counted on CUDA
             "wall_s": round(time.perf_counter() - t0, 2),
         }
     return found

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -50,6 +52,20 @@ def test_ok_cell_measures_everything(tmp_path: Path) -> None:
     assert r.export.graph_fingerprint and len(r.export.graph_fingerprint) == 64
     assert r.ort.runtime and r.ort.runtime.providers == ("CPUExecutionProvider",)
     assert (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
+
+
+def test_latency_at_the_protocols_other_thread_counts_is_kept_by_count(tmp_path: Path) -> None:
+    """`latency_threads`: ORT and eager timed again at each count but the cell's own (0:
+    the node's cores), each with its samples, under the record's `thread_latency`."""
+    protocol = replace(QUICK, latency_threads=(1, 3, 0))
+    task = replace(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"), protocol=protocol)
+    r = run_cell(task)
+    assert r.status == "ok", r.error_message
+    cores = os.cpu_count() or 1
+    assert sorted(r.thread_latency or {}) == sorted({"3", str(cores)} - {"1"})
+    for at in (r.thread_latency or {}).values():
+        assert at.ort_latency_ms.n >= QUICK.min_iters and at.eager_latency_ms.n >= QUICK.min_iters
+    assert r.ort.runtime and (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
 
 
 @pytest.mark.slow  # a call of hundreds of ms, timed: seconds
