@@ -76,3 +76,27 @@ def test_a_missing_graph_is_an_error_result(tmp_path: Path) -> None:
     a = matmul_chain(tmp_path, 2)
     r = time_pair(PairTask(KEY, "m", a, str(tmp_path / "gone" / MODEL), plan=QUICK))
     assert r.error and r.pairs == 0 and r.verdict == "unknown"
+
+
+@pytest.mark.parametrize(("call_s", "pairs"), [(0.0, 10), (0.02, 5)])
+def test_short_calls_get_a_whole_round_and_long_ones_stop_at_the_minimum(
+    call_s: float, pairs: int
+) -> None:
+    """The exporter pairs' plan (harness.pipeline.execute): judged after a round of 10, but
+    a pair whose blocks outlast the bound stops at `min_pairs` (5). The units never agree
+    on a verdict (their ratio swings), so only the bound and the minimum end the loop."""
+    import itertools
+    import time
+
+    from harness.cell.paired import _blocks
+
+    swings = itertools.cycle([1.0, 3.0, 1.0, 0.4])
+
+    def unit() -> float:
+        time.sleep(call_s)
+        return next(swings)
+
+    plan = PairPlan(min_pairs=5, round=10, max_s=0.3, max_pairs=10)
+    task = PairTask(KEY, "m", "a", "b", plan=plan)
+    result = _blocks(task, unit, unit, {})
+    assert (len(result.log_ratios), result.verdict) == (pairs, "unknown")
