@@ -36,6 +36,10 @@ def time_calls(fn: Callable[[], object], protocol: Protocol) -> list[float]:
                 return samples
 
 
+# A loop stopped by its time cap still takes this many calls (fewer than `min_iters` asks for
+# none): a median of one or two calls is one call's time (Gemma-3-1B's p50 came from one).
+MIN_CAPPED = 3
+
 # Interleaving alternates blocks of calls, not single calls: a call right after the other
 # side's ran with cold caches (seen here: vision models' ORT p50 1.3-2.4x a plain loop's
 # when ORT and eager alternated call by call). Each block starts with one untimed call.
@@ -91,14 +95,13 @@ def enough_samples(
 ) -> bool:
     """At least `min_iters` calls and `min_time_s`, and, with a `target_interval`, each
     side's median known that well (its 95% interval that narrow); or a cap (`max_iters`, or
-    `max_time_s` once a quarter of `min_iters` is in)."""
+    `max_time_s` once a quarter of `min_iters` is in, and MIN_CAPPED calls)."""
     enough = n >= protocol.min_iters and elapsed >= protocol.min_time_s
     if enough and protocol.target_interval > 0:
         widths = [interval_width(side) for side in sides]
         enough = all(w is not None and w <= protocol.target_interval for w in widths)
-    capped = n >= protocol.max_iters or (
-        elapsed >= protocol.max_time_s and n >= max(1, protocol.min_iters // 4)
-    )
+    floor = min(max(MIN_CAPPED, protocol.min_iters // 4), protocol.min_iters)
+    capped = n >= protocol.max_iters or (elapsed >= protocol.max_time_s and n >= floor)
     return enough or capped
 
 

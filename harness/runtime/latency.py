@@ -8,7 +8,9 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -29,6 +31,8 @@ from harness.store.records import Measurements, ShapeLatency
 # README.md), while a call this long outlasts the spin many times: its session spins, as a
 # plain script's does.
 SPIN_FROM_MS = 100.0
+
+T = TypeVar("T")
 
 
 def measure(
@@ -62,7 +66,7 @@ def measure(
         timed = session.opened(threads)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
         by_shape = {
-            name: _timed(timed, model, sizes, inputs, budget.next())
+            name: budget.loop(partial(_timed, timed, model, sizes, inputs))
             for name, (sizes, inputs) in shapes.items()
         }
         del timed
@@ -70,9 +74,7 @@ def measure(
         m.ort = replace(m.ort, latency=first.ort_latency_ms)
         m.eager = replace(m.eager, latency=first.eager_latency_ms)
         m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
-        by_threads = {
-            str(t): _at_threads(session, t, model, example, budget.next()) for t in others
-        }
+        by_threads = {str(t): _at_threads(session, t, model, example, budget) for t in others}
         m.thread_latency = by_threads or None
         torch.set_num_threads(threads)
 
@@ -122,14 +124,14 @@ def _at_threads(
     threads: int,
     model: torch.nn.Module,
     inputs: Inputs,
-    protocol: Protocol,
+    budget: Budget,
 ) -> ShapeLatency:
     """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
     example shape."""
     torch.set_num_threads(threads)
     runner = session.opened(threads)
     try:
-        return _timed(runner, model, None, inputs, protocol)
+        return budget.loop(partial(_timed, runner, model, None, inputs))
     finally:
         del runner
 
@@ -143,20 +145,26 @@ def _thread_counts(protocol: Protocol) -> list[int]:
 class Budget:
     """The protocol's `budget_s` shared among a cell's latency loops: each loop may take
     what is left over the loops still to come (both of its sides: half each), and never
-    more than the protocol's own `max_time_s`."""
+    more than the protocol's own `max_time_s`. Only the loops' own time (their warm-ups
+    included) is spent: opening a session between them is not (a 4 GB graph's took half
+    of a 20 s budget, and Gemma-3-1B's p50 came from one call)."""
 
     def __init__(self, protocol: Protocol, *, loops: int) -> None:
-        self.protocol, self.left = protocol, loops
-        self.until = time.perf_counter() + protocol.budget_s if protocol.budget_s else None
+        self.protocol, self.left, self.spent = protocol, loops, 0.0
 
-    def next(self) -> Protocol:
+    def loop(self, timed: Callable[[Protocol], T]) -> T:
+        """`timed` at its share of the budget; what it took is spent."""
         self.left = max(1, self.left)
-        if self.until is None:
-            self.left -= 1
-            return self.protocol
-        share = max(0.0, self.until - time.perf_counter()) / self.left / 2
+        protocol = self.protocol
+        if protocol.budget_s:
+            share = max(0.0, protocol.budget_s - self.spent) / self.left / 2
+            protocol = replace(protocol, max_time_s=min(protocol.max_time_s, share))
         self.left -= 1
-        return replace(self.protocol, max_time_s=min(self.protocol.max_time_s, share))
+        start = time.perf_counter()
+        try:
+            return timed(protocol)
+        finally:
+            self.spent += time.perf_counter() - start
 
 
 def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:

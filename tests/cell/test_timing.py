@@ -136,3 +136,13 @@ def test_freeze_survivors_sets_aside_what_is_alive_and_a_cells_garbage_is_still_
         assert frozen - 100 < gc.get_freeze_count() <= frozen and survivor is not None
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize(("n", "capped"), [(1, False), (2, False), (3, True)])
+def test_a_capped_loop_still_takes_three_calls(n: int, capped: bool) -> None:
+    """Past its time cap a loop of 1-s calls stopped after one (Gemma-3-1B's p50 was one
+    call's time): the cap waits for MIN_CAPPED calls."""
+    from harness.cell.timing import enough_samples
+
+    protocol = Protocol(min_iters=5, max_time_s=1.0, target_interval=0.03)
+    assert enough_samples(n, elapsed=5.0, protocol=protocol, sides=([1.0] * n,)) is capped

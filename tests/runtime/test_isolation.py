@@ -160,7 +160,8 @@ def test_a_model_hoarding_under_export_is_oom_as_a_direct_call_says(tmp_path: Pa
     the cell's heap runs out decides how it gets there: a MemoryError in the capture stage
     (it was `export_failed`), or, in a zygote that ran other cells first (here, after
     test_each_fault...), SIGSEGV in torch's config `__setattr__` (CPython 3.11's
-    ContextVar.set, gh-151773; it was `crashed`)."""
+    ContextVar.set, gh-151773; it was `crashed`), or a TypeError torch's config logging
+    raised for the MemoryError it met, out of every stage (it was `crashed`)."""
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "hoard_verdict.py"
     plain = subprocess.run(
         [sys.executable, str(script), "fresh", "--gb", "1.5"],
@@ -171,10 +172,13 @@ def test_a_model_hoarding_under_export_is_oom_as_a_direct_call_says(tmp_path: Pa
     assert (direct["chain"][-1], direct["verdict"]) == ("MemoryError: ", "oom")
     r = run_cell_isolated(_task(tmp_path, HOARD, "hoard_bytes", "dynamo", max_memory_gb=1.5))
     assert r.status == Status.OOM, (r.stage, r.error_message)
-    if r.stage is None:  # it died at its ceiling
+    if r.stage is None:  # it died at its ceiling, or raised there from outside a stage
         assert (r.error_message or "").startswith(
-            "the cell's process died at its memory ceiling: SIGSEGV"
-        )
+            (
+                "the cell's process died at its memory ceiling: SIGSEGV",
+                "the cell ended its own process at its memory ceiling",
+            )
+        ), r.error_message
     else:  # an allocation error in the stage that ran out: capture here, alone
         assert r.error_signature in ("MemoryError: MemoryError()", "MemoryError: std::bad_alloc"), (
             r.stage, r.error_message
