@@ -205,7 +205,7 @@ def _host_transfers(partitioned: Path | None) -> dict[str, int] | None:
     try:
         return host_transfers(partitioned)
     finally:
-        for written in (partitioned, partitioned.with_name(f"{PARTITIONED}.data")):
+        for written in (partitioned, partitioned.with_name(f"{partitioned.name}.data")):
             written.unlink(missing_ok=True)
 
 
