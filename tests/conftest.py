@@ -352,3 +352,30 @@ os.environ.setdefault("HARNESS_SKIP_WARM_UP", "1")
 # run of the test process under the same environment (harness/dispatch/local.py: KEEP_ENV),
 # not spawned afresh by every run.
 os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")
+
+
+def _hold_alone(folder: Path, seconds: float, held: Any, released: Any) -> None:
+    from harness.cell import node
+
+    with node.holding(folder) as lock, lock.alone():
+        held.set()
+        time.sleep(seconds)
+        released.put(time.monotonic())
+
+
+@contextlib.contextmanager
+def node_held_alone(folder: Path, seconds: float) -> Iterator[Callable[[], float]]:
+    """Another cell (a real forked process on `folder`'s node locks) holds the node alone
+    for `seconds` from the block's start; yields what tells when it let go (monotonic)."""
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    held, released = fork.Event(), fork.Queue()
+    holder = fork.Process(target=_hold_alone, args=(folder, seconds, held, released))
+    holder.start()
+    try:
+        assert held.wait(30), "the holder never held the node"
+        yield lambda: float(released.get(timeout=60))
+    finally:
+        holder.join(timeout=60)
+        assert holder.exitcode == 0, holder.exitcode

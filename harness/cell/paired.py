@@ -25,6 +25,10 @@ from harness.cell.timing import gc_paused
 from harness.store.graphs import INPUTS
 from harness.store.paired import PairPlan, PairResult, PairTask
 
+# Calls before timing, at least (alternating: 2 each): a 1-2 s call (Llama-3.2-1B's,
+# Whisper-small's) is warm after its first; 4 each took 15 s of the node alone.
+WARM_CALLS = 4
+
 # The runtime a graph was timed in (OrtRunner.runtime): version, providers, session options.
 Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
@@ -33,8 +37,7 @@ def time_pair(task: PairTask) -> PairResult:
     """Time the task's two graphs together; every failure is a result with its error."""
     start = time.perf_counter()
     try:
-        with node.alone():  # timed with the node to itself, as a cell's latency is
-            result = _time_pair(task)
+        result = _time_pair(task)
     except Exception as exc:  # a graph that no longer loads is a result, not a crash
         result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
     return _with_seconds(result, time.perf_counter() - start)
@@ -57,7 +60,9 @@ def _time_pair(task: PairTask) -> PairResult:
     plan = task.plan
     call_a, runtime = _session_call(task.baseline_model, task.threads)
     call_b, _ = _session_call(task.candidate_model, task.threads)
-    with gc_paused():
+    # timed with the node to itself, as a cell's latency is; the sessions were opened beside
+    # other cells' work (two 4 GB graphs' took 30 s of the node alone)
+    with node.alone(), gc_paused():
         repeat = _calls_per_unit(call_a, call_b, plan)
         unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
         return _blocks(task, unit_a, unit_b, runtime)
@@ -70,7 +75,7 @@ def _calls_per_unit(
     `unit_ms` (a 20 us model timed one call at a time is mostly timer and cache noise)."""
     times: list[float] = []
     end = time.perf_counter() + plan.warmup_s
-    while time.perf_counter() < end or len(times) < 8:
+    while time.perf_counter() < end or len(times) < WARM_CALLS:
         for call in (call_a, call_b):
             t0 = time.perf_counter()
             call()

@@ -57,8 +57,7 @@ def time_interleaved(
     however unequal its sides (an eager side 2.6 times ORT's took a loop to 3.6 times its
     cap when the faster side's time counted)."""
     with gc_paused():
-        _warm_up(first, protocol)
-        _warm_up(second, protocol)
+        warm_ms = (_warm_up(first, protocol), _warm_up(second, protocol))
         a: list[float] = []
         b: list[float] = []
         spent = [0.0, 0.0]
@@ -66,20 +65,21 @@ def time_interleaved(
         while True:
             pair = ((first, a, 0), (second, b, 1))
             for fn, samples, side in pair if blocks % 2 == 0 else pair[::-1]:
-                spent[side] += _block(fn, samples)
+                spent[side] += _block(fn, samples, warm_ms[side])
             blocks += 1
             n, elapsed = min(len(a), len(b)), sum(spent) / 2
             if enough_samples(n, elapsed, protocol, (a, b)):
                 return a, b
 
 
-def _block(fn: Callable[[], object], samples: list[float]) -> float:
+def _block(fn: Callable[[], object], samples: list[float], warm_ms: float) -> float:
     """One untimed call, then timed calls for INTERLEAVE_BLOCK_S (at least one); returns
     the seconds the block took. A call that outlasts a block by itself (a real-size model:
-    hundreds of ms) is not warmed again: its caches are its own after the first few ms,
-    and the untimed call would double the loop's time."""
+    hundreds of ms; its last call, or its last warm-up call `warm_ms` before the first
+    block) is not warmed again: its caches are its own after the first few ms, and the
+    untimed call would double the loop's time."""
     start = time.perf_counter()
-    if not samples or samples[-1] < INTERLEAVE_BLOCK_S * 1000:
+    if (samples[-1] if samples else warm_ms) < INTERLEAVE_BLOCK_S * 1000:
         fn()
     while True:
         t0 = time.perf_counter()
@@ -130,9 +130,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _warm_up(fn: Callable[[], object], protocol: Protocol) -> int:
+def _warm_up(fn: Callable[[], object], protocol: Protocol) -> float:
     """Call `fn` until at least `warmup_min_iters` calls are done and the last
-    STABLE_WINDOW timings agree (or `warmup_max_s` has passed); returns the calls made.
+    STABLE_WINDOW timings agree (or `warmup_max_s` has passed); returns the last call's ms.
     The iterations are counted apart from the window: a window capped at STABLE_WINDOW
     never reached a `warmup_min_iters` of 7 or more, and the loop never ended."""
     window: list[float] = []
@@ -147,7 +147,7 @@ def _warm_up(fn: Callable[[], object], protocol: Protocol) -> int:
             is_stable(window, protocol.warmup_tolerance)
             or time.perf_counter() - start >= protocol.warmup_max_s
         ):
-            return iters
+            return window[-1] * 1000.0
 
 
 # -- memory ---------------------------------------------------------------------------------

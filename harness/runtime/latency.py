@@ -46,12 +46,14 @@ def measure(
     drift, at each shape in turn, then at the protocol's other thread counts; the first
     shape's figures are the record's latencies, named shapes are also kept by name
     (`shape_latency`), other thread counts by their count (`thread_latency`). The loops run
-    with the node to themselves (harness.cell.node) and within the protocol's budget. The
+    with the node to themselves (harness.cell.node) and within the protocol's budget; their
+    sessions are opened before, beside other cells' work (a 4 GB graph's took 15-20 s that
+    the node spent alone with one core idle). The
     session used here spins only where one call of the checked session lasts SPIN_FROM_MS
     or more (its own `ort_runtime` says): an idle ORT pool spinning while eager runs would
     share its cores (docs/design.md: latency in a clean state). The checked session is
     dropped first."""
-    with stage("latency"), node.alone():
+    with stage("latency"):
         threads, example = runner.threads, next(iter(shapes.values()))[1]
         session = Session(
             runner.path,
@@ -65,10 +67,11 @@ def measure(
         budget = Budget(protocol, loops=len(shapes) + len(others))
         timed = session.opened(threads)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
-        by_shape = {
-            name: budget.loop(partial(_timed, timed, model, sizes, inputs))
-            for name, (sizes, inputs) in shapes.items()
-        }
+        with node.alone():
+            by_shape = {
+                name: budget.loop(partial(_timed, timed, model, sizes, inputs))
+                for name, (sizes, inputs) in shapes.items()
+            }
         del timed
         first = next(iter(by_shape.values()))
         m.ort = replace(m.ort, latency=first.ort_latency_ms)
@@ -131,7 +134,8 @@ def _at_threads(
     torch.set_num_threads(threads)
     runner = session.opened(threads)
     try:
-        return budget.loop(partial(_timed, runner, model, None, inputs))
+        with node.alone():
+            return budget.loop(partial(_timed, runner, model, None, inputs))
     finally:
         del runner
 
