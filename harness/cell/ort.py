@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -16,6 +16,12 @@ import torch
 from harness.cell.precision import BFLOAT16, to_numpy
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
+
+# How a session's intra-op pool waits for work: ORT's default spins on after a call before
+# its threads sleep ("on"); "off" never spins; "in_calls" spins within a call and stops as
+# it returns (`session.force_spinning_stop`): a timed session beside eager (whose cores an
+# idle spinning pool would take) that still runs its calls as a user's session does.
+Spinning = Literal["on", "off", "in_calls"]
 
 # ORT's graph optimisation levels the cells use, by the name a session's settings record.
 LEVELS = {
@@ -35,17 +41,20 @@ class Optimisation:
 
 
 def session_settings(
-    threads: int, *, spinning: bool = True, level: str = "all"
+    threads: int, *, spinning: Spinning = "on", level: str = "all"
 ) -> dict[str, int | str]:
     """The session options a cell is timed with, as recorded beside the graph fingerprint
     (`ort_runtime`): part of "the same runtime"."""
-    return {
+    settings: dict[str, int | str] = {
         "intra_op_num_threads": threads,
         "inter_op_num_threads": 1,
         "execution_mode": "sequential",
         "graph_optimization_level": level,
-        "session.intra_op.allow_spinning": "1" if spinning else "0",
+        "session.intra_op.allow_spinning": "0" if spinning == "off" else "1",
     }
+    if spinning == "in_calls":
+        settings["session.force_spinning_stop"] = "1"
+    return settings
 
 
 def runtime_of(
@@ -67,7 +76,7 @@ class OrtRunner:
         threads: int,
         device: str,
         *,
-        spinning: bool = True,
+        spinning: Spinning = "on",
         tf32: bool = True,
         optimisation: Optimisation = Optimisation(),
     ) -> None:
@@ -189,8 +198,9 @@ def session_options(
             "session.optimized_model_external_initializers_file_name",
             f"{optimisation.written_to.name}.data",
         )
-    spinning = "session.intra_op.allow_spinning"
-    options.add_session_config_entry(spinning, str(settings[spinning]))
+    for key, value in settings.items():
+        if key.startswith("session."):  # the session's config entries (spinning)
+            options.add_session_config_entry(key, str(value))
     options.log_severity_level = 3
     return options
 

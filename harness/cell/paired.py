@@ -1,8 +1,8 @@
 """Paired, interleaved re-measurement of one cell's baseline and candidate graphs.
 
-Both ONNX models are loaded in one process, on the cores the task reserved, with ORT's
-intra-op spinning off (an idle session's spinning pool would take the cores from the other
-one), and timed alternately in blocks of ABBA or BAAB (randomised), so that the machine's
+Both ONNX models are loaded in one process, on the cores the task reserved, their ORT
+pools spinning within a call only (an idle session's spinning pool would take the cores
+from the other one), and timed alternately in blocks of ABBA or BAAB (randomised), so that the machine's
 drift (seen here: 12% within seconds) hits both sides of each pair alike. Each block gives
 one log-ratio, log((B1 + B2) / (A1 + A2)); the verdict comes from their confidence
 interval, and "unknown" times more blocks, up to the plan's bound. Needs no torch: the
@@ -50,7 +50,7 @@ def _with_seconds(result: PairResult, seconds: float) -> PairResult:
 
 
 def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runtime]:
-    runner = OrtRunner(Path(model), threads, "cpu", spinning=False)
+    runner = OrtRunner(Path(model), threads, "cpu", spinning="in_calls")
     with np.load(Path(model).parent / INPUTS) as stored:
         feeds = {name: stored[name] for name in runner.input_names}
     return (lambda: runner.session.run(None, feeds)), runner.runtime

@@ -23,15 +23,6 @@ from harness.store.details import OrtRuntime
 from harness.store.protocol import Protocol
 from harness.store.records import Measurements, ShapeLatency
 
-# ORT's intra-op pool spins a while after each call before its threads sleep. Beside the
-# short eager calls of a small model (tens of us) a spinning pool takes their cores (a model
-# timed 3x slower), so its timed session does not spin. But a pool that may not spin wakes
-# its threads for every parallel loop of a call, thousands of times in a large model's call
-# (Qwen3-0.6B, alternating with eager: 12-19% slower than spinning, twice; benchmarks/
-# README.md), while a call this long outlasts the spin many times: its session spins, as a
-# plain script's does.
-SPIN_FROM_MS = 100.0
-
 T = TypeVar("T")
 
 
@@ -48,19 +39,14 @@ def measure(
     (`shape_latency`), other thread counts by their count (`thread_latency`). The loops run
     with the node to themselves (harness.cell.node) and within the protocol's budget; their
     sessions are opened before, beside other cells' work (a 4 GB graph's took 15-20 s that
-    the node spent alone with one core idle). The
-    session used here spins only where one call of the checked session lasts SPIN_FROM_MS
-    or more (its own `ort_runtime` says): an idle ORT pool spinning while eager runs would
-    share its cores (docs/design.md: latency in a clean state). The checked session is
-    dropped first."""
+    the node spent alone with one core idle). Their ORT pools spin within a call, as a
+    user's session's do, and stop as it returns: one spinning on while eager runs would
+    take its cores (docs/design.md: latency in a clean state), and one that never spins
+    wakes its threads for every parallel loop of a call (Qwen3-0.6B 12-19% slower, BERT
+    and DistilBERT 12-15%; benchmarks/README.md). The checked session is dropped first."""
     with stage("latency"):
         threads, example = runner.threads, next(iter(shapes.values()))[1]
-        session = Session(
-            runner.path,
-            runner.device,
-            replace(runner.optimisation, written_to=None),
-            spinning=one_call_ms(runner, example) >= SPIN_FROM_MS,
-        )
+        session = Session(runner.path, runner.device, replace(runner.optimisation, written_to=None))
         del runner.session
         gc.collect()
         others = [t for t in _thread_counts(protocol) if t != threads]
@@ -95,14 +81,6 @@ def _timed(
     return ShapeLatency.of(sizes, ort_ms, eager_ms)
 
 
-def one_call_ms(runner: OrtRunner, inputs: Inputs) -> float:
-    """One call of `runner`'s session on `inputs`, in ms."""
-    call = runner.bind(inputs)
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) * 1000.0
-
-
 @dataclass(frozen=True)
 class Session:
     """How the cell's timed sessions are made, at every thread count."""
@@ -110,15 +88,10 @@ class Session:
     path: Path
     device: str
     optimisation: Optimisation
-    spinning: bool
 
     def opened(self, threads: int) -> OrtRunner:
         return OrtRunner(
-            self.path,
-            threads,
-            self.device,
-            spinning=self.spinning,
-            optimisation=self.optimisation,
+            self.path, threads, self.device, spinning="in_calls", optimisation=self.optimisation
         )
 
 

@@ -62,7 +62,7 @@ def test_a_graph_against_a_free_change_of_itself_is_not_slower(tmp_path: Path) -
     # here (benchmarks/test_calibrate_paired.py measures how close the estimates come).
     assert r.verdict in ("same", "unknown"), r
     assert abs(r.estimate) < 0.15
-    assert r.runtime and r.runtime["session_options"]["session.intra_op.allow_spinning"] == "0"
+    assert r.runtime and r.runtime["session_options"]["session.force_spinning_stop"] == "1"
 
 
 @pytest.mark.slow  # timed pairs: seconds each, and noise from a parallel worker

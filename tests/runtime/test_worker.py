@@ -15,7 +15,6 @@ import torch
 from harness.cell.ort import CudaProviderMissing, OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
-from harness.runtime.latency import SPIN_FROM_MS
 from harness.runtime.warmup import (
     SKIP_ENV,
     WARM_UP_MODEL_MIN_OPSET,
@@ -69,19 +68,39 @@ def test_latency_at_the_protocols_other_thread_counts_is_kept_by_count(tmp_path:
     assert r.ort.runtime and (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
 
 
-@pytest.mark.slow  # a call of hundreds of ms, timed: seconds
-def test_a_session_spins_only_where_one_call_outlasts_its_pools_spin(tmp_path: Path) -> None:
-    """ORT's intra-op pool may spin between a cell's calls only where one call lasts
-    SPIN_FROM_MS or more (harness.runtime.latency): the record's runtime says which."""
-    short = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"))
-    long = run_cell(_task(tmp_path, FIXTURES / "slow" / "calls.py", "long_call"))
-    spins = [
-        (r.ort.runtime.session_options or {}).get("session.intra_op.allow_spinning")
-        for r in (short, long)
-        if r.ort.runtime
-    ]
-    assert spins == ["0", "1"], (short.error_message, long.error_message)
-    assert long.ort.latency and long.ort.latency.p50 >= SPIN_FROM_MS
+def test_a_cells_timed_session_spins_within_its_calls_only(tmp_path: Path) -> None:
+    """The record's runtime says how the timed session's pool waits: spinning allowed, and
+    stopped as each call returns."""
+    r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"))
+    assert r.status == "ok", r.error_message
+    options = (r.ort.runtime.session_options if r.ort.runtime else None) or {}
+    assert options["session.intra_op.allow_spinning"] == "1"
+    assert options["session.force_spinning_stop"] == "1"
+
+
+@pytest.mark.parametrize(("spinning", "spins_after"), [("in_calls", False), ("on", True)])
+def test_a_pool_that_spins_in_calls_is_idle_once_its_call_returns(
+    tmp_path: Path, spinning: str, spins_after: bool
+) -> None:
+    """What "in_calls" buys: after a call of a 2-thread session, ORT's default pool goes on
+    spinning (this process's CPU time grows while it sleeps), one spinning in calls only
+    does not (eager, timed next, has its cores). Real sessions, nothing mocked."""
+    path = tmp_path / "mm.onnx"
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [256, 256])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [256, 256])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "x"], ["y"])], "g", [x], [y]
+    )
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    runner = OrtRunner(path, 2, "cpu", spinning=spinning)  # type: ignore[arg-type]
+    call = runner.bind(Inputs((torch.rand(256, 256),), {}, input_names=("x",)))
+    spun = []
+    for _ in range(3):  # the median of three: a parallel test may take the core a moment
+        call()
+        before = time.process_time()
+        time.sleep(0.2)
+        spun.append(time.process_time() - before)
+    assert (sorted(spun)[1] > 0.02) is spins_after, spun
 
 
 def test_the_same_cell_exported_twice_has_the_same_fingerprint(tmp_path: Path) -> None:
