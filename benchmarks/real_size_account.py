@@ -1,0 +1,78 @@
+"""Where a real-size run's wall time went, from its records: the span of its cells, how long
+one or two cells were in flight, and the phases that hold the node alone (exports, latency
+loops, exporter pairs) against the rest. The loops and pairs are estimates: their samples
+plus a warm-up of about two calls a side (the records keep samples, not loop times).
+
+    python -m benchmarks.real_size_account RUN_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from pathlib import Path
+
+from harness.store import rundir
+from harness.store.records import Record
+
+
+def in_flight(records: list[Record]) -> dict[int, float]:
+    """Seconds with 0, 1, 2, ... cells running, over the span of the cells."""
+    events = sorted(
+        (t, step)
+        for r in records
+        if r.worker and r.worker.started_at and r.worker.finished_at
+        for t, step in ((r.worker.started_at, 1), (r.worker.finished_at, -1))
+    )
+    seconds: dict[int, float] = {}
+    running, last = 0, events[0][0] if events else 0.0
+    for t, step in events:
+        seconds[running] = seconds.get(running, 0.0) + t - last
+        running, last = running + step, t
+    return seconds
+
+
+def loop_seconds(records: Iterable[Record]) -> float:
+    """The latency loops' calls at every thread count, each side's warm-up about two calls."""
+    total = 0.0
+    for r in records:
+        timed = [r.ort.latency, r.eager.latency]
+        for at in (r.thread_latency or {}).values():
+            timed += [at.ort_latency_ms, at.eager_latency_ms]
+        for latency in filter(None, timed):
+            total += (sum(latency.samples) + 2 * max(latency.samples)) / 1000
+    return total
+
+
+def pair_seconds(records: list[Record]) -> float:
+    """Each exporter pair's calls: its pairs of ABBA blocks over the graphs' p50s, warm-up too."""
+    by_model: dict[str, list[Record]] = {}
+    for r in records:
+        by_model.setdefault(r.cell.model, []).append(r)
+    total = 0.0
+    for group in by_model.values():
+        pairs = max((r.exporter_speed.pairs or 0) if r.exporter_speed else 0 for r in group)
+        p50s = [r.ort.latency.p50 for r in group if r.ort.latency]
+        total += (2 * pairs + 2) * sum(p50s) / 1000 if pairs else 0.0
+    return total
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run_dir")
+    records = list(rundir.iter_records(Path(p.parse_args().run_dir)))
+    flight = in_flight(records)
+    exports = sum((r.stage_s or {}).get("export", 0.0) for r in records)
+    other = sum(
+        v for r in records for k, v in (r.stage_s or {}).items() if k not in ("export", "latency")
+    )
+    loops, pairs = loop_seconds(records), pair_seconds(records)
+    print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "
+          + ", ".join(f"{n} for {s:.0f} s" for n, s in sorted(flight.items())))  # fmt: skip
+    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops:.0f} s, "
+          f"exporter pairs ~{pairs:.0f} s: ~{exports + loops + pairs:.0f} s")  # fmt: skip
+    print(f"the other stages (build, reference, checker, sessions, ...): {other:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
