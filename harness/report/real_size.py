@@ -59,7 +59,8 @@ def _duplicates(r: Record) -> str:
 def _threads_text(r: Record) -> str:
     found = r.thread_latency or {}
     return "; ".join(
-        f"{n} threads {latency_text(s.ort_latency_ms)}" for n, s in found.items()
+        f"{n} threads {latency_text(s.ort_latency_ms)}, eager {latency_text(s.eager_latency_ms)}"
+        for n, s in found.items()
     ) or fmt(None)
 
 
@@ -82,6 +83,7 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
         Text(_ratio(r.export.graph_over_weights)),
         Text(_duplicates(r)),
         Text(latency_text(r.ort.latency)),
+        Text(latency_text(r.eager.latency)),
         Text(_threads_text(r)),
         Text(_speed_text(r)),
         Text(_transfers_text(r)),
@@ -98,7 +100,7 @@ def _time_row(r: Record) -> tuple[Text, ...]:
 def figures_table(records: Sequence[Record]) -> Table:
     headers = ("model", "exporter", "status", "weights GB", "export s",
                "export peak / weights", "graph / weights", "stored twice",
-               "ORT p50 ms", "at other threads", "speed vs fastest exporter",
+               "ORT p50 ms", "eager p50 ms", "at other threads", "speed vs fastest exporter",
                "CUDA host copies")  # fmt: skip
     return table(headers, [_cell_row(r) for r in records])
 

@@ -1,5 +1,5 @@
 """The report's real-size section from hand-made records: what a user plans by per cell,
-the latency at the protocol's other thread counts, the speed against the fastest
+ORT's and eager's latency at the protocol's other thread counts, the speed against the fastest
 exporter's graph, and a CUDA cell's host<->device copies."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from harness.report.document import Section, Table
 from harness.report.real_size import real_size_section
 from harness.store.details import ExporterSpeed
-from harness.store.measures import ExportMeasures, OrtMeasures, ShapeLatency
+from harness.store.measures import EagerMeasures, ExportMeasures, OrtMeasures, ShapeLatency
 from harness.store.records import Cell, Latency, Record
 from tests.fixtures_compare import measurements
 
@@ -36,6 +36,7 @@ def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies(
         "dynamo",
         export=ExportMeasures(seconds=12.0, peak_rss_mb=0.5 * GB, weights_mb=2 * GB),
         ort=OrtMeasures(latency=latency),
+        eager=EagerMeasures(latency=Latency.from_samples([200.0, 201.0, 199.0, 200.5, 200.2])),
         thread_latency={"2": at_two},
         exporter_speed=ExporterSpeed(fastest="dynamo", ratio=1.0),
     )
@@ -62,7 +63,9 @@ def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies(
     assert ("toy", "dynamo") not in rows  # a toy model is not planned for
     assert rows["m", "dynamo"]["export peak / weights"] == "0.25x"
     assert rows["m", "torchscript"]["export peak / weights"] == "4.00x"
-    assert rows["m", "dynamo"]["at other threads"].startswith("2 threads 60.2")
+    other = rows["m", "dynamo"]["at other threads"]
+    assert other.startswith("2 threads 60.2") and ", eager 80.0" in other
+    assert rows["m", "dynamo"]["eager p50 ms"].startswith("200")
     assert rows["m", "torchscript"]["at other threads"] == "—"
     assert rows["m", "dynamo"]["speed vs fastest exporter"] == "fastest"
     slower = rows["m", "torchscript"]["speed vs fastest exporter"]
