@@ -18,10 +18,10 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure, stage
 
 # How a session's intra-op pool waits for work: ORT's default spins on after a call before
-# its threads sleep ("on"); "off" never spins; "in_calls" spins within a call and stops as
-# it returns (`session.force_spinning_stop`): a timed session beside eager (whose cores an
-# idle spinning pool would take) that still runs its calls as a user's session does.
-Spinning = Literal["on", "off", "in_calls"]
+# its threads sleep ("on"); "in_calls" spins within a call and stops as it returns
+# (`session.force_spinning_stop`): a timed session beside eager (whose cores an idle
+# spinning pool would take) that still runs its calls as a user's session does.
+Spinning = Literal["on", "in_calls"]
 
 # ORT's graph optimisation levels the cells use, by the name a session's settings record.
 LEVELS = {
@@ -50,7 +50,7 @@ def session_settings(
         "inter_op_num_threads": 1,
         "execution_mode": "sequential",
         "graph_optimization_level": level,
-        "session.intra_op.allow_spinning": "0" if spinning == "off" else "1",
+        "session.intra_op.allow_spinning": "1",
     }
     if spinning == "in_calls":
         settings["session.force_spinning_stop"] = "1"

@@ -2,8 +2,9 @@
 
 Both ONNX models are loaded in one process, on the cores the task reserved, their ORT
 pools spinning within a call only (an idle session's spinning pool would take the cores
-from the other one), and timed alternately in blocks of ABBA or BAAB (randomised), so that the machine's
-drift (seen here: 12% within seconds) hits both sides of each pair alike. Each block gives
+from the other one), and timed alternately in blocks of ABBA or BAAB (randomised), so
+that the machine's drift (seen here: 12% within seconds) hits both sides of each pair
+alike. Each block gives
 one log-ratio, log((B1 + B2) / (A1 + A2)); the verdict comes from their confidence
 interval, and "unknown" times more blocks, up to the plan's bound. Needs no torch: the
 graph store keeps each graph's inputs."""

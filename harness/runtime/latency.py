@@ -42,8 +42,8 @@ def measure(
     the node spent alone with one core idle). Their ORT pools spin within a call, as a
     user's session's do, and stop as it returns: one spinning on while eager runs would
     take its cores (docs/design.md: latency in a clean state), and one that never spins
-    wakes its threads for every parallel loop of a call (Qwen3-0.6B 12-19% slower, BERT
-    and DistilBERT 12-15%; benchmarks/README.md). The checked session is dropped first."""
+    wakes its threads for every parallel loop of a call (Qwen3-0.6B 12-19% slower,
+    BERT-base 16%; benchmarks/README.md). The checked session is dropped first."""
     with stage("latency"):
         threads, example = runner.threads, next(iter(shapes.values()))[1]
         session = Session(runner.path, runner.device, replace(runner.optimisation, written_to=None))
