@@ -364,11 +364,17 @@ def _hold_alone(folder: Path, seconds: float, held: Any, released: Any) -> None:
 
 
 @contextlib.contextmanager
-def node_held_alone(folder: Path, seconds: float) -> Iterator[Callable[[], float]]:
-    """Another cell (a real forked process on `folder`'s node locks) holds the node alone
-    for `seconds` from the block's start; yields what tells when it let go (monotonic)."""
+def node_held_alone(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, seconds: float
+) -> Iterator[Callable[[], float]]:
+    """Another cell (a real forked process on `folder`'s node locks, this process's too)
+    holds the node alone for `seconds` from the block's start; yields what tells when it
+    let go (monotonic)."""
     import multiprocessing
 
+    from harness.cell import node
+
+    monkeypatch.setenv(node.FOLDER_ENV, str(folder))
     fork = multiprocessing.get_context("fork")
     held, released = fork.Event(), fork.Queue()
     holder = fork.Process(target=_hold_alone, args=(folder, seconds, held, released))
@@ -379,3 +385,19 @@ def node_held_alone(folder: Path, seconds: float) -> Iterator[Callable[[], float
     finally:
         holder.join(timeout=60)
         assert holder.exitcode == 0, holder.exitcode
+
+
+def session_openings(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[float]:
+    """`module`'s OrtRunner replaced by the real runner noting when each session opened
+    (monotonic), into the list returned."""
+    from harness.cell.ort import OrtRunner
+
+    opened: list[float] = []
+
+    class Noted(OrtRunner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(time.monotonic())
+
+    monkeypatch.setattr(module, "OrtRunner", Noted)
+    return opened

@@ -3,9 +3,7 @@ graph is "same", a graph with real extra work is "slower", a missing graph is an
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -109,21 +107,12 @@ def test_the_graphs_sessions_open_while_another_cell_holds_the_node(
 ) -> None:
     """Only the timing holds the node alone: both sessions are opened beside another
     cell's timing (real lock files, a real holder process), the blocks come after it."""
-    from harness.cell import node, paired
-    from tests.conftest import node_held_alone
+    from harness.cell import paired
+    from tests.conftest import node_held_alone, session_openings
 
-    folder = tmp_path / "locks"
-    monkeypatch.setenv(node.FOLDER_ENV, str(folder))
-    opened: list[float] = []
-
-    class Spied(paired.OrtRunner):  # the real runner, its opening time noted
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            opened.append(time.monotonic())
-
-    monkeypatch.setattr(paired, "OrtRunner", Spied)
+    opened = session_openings(monkeypatch, paired)
     a, b = matmul_chain(tmp_path / "s", 4), matmul_chain(tmp_path / "s", 4, identity=True)
-    with node_held_alone(folder, 1.5) as released:
+    with node_held_alone(monkeypatch, tmp_path / "locks", 1.5) as released:
         r = time_pair(PairTask(KEY, "m", a, b, plan=QUICK))
         let_go = released()
     assert r.error is None and r.pairs >= QUICK.min_pairs

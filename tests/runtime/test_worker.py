@@ -262,27 +262,17 @@ def test_the_timed_session_opens_while_another_cell_holds_the_node(
     """Only the loops hold the node alone (harness.cell.node): the latency stage's timed
     session is opened beside another cell's timing (real lock files, a real holder
     process), and the loop waits for its turn."""
-    from harness.cell import node
     from harness.runtime import latency
     from harness.store.measures import Measurements
-    from tests.conftest import node_held_alone
-
-    folder = tmp_path / "locks"
-    monkeypatch.setenv(node.FOLDER_ENV, str(folder))
-    opened: list[float] = []
-
-    class Spied(OrtRunner):  # the real runner, its opening time noted
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-            opened.append(time.monotonic())
+    from tests.conftest import node_held_alone, session_openings
 
     model = torch.nn.Linear(8, 4).eval()
     x = torch.rand(2, 8)
     torch.onnx.export(model, (x,), tmp_path / "m.onnx", input_names=["input_0"], dynamo=False)
     runner = OrtRunner(tmp_path / "m.onnx", 1, "cpu")
-    monkeypatch.setattr(latency, "OrtRunner", Spied)
+    opened = session_openings(monkeypatch, latency)
     m = Measurements()
-    with node_held_alone(folder, 1.5) as released:
+    with node_held_alone(monkeypatch, tmp_path / "locks", 1.5) as released:
         latency.measure(runner, model, {"base": (None, Inputs((x,), {}))}, QUICK, m)
         let_go = released()
     assert len(opened) == 1 and opened[0] < let_go
