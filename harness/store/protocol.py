@@ -24,7 +24,8 @@ class Protocol:
     # Stop a loop once the median's 95% interval is this narrow on both sides (its
     # half-width over the median: 0.02 is +-2%), past the minimums; 0: the minimums alone.
     target_interval: float = 0.0
-    # The seconds every latency loop of a cell may take together (0: each its max_time_s).
+    # The seconds a cell's latency loops but the record's own (its first shape at its
+    # threads) may take together: other shapes and thread counts (0: each its max_time_s).
     budget_s: float = 0.0
     # Thread counts ORT and eager are also timed at, beside the cell's own (0: every core
     # of the node); () : the cell's alone.

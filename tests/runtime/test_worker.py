@@ -68,6 +68,25 @@ def test_latency_at_the_protocols_other_thread_counts_is_kept_by_count(tmp_path:
     assert r.ort.runtime and (r.ort.runtime.session_options or {})["intra_op_num_threads"] == 1
 
 
+def test_the_budget_cuts_the_other_loops_never_the_records_own(tmp_path: Path) -> None:
+    """`budget_s` spent before any loop starts: the record's loop (the cell's threads) still
+    runs to the protocol's minimum, the loop at another thread count stops at its cap's
+    floor, a quarter of it (in one shared budget, Qwen3-0.6B's p50 came from 4 calls).
+    Tiny calls: a loop's blocks of 25 ms hold hundreds."""
+    least = 20_000
+    protocol = replace(
+        QUICK, min_iters=least, max_iters=10 * least, min_time_s=0.0, max_time_s=60.0,
+        budget_s=1e-9, latency_threads=(3,),
+    )  # fmt: skip
+    task = replace(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"), protocol=protocol)
+    r = run_cell(task)
+    assert r.status == "ok", r.error_message
+    assert r.ort.latency is not None and r.eager.latency is not None
+    assert min(r.ort.latency.n, r.eager.latency.n) >= least
+    other = (r.thread_latency or {})["3"]
+    assert least // 4 <= min(other.ort_latency_ms.n, other.eager_latency_ms.n) < least
+
+
 def test_a_cells_timed_session_spins_within_its_calls_only(tmp_path: Path) -> None:
     """The record's runtime says how the timed session's pool waits: spinning allowed, and
     stopped as each call returns."""
