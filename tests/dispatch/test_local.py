@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
 FAULTS = FIXTURES / "faults" / "faults.py"
-SLOW = FIXTURES / "slow" / "slow.py"
+PACED = FIXTURES / "paced" / "paced.py"  # 2-s builds: two cells at once overlap
 TINY = FIXTURES / "tiny" / "models.py"
 
 
@@ -59,10 +59,10 @@ def test_cells_run_in_their_own_processes_and_failures_are_records(tmp_path: Pat
 
 
 def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path) -> None:
-    """--threads as many as the machine has: the slow cells run one after another, never
+    """--threads as many as the machine has: the paced cells run one after another, never
     two at once (each starts after the one before it finished)."""
     cores = int(local.this_node()["Resources"]["CPU"])
-    tasks = [_task(tmp_path, SLOW, f"slow_{i}", threads=cores) for i in range(2)]
+    tasks = [_task(tmp_path, PACED, f"paced_{i}", threads=cores) for i in range(2)]
     records, stats = _run(tasks, threads=cores)
     spans = sorted(
         (r.worker.started_at, r.worker.finished_at) for r in records if r.worker is not None
@@ -101,12 +101,12 @@ def hang_ended(record: Record) -> float:
 def test_cells_that_together_need_more_memory_than_the_machine_run_one_at_a_time(
     tmp_path: Path,
 ) -> None:
-    """Each cell reserves its memory need on the local runner as on a Ray node: two slow
+    """Each cell reserves its memory need on the local runner as on a Ray node: two paced
     cells of 6 GB each on a machine offering 10 GB run one after the other, though two CPU
     slots are free (the node is this machine with its memory said to be 10 GB)."""
     node = local.this_node()
     node["Resources"] = {**node["Resources"], "CPU": 2.0, "memory": 10.0 * 1024**3}
-    tasks = [_task(tmp_path, SLOW, f"slow_{i}", memory_gb=6.0) for i in range(2)]
+    tasks = [_task(tmp_path, PACED, f"paced_{i}", memory_gb=6.0) for i in range(2)]
     records: list[Record] = []
     tasks_here = local.LocalTasks(node)
     try:

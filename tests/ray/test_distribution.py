@@ -1,8 +1,10 @@
 """Distribution on real Ray: multi-node local clusters (ray.cluster_utils.Cluster, real
-raylets), a GPU-declaring node, nodes killed without grace mid-run, cells waiting in Ray's
-queue, a driver killed and resumed, and a variant in its own runtime_env. Nothing is
-mocked; the only stand-in is the GPU node, which declares a GPU resource without having a
-GPU (there is none on this machine)."""
+raylets), a GPU-declaring node, nodes of unequal memory, a node killed without grace
+mid-run, a cell that kills its Ray worker, cells waiting in Ray's queue, and a cluster
+started by `ray start` (a driver killed and resumed is tests/test_resume.py's; variants in
+runtime_envs are test_bisect.py's and test_publish_channels.py's). Nothing is mocked; the
+only stand-in is the GPU node, which declares a GPU resource without having a GPU (there
+is none on this machine)."""
 
 from __future__ import annotations
 
