@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
 FAULTS = FIXTURES / "faults" / "faults.py"
-PACED = FIXTURES / "paced" / "paced.py"  # 2-s builds: two cells at once overlap
+SLOW = FIXTURES / "slow" / "slow.py"  # paced_*: 2-s builds, two cells at once overlap
 TINY = FIXTURES / "tiny" / "models.py"
 
 
@@ -62,7 +62,7 @@ def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path) -> None:
     """--threads as many as the machine has: the paced cells run one after another, never
     two at once (each starts after the one before it finished)."""
     cores = int(local.this_node()["Resources"]["CPU"])
-    tasks = [_task(tmp_path, PACED, f"paced_{i}", threads=cores) for i in range(2)]
+    tasks = [_task(tmp_path, SLOW, f"paced_{i}", threads=cores) for i in range(2)]
     records, stats = _run(tasks, threads=cores)
     spans = sorted(
         (r.worker.started_at, r.worker.finished_at) for r in records if r.worker is not None
@@ -106,7 +106,7 @@ def test_cells_that_together_need_more_memory_than_the_machine_run_one_at_a_time
     slots are free (the node is this machine with its memory said to be 10 GB)."""
     node = local.this_node()
     node["Resources"] = {**node["Resources"], "CPU": 2.0, "memory": 10.0 * 1024**3}
-    tasks = [_task(tmp_path, PACED, f"paced_{i}", memory_gb=6.0) for i in range(2)]
+    tasks = [_task(tmp_path, SLOW, f"paced_{i}", memory_gb=6.0) for i in range(2)]
     records: list[Record] = []
     tasks_here = local.LocalTasks(node)
     try:

@@ -1,7 +1,10 @@
-"""Models that take a while to build, so a test can act while their cells run."""
+"""Models that take a while to build, so a test can act while their cells run: `slow_*`
+eight seconds, `paced_*` two (two of their cells running at once overlap for most of that,
+so a test of the order cells run in can tell, without waiting eight)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -9,17 +12,18 @@ import torch
 from harness.zoo import ModelSpec
 
 
-def _slow_linear() -> torch.nn.Module:
-    time.sleep(8)
+def _sleeping_linear(seconds: float) -> torch.nn.Module:
+    time.sleep(seconds)
     return torch.nn.Linear(4, 2)
 
 
 SPECS = [
     ModelSpec(
-        name=f"slow_{i}",
+        name=f"{prefix}_{i}",
         family="seed",
-        build=_slow_linear,
+        build=functools.partial(_sleeping_linear, seconds),
         example_inputs=lambda: (torch.rand(3, 4),),
     )
-    for i in range(3)
+    for prefix, seconds, count in (("slow", 8.0, 3), ("paced", 2.0, 2))
+    for i in range(count)
 ]
