@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from tests.bisect.probe_packages import (
     build_probe_wheels,
     write_probe_zoo,
 )
-from tests.conftest import run_cli
+from tests.conftest import ray_sessions, run_cli
 from tests.publish.simulate import real_records, write_night
 
 STABLE = CORE_VERSIONS[CORE_VERSIONS.index(STATUS_BAD) - 1]
@@ -130,5 +129,5 @@ def _probe_version(versions: dict[str, str | None]) -> str | None:
 
 
 def _variant_clones() -> list[Path]:
-    """The pip environments Ray's local sessions hold (Ray's default temp folder)."""
-    return list(Path(tempfile.gettempdir(), "ray").glob("session_*/runtime_resources/pip/*"))
+    """The pip environments Ray's local sessions hold (Ray's temp folder)."""
+    return list(ray_sessions().glob("session_*/runtime_resources/pip/*"))
