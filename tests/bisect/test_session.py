@@ -1,7 +1,8 @@
 """The steps of a bisection (harness.bisect.session) over a stand-in runner that answers
 each package set with hand-made records instead of running it in a Ray runtime_env: the
 steps' decisions (which sets run together, what is blamed, what is reported) without the
-minutes each real set costs. `tests/e2e/test_bisect.py` runs the real thing."""
+minutes each real set costs. tests/ray/test_bisect.py and
+tests/e2e/test_bisect_env.py run the real thing."""
 
 from __future__ import annotations
 

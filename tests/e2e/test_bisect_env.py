@@ -7,7 +7,8 @@ Python, the run directories read back and compared as the Ray runner's are
 The versions are as few as give every case at three runs: 1.0 good, 1.4 bad (the
 `probe_widen` cell's export fails from STATUS_BAD on), 1.2 installs but does not import,
 1.1 needs a package no index has (pip cannot install it), 1.3 good: both are named and
-skipped, and the search still ends on 1.3 .. 1.4. A second bisection over the same cache
+skipped, and the search still ends on 1.3 .. 1.4. Of its two cells only `probe_widen`
+moves, so each step runs that cell alone. A second bisection over the same cache
 makes no environment; a folder of environments made beforehand (`--environments`) is
 overlaid the same way."""
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from harness.bisect.environments import Environments, env_name
 from harness.bisect.index import PipSource
+from harness.store.rundir import read_records
 from tests.bisect.probe_packages import (
     BROKEN,
     CORE,
@@ -43,11 +45,13 @@ def _wheels(root: Path) -> Path:
     return wheels
 
 
-def _bisect(root: Path, out: str, good: str, bad: str, *more: str) -> tuple[int, dict, str]:
+def _bisect(
+    root: Path, out: str, good: str, bad: str, *more: str, models: str = "probe_widen"
+) -> tuple[int, dict, str]:
     result = run_cli(
         "bisect", "--package", CORE, "--good", good, "--bad", bad,
         "--find-links", str(root / "wheels"), "--zoo", str(root / "zoo"),
-        "--models", "probe_widen", "--exporters", "torchscript", "--opsets", "18",
+        "--models", models, "--exporters", "torchscript", "--opsets", "18",
         "--isolation", "env", "--env-cache", str(root / "cache"), "--out", str(root / out),
         "--format", "json", *more, env={"HARNESS_SKIP_WARM_UP": "0"},  # timings compared
     )  # fmt: skip
@@ -55,13 +59,20 @@ def _bisect(root: Path, out: str, good: str, bad: str, *more: str) -> tuple[int,
     return result.returncode, answer, result.stderr
 
 
+def _models(run_dir: Path) -> set[str]:
+    return {r.model for r in read_records(run_dir)}
+
+
 def test_bisect_in_environments_of_their_own_skips_what_cannot_install_and_keeps_them(
     tmp_path: Path,
 ) -> None:
     _wheels(tmp_path), write_probe_zoo(tmp_path)
-    code, answer, stderr = _bisect(tmp_path, "first", "1.0", STATUS_BAD)
+    code, answer, stderr = _bisect(
+        tmp_path, "first", "1.0", STATUS_BAD, models="probe_widen,probe_chain"
+    )
     assert code == 0, stderr[-4000:]
     assert (answer["first_bad"], answer["last_good"]) == (STATUS_BAD, "1.3")
+    assert list(answer["cells"]) == [CELL]  # probe_chain is the same at both ends
     cell = answer["cells"][CELL]
     assert cell["finding"]["kind"] == "status_regressed"
     assert cell["evidence"]["first_bad_record"]["status"] == "export_failed"
@@ -87,6 +98,14 @@ def test_bisect_in_environments_of_their_own_skips_what_cannot_install_and_keeps
         )
         assert manifest["versions"]["base"][CORE] == label.rsplit("-", 1)[1]
         assert manifest["options"]["local"] is True
+    # good and bad ran every selected cell; a step only the cell being bisected
+    ran = {label: _models(tmp_path / "first" / tried[label]["run"]) for label in tried
+           if tried[label]["run"]}  # fmt: skip
+    assert ran == {
+        f"{CORE}-1.0": {"probe_widen", "probe_chain"},
+        f"{CORE}-{STATUS_BAD}": {"probe_widen", "probe_chain"},
+        f"{CORE}-1.3": {"probe_widen"},
+    }
     made = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(made) == 4  # 1.0, BROKEN, 1.3, STATUS_BAD; nothing for what pip refused
 
