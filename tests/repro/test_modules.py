@@ -1,5 +1,5 @@
 """Failures the graph minimizer cannot take get a repro of one block (issue 37's "done
-when"): real cells of 24-block models, a real minimizer process per cell, each script run
+when"): real cells of 12-block models, a real minimizer process per cell, each script run
 in another fresh process that cannot import the harness."""
 
 from __future__ import annotations
@@ -63,10 +63,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 @pytest.mark.parametrize(
     ("model", "kind", "block"),
     [
-        ("repro_block_capture", "capture", "blocks.13"),
-        ("repro_block_export_only", "numerics", "blocks.17"),
-        ("repro_block_tracer", "export", "blocks.9"),
-        ("repro_keyword_tracer", "export", "blocks.5"),
+        ("repro_block_capture", "capture", "blocks.7"),
+        ("repro_block_export_only", "numerics", "blocks.9"),
+        ("repro_block_tracer", "export", "blocks.5"),
+        ("repro_keyword_tracer", "export", "blocks.3"),
     ],
 )
 def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
@@ -85,7 +85,7 @@ def test_a_failure_in_one_blocks_code_shrinks_to_that_block_in_a_fresh_process(
     assert repro.replaced == tuple(f"{block}.mixers.{i}" for i in (2, 1, 0))
     assert repro.bound_s == 60 and repro.search_complete
     # the report's line for the cluster
-    assert repro_text(run.records[model]) == f"reproduces, module {block} (20564 -> 32 parameters)"
+    assert repro_text(run.records[model]) == f"reproduces, module {block} (10388 -> 32 parameters)"
 
 
 def test_the_script_builds_the_block_from_the_zoo_files_own_classes(run: Run) -> None:
@@ -138,7 +138,7 @@ def test_a_specialised_dynamic_dimension_shrinks_to_the_block_that_specialises_i
     assert record.stage is not None and record.stage.value == "capture"
     assert "tracing specialised a dynamic dimension" in (record.error_signature or "")
     repro = run.repro("repro_block_specialised")
-    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.11", True), repro
+    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.6", True), repro
     text = run.script("repro_block_specialised").read_text()
     assert "DYNAMIC = {'input_0': [0]}" in text and "dynamic_shapes=DYNAMIC_SHAPES" in text
     assert "REPRODUCED at export: ValueError" in (repro.verify or {})["output"]
@@ -148,7 +148,7 @@ def test_a_dynamic_torchscript_cell_exports_the_block_with_its_axes_by_input_nam
     run: Run,
 ) -> None:
     repro = run.repro("repro_block_tracer_dynamic")
-    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.9", True), repro
+    assert (repro.method, repro.module, repro.reproduces) == ("module", "blocks.5", True), repro
     text = run.script("repro_block_tracer_dynamic").read_text()
     assert "DYNAMIC = {'input_0': [0]}" in text and "dynamic_axes=DYNAMIC," in text
     assert "torch.onnx.export(Call(module)," in text

@@ -1,22 +1,22 @@
 """Models whose failure sits in one block's own code (issue 37): the graph minimizer has no
 captured node to cut, and the repro is that block, exported alone with the inputs it got.
 
-- `repro_block_capture`: block 13 of 24 branches on a tensor's value (torch.export cannot
+- `repro_block_capture`: block 7 of 12 branches on a tensor's value (torch.export cannot
   capture it: a data-dependent guard, the capture failure language models hit most);
-- `repro_block_export_only`: inside block 17 of 24, an export-only branch
+- `repro_block_export_only`: inside block 9 of 12, an export-only branch
   (`torch.compiler.is_exporting()`) changes a scale, so the captured program itself
   differs from eager (a numerics mismatch made at capture);
-- `repro_block_tracer`: block 9 of 24 calls an autograd.Function whose ONNX symbolic passes
+- `repro_block_tracer`: block 5 of 12 calls an autograd.Function whose ONNX symbolic passes
   a string where TorchScript's graph wants a tensor (the TorchScript exporter fails in the
   tracer's own graph; torch.export inlines the function's forward, so the program it
   captured exports fine);
 - `repro_keyword_tracer`: blocks called by keyword through a decorator that passes
-  `use_cache` on, as transformers' layers are, and block 5 of 24 has the tracer's quirk
+  `use_cache` on, as transformers' layers are, and block 3 of 12 has the tracer's quirk
   above and a data-dependent branch, so that torch.export captures nothing of the model
   either (no program to shrink): exported alone with its keyword input, the block fails
   otherwise ("got multiple values for argument 'use_cache'") unless it is called by keyword
   inside a module that takes the tensor;
-- `repro_block_specialised`: a dynamic cell (batch declared dynamic) whose block 11 of 24
+- `repro_block_specialised`: a dynamic cell (batch declared dynamic) whose block 6 of 12
   branches on the batch size, so torch.export specialises the dimension: static, every
   block exports fine; only with the cell's dynamic axes carried into the block's own
   export does it fail the cell's way;
@@ -105,7 +105,7 @@ class Stack(torch.nn.Module):
     """`depth` blocks between an input and an output projection; block `at` has `quirk`."""
 
     def __init__(
-        self, quirk: str, at: int, depth: int = 24, width: int = 16, block: type[Block] = Block
+        self, quirk: str, at: int, depth: int = 12, width: int = 16, block: type[Block] = Block
     ) -> None:
         super().__init__()
         self.embed = torch.nn.Linear(8, width)
@@ -135,10 +135,10 @@ def _spec(
 
 
 SPECS = [
-    _spec("repro_block_capture", "data_dependent", 13),
-    _spec("repro_block_export_only", "export_only", 17),
-    _spec("repro_block_tracer", "symbolic", 9),
-    _spec("repro_keyword_tracer", "uncapturable", 5, KeywordBlock),
-    _spec("repro_block_specialised", "batch_of_two", 11, dynamic=True),
-    _spec("repro_block_tracer_dynamic", "symbolic", 9, dynamic=True),
+    _spec("repro_block_capture", "data_dependent", 7),
+    _spec("repro_block_export_only", "export_only", 9),
+    _spec("repro_block_tracer", "symbolic", 5),
+    _spec("repro_keyword_tracer", "uncapturable", 3, KeywordBlock),
+    _spec("repro_block_specialised", "batch_of_two", 6, dynamic=True),
+    _spec("repro_block_tracer_dynamic", "symbolic", 5, dynamic=True),
 ]
