@@ -391,6 +391,7 @@ def test_a_handful_of_heads_end_to_end(tmp_path: Path) -> None:
             assert f"| {task} | {rate.text()} |" in section
 
 
+@pytest.mark.slow  # worker processes that build and run models: 4-10 s
 def test_the_task_probe_is_served_by_the_refresh_driver(tmp_path: Path) -> None:
     """`harness zoo refresh transformers-tasks --types ...` probes in worker processes and
     writes an inventory the zoo file reads."""

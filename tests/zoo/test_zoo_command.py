@@ -65,6 +65,7 @@ def test_expected_of_a_missing_run_dir_exits_2(
 # -- refresh ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # worker processes that build and run models: 4-10 s
 def test_refresh_ops_captures_the_selected_zoo_models(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +120,7 @@ def test_opinfo_names_select_by_name_variant_and_glob() -> None:
     }
 
 
+@pytest.mark.slow  # worker processes that build and run models: 4-10 s
 def test_refresh_transformers_probes_the_named_types(tmp_path: Path) -> None:
     """One real probe (a worker process builds a shrunk bert and runs it in eager); the
     older `python -m model_zoo.transformers._refresh` says so and drops a type the
