@@ -61,7 +61,7 @@ def measure(
             # the record's own loop to the protocol's caps; the budget for the others
             results = [loops[0](protocol), *map(budget.loop, loops[1:])]
         by_shape = dict(zip(shapes, results, strict=True))
-        del timed
+        del timed, loops  # the loops hold the session too: gone before the next one opens
         first = next(iter(by_shape.values()))
         m.ort = replace(m.ort, latency=first.ort_latency_ms)
         m.eager = replace(m.eager, latency=first.eager_latency_ms)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import onnx
 import onnxruntime as ort
@@ -273,6 +275,37 @@ def test_keep_onnx_keeps_nothing_where_nothing_exported(tmp_path: Path) -> None:
                     "r", str(tmp_path), protocol=QUICK, keep_onnx=True)  # fmt: skip
     r = run_cell(task)
     assert r.status == "export_failed" and "onnx" not in r.artifacts
+
+
+def test_each_timed_session_is_gone_before_the_next_thread_count_opens_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two timed sessions at once did not fit Gemma-3-1B's memory ceiling (a 4 GB graph: the
+    2-thread session's initialisation failed with std::bad_alloc while the 1-thread one was
+    still held by its loop): when a session opens, every earlier timed session is freed.
+    Real sessions of a real export; each opening checks the ones before it."""
+    from harness.runtime import latency
+    from harness.store.measures import Measurements
+
+    model = torch.nn.Linear(8, 4).eval()
+    x = torch.rand(2, 8)
+    torch.onnx.export(model, (x,), tmp_path / "m.onnx", input_names=["input_0"], dynamo=False)
+    alive_at_opening: list[int] = []
+    earlier: list[weakref.ref[OrtRunner]] = []
+
+    class Watched(OrtRunner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            alive_at_opening.append(sum(ref() is not None for ref in earlier))
+            super().__init__(*args, **kwargs)
+            earlier.append(weakref.ref(self))
+
+    monkeypatch.setattr(latency, "OrtRunner", Watched)
+    protocol = replace(QUICK, latency_threads=(1, 2, 3))
+    m = Measurements()
+    latency.measure(OrtRunner(tmp_path / "m.onnx", 1, "cpu"), model,
+                    {"base": (None, Inputs((x,), {}))}, protocol, m)  # fmt: skip
+    assert alive_at_opening == [0, 0, 0]  # the cell's 1 thread, then 2 and 3
+    assert set(m.thread_latency or {}) == {"2", "3"}
 
 
 def test_the_timed_session_opens_while_another_cell_holds_the_node(
