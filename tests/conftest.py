@@ -10,7 +10,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+import weakref
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -415,17 +417,29 @@ def node_held_alone(
         assert holder.exitcode == 0, holder.exitcode
 
 
-def session_openings(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[float]:
-    """`module`'s OrtRunner replaced by the real runner noting when each session opened
-    (monotonic), into the list returned."""
+@dataclass(frozen=True)
+class Opening:
+    """A session's opening: when it was done (monotonic), and how many of the sessions
+    opened before it were still alive as it began."""
+
+    at: float
+    alive_before: int
+
+
+def session_openings(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[Opening]:
+    """`module`'s OrtRunner replaced by the real runner noting each session's opening into
+    the list returned."""
     from harness.cell.ort import OrtRunner
 
-    opened: list[float] = []
+    opened: list[Opening] = []
+    earlier: list[weakref.ref[OrtRunner]] = []
 
     class Noted(OrtRunner):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            alive = sum(ref() is not None for ref in earlier)
             super().__init__(*args, **kwargs)
-            opened.append(time.monotonic())
+            opened.append(Opening(time.monotonic(), alive))
+            earlier.append(weakref.ref(self))
 
     monkeypatch.setattr(module, "OrtRunner", Noted)
     return opened

@@ -1,15 +1,16 @@
-"""A real bisection over Ray runtime_envs, offline: real wheels of a probe package built here
-and served from a folder (`--find-links`, no index), real runtime_envs that pip-install each
-version, real TorchScript exports, real onnxruntime timings timed in pairs. Over three versions of harness-probe-core, the
-middle one (STATUS_BAD) broke one cell's export and the newest (SLOW) made another cell's
-graph slower: the harness must name each cell's first bad version.
+"""A real bisection over Ray runtime_envs, offline: real wheels of a probe package built
+here and served from a folder (`--find-links`, no index), real runtime_envs that
+pip-install each version, real TorchScript exports, real onnxruntime timings timed in
+pairs. Over three versions of harness-probe-core, the middle one (STATUS_BAD) broke one
+cell's export and the newest (SLOW) made another cell's graph slower: the harness must name
+each cell's first bad version.
 
 What only Ray does is kept here, at the fewest sets (three: good and bad together, then the
-version between; one runtime_env each, for which Ray clones this virtualenv). The rest runs without
-Ray over the same session: several packages moved at once and the one to blame, a first bad
-version inside a longer range (tests/bisect/test_session.py's stand-in runner); a search over a
-longer range, skips of versions pip cannot install or that do not import, and a status finding
-(tests/e2e/test_bisect_env.py, each version in a kept venv)."""
+version between; one runtime_env each, for which Ray clones this virtualenv). The rest runs
+without Ray over the same session: several packages moved at once and the one to blame, a
+first bad version inside a longer range (tests/bisect/test_session.py's stand-in runner);
+a search over a longer range, skips of versions pip cannot install or that do not import,
+and a status finding (tests/e2e/test_bisect_env.py, each version in a kept venv)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import json
 from pathlib import Path
 
 from tests.bisect.probe_packages import (
+    BEFORE_STATUS_BAD,
     CORE,
-    CORE_VERSIONS,
     SLOW,
     STATUS_BAD,
     build_probe_wheels,
@@ -27,7 +28,7 @@ from tests.bisect.probe_packages import (
 from tests.conftest import run_cli
 
 WIDEN, CHAIN = "probe_widen torchscript@18 cpu", "probe_chain torchscript@18 cpu"
-GOOD = CORE_VERSIONS[CORE_VERSIONS.index(STATUS_BAD) - 1]
+GOOD = BEFORE_STATUS_BAD
 
 
 def test_bisect_over_runtime_envs_names_each_cells_first_bad_version(

@@ -21,8 +21,8 @@ from typing import Any
 from harness.store import rundir as store
 from harness.store.status import Status
 from tests.bisect.probe_packages import (
+    BEFORE_STATUS_BAD,
     CORE,
-    CORE_VERSIONS,
     STATUS_BAD,
     build_probe_wheels,
     write_probe_zoo,
@@ -30,7 +30,7 @@ from tests.bisect.probe_packages import (
 from tests.conftest import ray_sessions, run_cli
 from tests.publish.simulate import real_records, write_night
 
-STABLE = CORE_VERSIONS[CORE_VERSIONS.index(STATUS_BAD) - 1]
+STABLE = BEFORE_STATUS_BAD
 CHANNELS = {"stable": STABLE, "pre-release": STATUS_BAD}
 NIGHTS = 2
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import onnx
 import onnxruntime as ort
@@ -286,25 +284,17 @@ def test_each_timed_session_is_gone_before_the_next_thread_count_opens_its_own(
     Real sessions of a real export; each opening checks the ones before it."""
     from harness.runtime import latency
     from harness.store.measures import Measurements
+    from tests.conftest import session_openings
 
     model = torch.nn.Linear(8, 4).eval()
     x = torch.rand(2, 8)
     torch.onnx.export(model, (x,), tmp_path / "m.onnx", input_names=["input_0"], dynamo=False)
-    alive_at_opening: list[int] = []
-    earlier: list[weakref.ref[OrtRunner]] = []
-
-    class Watched(OrtRunner):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            alive_at_opening.append(sum(ref() is not None for ref in earlier))
-            super().__init__(*args, **kwargs)
-            earlier.append(weakref.ref(self))
-
-    monkeypatch.setattr(latency, "OrtRunner", Watched)
+    opened = session_openings(monkeypatch, latency)
     protocol = replace(QUICK, latency_threads=(1, 2, 3))
     m = Measurements()
     latency.measure(OrtRunner(tmp_path / "m.onnx", 1, "cpu"), model,
                     {"base": (None, Inputs((x,), {}))}, protocol, m)  # fmt: skip
-    assert alive_at_opening == [0, 0, 0]  # the cell's 1 thread, then 2 and 3
+    assert [o.alive_before for o in opened] == [0, 0, 0]  # the cell's 1 thread, then 2, 3
     assert set(m.thread_latency or {}) == {"2", "3"}
 
 
@@ -327,5 +317,5 @@ def test_the_timed_session_opens_while_another_cell_holds_the_node(
     with node_held_alone(monkeypatch, tmp_path / "locks", 1.5) as released:
         latency.measure(runner, model, {"base": (None, Inputs((x,), {}))}, QUICK, m)
         let_go = released()
-    assert len(opened) == 1 and opened[0] < let_go
+    assert len(opened) == 1 and opened[0].at < let_go
     assert m.ort.latency and m.ort.latency.n >= QUICK.min_iters
