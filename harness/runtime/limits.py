@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import os
 import resource
 import sys
 from collections.abc import Iterator
@@ -61,7 +62,22 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
     try:
         yield
     finally:
+        watch = CeilingWatch(os.getpid())
+        watch.sample()  # before the ceiling is lifted: after it, there is none to compare
+        _LAST_CEILING_MET[0] = watch.reached
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+# Whether the last ceiling `memory_limit` set in this process was met, read as it was
+# lifted: the allocation that failed there can surface later as another error, out of
+# the cell's stages (a TypeError from torch's config logging, in CI), when no ceiling is
+# left to compare with.
+_LAST_CEILING_MET = [False]
+
+
+def met_its_ceiling() -> bool:
+    """Did this process come to the last memory ceiling `memory_limit` set for it?"""
+    return _LAST_CEILING_MET[0]
 
 
 # Within this much of its ceiling (5% of it, at least 64 MiB: the allocation that failed

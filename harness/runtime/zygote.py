@@ -436,20 +436,11 @@ def _run(task: CellTask) -> Record:
     try:
         return run_cell(task)
     except BaseException as exc:
-        if _at_own_ceiling():  # what failed to allocate raised something else on the way
+        if limits.met_its_ceiling():  # what failed to allocate raised another error later
             reason = f"the cell ended its own process at its memory ceiling: {exc!r}"
             return no_record(task, Status.OOM, reason)
         reason = f"the cell ended its own process: {type(exc).__name__}: {exc}"
         return no_record(task, Status.CRASHED, reason)
-
-
-def _at_own_ceiling() -> bool:
-    """Whether this process's data size came to its memory ceiling. A MemoryError met in
-    torch's config logging came out as a TypeError (its JSON serializer's `default`
-    called wrongly), in a zygote that had run other cells first."""
-    watch = limits.CeilingWatch(os.getpid())
-    watch.sample()
-    return watch.reached
 
 
 def seed_everything(seed: int = SEED) -> None:

@@ -200,6 +200,19 @@ def test_a_crash_at_the_memory_ceiling_is_oom_and_one_below_it_is_crashed(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_cell_that_ends_its_process_after_meeting_its_ceiling_is_oom(tmp_path: Path) -> None:
+    """hoard_then_exit meets its ceiling in its build, lets go and raises SystemExit, out
+    of every stage and after its ceiling was lifted (as the TypeError CI met did): `oom`,
+    with what it raised. It read `crashed` while the ceiling was looked for only then."""
+    r = run_cell_isolated(_task(tmp_path, HOARD, "hoard_then_exit", max_memory_gb=0.25))
+    assert (r.status, r.error_message) == (
+        Status.OOM,
+        "the cell ended its own process at its memory ceiling: "
+        "SystemExit('out of memory a while ago')",
+    )
+
+
+@pytest.mark.slow
 def test_a_timeout_kills_what_the_cell_started(tmp_path: Path) -> None:
     r = run_cell_isolated(_task(tmp_path, FAULTS, "fault_hang_with_child", timeout_s=4))
     assert r.status == Status.TIMEOUT

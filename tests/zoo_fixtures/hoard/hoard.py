@@ -45,6 +45,20 @@ def _hoard_then_crash() -> torch.nn.Module:
     raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
 
 
+def _hoard_then_exit() -> torch.nn.Module:
+    """Hoards until an allocation fails, lets go, then ends its process: a stand-in for
+    the TypeError CPython 3.11 raised out of every stage of a cell whose allocation had
+    failed in torch's config logging (CI), after the cell's ceiling was lifted."""
+    hoard = []
+    try:
+        for _ in range(HOARD_MIB // BLOCK_MIB):
+            hoard.append(b"\x01" * (BLOCK_MIB << 20))  # noqa: PERF401
+    except MemoryError:
+        hoard.clear()
+        raise SystemExit("out of memory a while ago") from None
+    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+
+
 SPECS = [
     ModelSpec(
         name="hoard_bytes",
@@ -56,6 +70,12 @@ SPECS = [
         name="hoard_then_segv",
         family="seed",
         build=_hoard_then_crash,
+        example_inputs=lambda: (torch.rand(2, 2),),
+    ),
+    ModelSpec(
+        name="hoard_then_exit",
+        family="seed",
+        build=_hoard_then_exit,
         example_inputs=lambda: (torch.rand(2, 2),),
     ),
 ]
