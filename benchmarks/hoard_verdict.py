@@ -28,6 +28,8 @@ from typing import Any
 from harness.runtime.limits import is_out_of_memory
 
 HOARD = Path(__file__).resolve().parents[1] / "tests" / "zoo_fixtures" / "hoard" / "hoard.py"
+# What one run writes (its ONNX files, its run directory), removed when it ends.
+SCRATCH = tempfile.TemporaryDirectory(prefix="hoard-")
 
 
 def _vm_data() -> int:
@@ -51,7 +53,7 @@ def direct(gb: float, source: Path, name: str) -> dict[str, Any]:
     model, args = _model(source, name)
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     resource.setrlimit(resource.RLIMIT_DATA, (_vm_data() + int(gb * 1024**3), hard))
-    path = Path(tempfile.mkdtemp(prefix="hoard-")) / "model.onnx"
+    path = Path(SCRATCH.name) / "model.onnx"
     try:
         torch.onnx.export(model, args, str(path), opset_version=18, dynamo=True)
     except Exception as exc:
@@ -70,7 +72,7 @@ def forked(gb: float, source: Path, name: str) -> dict[str, Any]:
     """`direct` in a child forked from this process, once it has exported a small model."""
     import torch
 
-    warm = Path(tempfile.mkdtemp(prefix="warm-")) / "warm.onnx"
+    warm = Path(SCRATCH.name) / "warm.onnx"
     torch.onnx.export(torch.nn.Linear(2, 2), (torch.rand(1, 2),), str(warm), dynamo=True)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -105,11 +107,14 @@ def harness(gb: float, source: Path, name: str, *, after_faults: bool = False) -
     from harness.runtime.zygote import run_cell_isolated
     from harness.store.records import Cell, CellTask
 
-    run_dir = tempfile.mkdtemp(prefix="hoard-run-")
+    run_dir = Path(SCRATCH.name) / "run"
+    run_dir.mkdir()
     for fault in FAULT_CELLS if after_faults else ():
         cell = Cell(fault, "torchscript", 18)
-        run_cell_isolated(CellTask(cell, str(FAULTS), "r", run_dir, timeout_s=4, max_memory_gb=1))
-    task = CellTask(Cell(name, "dynamo", 18), str(source), "r", run_dir, max_memory_gb=gb)
+        run_cell_isolated(
+            CellTask(cell, str(FAULTS), "r", str(run_dir), timeout_s=4, max_memory_gb=1)
+        )
+    task = CellTask(Cell(name, "dynamo", 18), str(source), "r", str(run_dir), max_memory_gb=gb)
     record = run_cell_isolated(task)
     return {
         "exit": "record",
