@@ -15,14 +15,16 @@ checked one raises MemoryError. CPython 3.11's `ContextVar.set` is such code (gh
 ContextVars: a cell that hoards under its ceiling can die of SIGSEGV in
 `torch/utils/_config_module.py`, `__setattr__`, where a direct call of the same export
 met a MemoryError (issue 34). The zygote watches its child's data size against its
-ceiling (`CeilingWatch`), so such a death is judged `oom`, as the MemoryError is.
+ceiling (`CeilingWatch`), so such a death is judged `oom`, as the MemoryError is. So is an
+error a cell raises out of its stages once an allocation failed at its ceiling (a
+TypeError from torch's config logging, in CI): `memory_limit` notes, as it lifts the
+ceiling, whether the process met it (`met_its_ceiling`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import faulthandler
-import os
 import resource
 import sys
 from collections.abc import Iterator
@@ -58,14 +60,15 @@ def memory_limit(max_gb: float | None) -> Iterator[None]:
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
     data = _fields(Path("/proc/self/status"), ("VmData",)).get("VmData", 0) << 10
-    resource.setrlimit(resource.RLIMIT_DATA, (ceiling_bytes(data, max_gb), hard))
+    ceiling = ceiling_bytes(data, max_gb)
+    resource.setrlimit(resource.RLIMIT_DATA, (ceiling, hard))
     try:
         yield
     finally:
-        watch = CeilingWatch(os.getpid())
-        watch.sample()  # before the ceiling is lifted: after it, there is none to compare
-        _LAST_CEILING_MET[0] = watch.reached
+        # lifted first: at its ceiling, reading /proc could itself fail to allocate
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+        peak = _peak_data(Path("/proc/self/status"))
+        _LAST_CEILING_MET[0] = peak is not None and reached_ceiling(peak, ceiling)
 
 
 # Whether the last ceiling `memory_limit` set in this process was met, read as it was
@@ -116,8 +119,7 @@ class CeilingWatch:
         if limit is None or len(status) < 4:
             return  # no ceiling (yet, or any more)
         self.limit, self.data, self.rss = limit, status["VmData"] << 10, status["VmRSS"] << 10
-        peak_data = (status["VmPeak"] - status["VmSize"] + status["VmData"]) << 10
-        self.reached = self.reached or reached_ceiling(peak_data, limit)
+        self.reached = self.reached or reached_ceiling(_peak_of(status), limit)
 
     def after_exit(self, max_rss_bytes: int) -> bool:
         """Had it come to its ceiling when it died?"""
@@ -130,6 +132,20 @@ class CeilingWatch:
         else:
             return False
         return reached_ceiling(data + max(0, max_rss_bytes - rss), limit)
+
+
+def _peak_data(status_path: Path) -> int | None:
+    """The data size of a process at its peak, in bytes, from its /proc status; None where
+    it cannot be read (gone, or not Linux)."""
+    try:
+        return _peak_of(_fields(status_path, ("VmPeak", "VmSize", "VmData")))
+    except (OSError, ValueError, IndexError, KeyError):
+        return None
+
+
+def _peak_of(status: dict[str, int]) -> int:
+    """VmPeak less what is not data now (VmSize - VmData): a peak between two looks counts."""
+    return (status["VmPeak"] - status["VmSize"] + status["VmData"]) << 10
 
 
 def reached_ceiling(data_bytes: int, limit_bytes: int) -> bool:

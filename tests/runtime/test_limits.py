@@ -4,6 +4,7 @@ real forked processes (128 MiB each at most)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -12,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.runtime.limits import CeilingWatch, is_out_of_memory, reached_ceiling
+from harness.runtime.limits import (
+    CeilingWatch,
+    is_out_of_memory,
+    memory_limit,
+    met_its_ceiling,
+    reached_ceiling,
+)
 
 
 class TorchExportError(RuntimeError):
@@ -131,3 +138,32 @@ def test_a_peak_after_the_last_sample_counts_from_the_peak_rss_kept_past_death()
     assert not watch.after_exit(700 * MIB)  # 700 + 200 grown: 100 MiB short
     assert watch.after_exit(740 * MIB)  # 700 + 240 grown: within 64 MiB
     assert not CeilingWatch(0).after_exit(10_000 * MIB)  # never seen under a ceiling
+
+
+def _met_in_a_child(hoard: bool) -> bool:
+    """In a forked child: a 128 MiB `memory_limit`, hoarded to (or not), then lifted; what
+    `met_its_ceiling` said once it was."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with memory_limit(128 / 1024):
+                blocks = []
+                with contextlib.suppress(MemoryError):
+                    while hoard and len(blocks) < 64:
+                        blocks.append(b"\x01" * (16 * MIB))
+                del blocks
+            os.write(write, b"1" if met_its_ceiling() else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    said = os.read(read, 1)
+    os.waitpid(pid, 0)
+    os.close(read)
+    return said == b"1"
+
+
+def test_whether_the_ceiling_was_met_is_kept_once_it_is_lifted() -> None:
+    """What a cell raised outside its stages, after its ceiling was lifted, is judged by
+    this (harness.runtime.zygote): the ceiling is gone from /proc by then."""
+    assert (_met_in_a_child(hoard=True), _met_in_a_child(hoard=False)) == (True, False)
