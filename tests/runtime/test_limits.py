@@ -89,17 +89,22 @@ def test_the_margin_is_a_twentieth_of_the_ceiling_and_at_least_64_mib() -> None:
     assert not reached_ceiling(8000 * MIB - 401 * MIB, 8000 * MIB)
 
 
+def _hoarded(hoard: bool) -> list[bytes]:
+    """16 MiB blocks kept until an allocation fails (1 GiB at most), or none."""
+    blocks: list[bytes] = []
+    with contextlib.suppress(MemoryError):
+        while hoard and len(blocks) < 64:
+            blocks.append(b"\x01" * (16 * MIB))
+    return blocks
+
+
 def _child(hoard: bool, ready: int) -> None:
     """Under a ceiling 128 MiB above its data size: hoard 16 MiB blocks until one fails
     (or not), say so, and wait to be killed."""
     try:
         ceiling = _vm_data_bytes() + 128 * MIB
         resource.setrlimit(resource.RLIMIT_DATA, (ceiling, resource.RLIM_INFINITY))
-        blocks = []
-        while hoard and len(blocks) < 64:
-            blocks.append(b"\x01" * (16 * MIB))
-    except MemoryError:
-        pass
+        held = _hoarded(hoard)  # noqa: F841  (kept while the parent watches)
     finally:
         os.write(ready, b"x")
         time.sleep(60)
@@ -148,11 +153,7 @@ def _met_in_a_child(hoard: bool) -> bool:
     if pid == 0:
         try:
             with memory_limit(128 / 1024):
-                blocks = []
-                with contextlib.suppress(MemoryError):
-                    while hoard and len(blocks) < 64:
-                        blocks.append(b"\x01" * (16 * MIB))
-                del blocks
+                _hoarded(hoard)
             os.write(write, b"1" if met_its_ceiling() else b"0")
         finally:
             os._exit(0)

@@ -28,6 +28,17 @@ class Hoarder(torch.nn.Module):
         return x + 1
 
 
+def _hoard_to_the_ceiling() -> list[bytes]:
+    """Blocks kept one at a time until an allocation fails: what is held then."""
+    hoard: list[bytes] = []
+    try:
+        for _ in range(HOARD_MIB // BLOCK_MIB):
+            hoard.append(b"\x01" * (BLOCK_MIB << 20))  # noqa: PERF401
+    except MemoryError:
+        return hoard
+    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+
+
 def _hoard_then_crash() -> torch.nn.Module:
     """Hoards until an allocation fails, then dies of SIGSEGV, as CPython 3.11 does where
     `ContextVar.set` is the next to allocate (gh-151773; torch's config `__setattr__`
@@ -36,27 +47,17 @@ def _hoard_then_crash() -> torch.nn.Module:
     # size every 0.25 s); without this the child could set its ceiling and die of it
     # before the first sample, where the verdict rests on the fork-time estimate alone.
     time.sleep(0.6)
-    hoard = []
-    try:
-        for _ in range(HOARD_MIB // BLOCK_MIB):  # one block at a time
-            hoard.append(b"\x01" * (BLOCK_MIB << 20))  # noqa: PERF401
-    except MemoryError:
-        ctypes.string_at(0)  # reads address 0
-    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+    held = _hoard_to_the_ceiling()
+    ctypes.string_at(0)  # reads address 0
+    raise AssertionError(f"still alive, holding {len(held)} blocks")
 
 
 def _hoard_then_exit() -> torch.nn.Module:
     """Hoards until an allocation fails, lets go, then ends its process: a stand-in for
     the TypeError CPython 3.11 raised out of every stage of a cell whose allocation had
     failed in torch's config logging (CI), after the cell's ceiling was lifted."""
-    hoard = []
-    try:
-        for _ in range(HOARD_MIB // BLOCK_MIB):
-            hoard.append(b"\x01" * (BLOCK_MIB << 20))  # noqa: PERF401
-    except MemoryError:
-        hoard.clear()
-        raise SystemExit("out of memory a while ago") from None
-    raise AssertionError(f"hoarded {len(hoard) * BLOCK_MIB} MiB without meeting a ceiling")
+    _hoard_to_the_ceiling()  # let go at once
+    raise SystemExit("out of memory a while ago")
 
 
 SPECS = [
