@@ -5,8 +5,8 @@ worker, its start and end, and how busy the machine's cores were meanwhile (from
     SUITE_BUSY_DIR=DIR python -m pytest -q -n auto --dist loadgroup -p benchmarks.suite_busy
     python -m benchmarks.suite_busy DIR
 
-The summary: each worker's span, when the Ray tier ran, the cores' idle core-seconds in
-all, and the tests that left the most of them idle (their time times the idle fraction):
+The summary: each worker's span, when the Ray tier ran, the share of the span the cores
+were idle, and the tests that left them idle longest (their time times the idle share):
 where a test waits rather than works."""
 
 from __future__ import annotations
@@ -71,10 +71,15 @@ class Row:
 
 
 def summary(folder: Path, top: int = 15) -> list[str]:
-    rows = [Row(**json.loads(line)) for p in sorted(folder.glob("*.jsonl")) for line in p.open()]
-    origin = min(r.start for r in rows)
-    lines = [f"span {max(r.end for r in rows) - origin:.0f} s over {len(rows)} tests"]
-    for worker in sorted({r.worker for r in rows}):
+    rows = [
+        Row(**json.loads(line))
+        for p in sorted(folder.glob("*.jsonl"))
+        for line in p.read_text().splitlines()
+    ]
+    origin, workers = min(r.start for r in rows), sorted({r.worker for r in rows})
+    span = max(r.end for r in rows) - origin
+    lines = [f"span {span:.0f} s over {len(rows)} tests"]
+    for worker in workers:
         mine = [r for r in rows if r.worker == worker]
         lines.append(
             f"{worker}: {len(mine)} tests, {sum(r.seconds for r in mine):.0f} s in tests, "
@@ -85,8 +90,7 @@ def summary(folder: Path, top: int = 15) -> list[str]:
             f"Ray tier: {min(r.start for r in ray) - origin:.0f} to "
             f"{max(r.end for r in ray) - origin:.0f} s, {sum(r.seconds for r in ray):.0f} s in tests"
         )
-    workers, span = len({r.worker for r in rows}), max(r.end for r in rows) - origin
-    idle_share = sum(r.idle_s for r in rows) / max(1e-9, workers * span)
+    idle_share = sum(r.idle_s for r in rows) / max(1e-9, len(workers) * span)
     lines.append(f"the cores idle {idle_share:.0%} of the span, tests weighed by their time")
     wasted = sorted(rows, key=lambda r: -r.idle_s)[:top]
     lines.extend(
