@@ -19,6 +19,7 @@ from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
 from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
 
+REPO = Path(__file__).resolve().parents[1]
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "architectures.py"
 INVENTORY = _inventory.read_inventory()
 MODELS = INVENTORY["models"]
@@ -188,6 +189,23 @@ def test_every_model_type_is_an_entry_and_the_unbuildable_say_why() -> None:
             assert len(spec.dynamic_shapes) == len(entry["inputs"])
             assert spec.input_names == tuple(entry["inputs"])  # the graph's input names
             assert all(e.model == spec.name for e in spec.expect)
+
+
+def test_the_test_install_pins_the_transformers_every_inventory_was_probed_with() -> None:
+    """The README's test command installs `-c .ci/constraints.txt`: with the transformers
+    pinned there, the registry-coverage tests below run rather than skip (a new release
+    changed the caches' tensors under a stale inventory and turned CI red)."""
+    pins = dict(
+        line.split("==", 1)
+        for line in (REPO / ".ci" / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    probed = {
+        path.name: _inventory.read_inventory(path)["transformers"]
+        for path in sorted(_inventory.HERE.glob("_*inventory.json"))
+    }
+    assert len(probed) == 3
+    assert set(probed.values()) == {pins["transformers"]}, probed
 
 
 @pytest.mark.skipif(

@@ -128,13 +128,13 @@ def _restoring_call(
         return lambda: submodule(**kwargs)
     if not hasattr(cache, "crop") or not hasattr(cache, "get_seq_length"):
         return None
-    try:
-        length = cache.get_seq_length()
+    try:  # int(): a linear-attention layer's count is a tensor that grows in place
+        length = int(cache.get_seq_length())
     except ValueError:  # no attention layer to count the tokens of
         return None
 
     def restore() -> None:
-        added = cache.get_seq_length() - length
+        added = int(cache.get_seq_length()) - length
         if added:
             cache.crop(-added)  # transformers' crop(-n) drops the last n tokens
 
