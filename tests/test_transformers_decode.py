@@ -7,6 +7,7 @@ whole suite is run by benchmarks/test_transformers_decode.py."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import onnx
@@ -150,6 +151,29 @@ SAMPLE = [
     "hf.t5.decode-seq2seq",
     "hf.voxtral.decode-seq2seq",
 ]
+
+
+def test_an_inventory_a_newer_transformers_left_behind_says_so_and_how_to_refresh() -> None:
+    """transformers 5.25 flattened a linear-attention cache into two more tensors than 5.24
+    did: an entry probed with another release names the wrong inputs. Its example inputs
+    say which release probed it and the command that probes it again, where a count
+    mismatch alone (`harness.cell.shapes`) would leave the user guessing."""
+    pytest.importorskip("transformers")
+    stale = copy.deepcopy(INVENTORY)
+    stale["transformers"] = "5.24.0"
+    entry = stale["models"]["hf.mamba.decode"]
+    entry["inputs"] = [n for n in entry["inputs"] if "cumulative" not in n]  # as 5.24 named
+    entry["dims"] = {n: d for n, d in entry["dims"].items() if n in entry["inputs"]}
+    (spec,) = [s for s in _decode_inventory.decode_specs(stale) if s.name == "hf.mamba.decode"]
+    fresh = _spec("hf.mamba.decode")
+    torch.manual_seed(0)
+    assert len(fresh.example_inputs()) == 4  # ids, mask, no position ids, the cache
+    with pytest.raises(ValueError, match="probed with transformers") as raised:
+        spec.example_inputs()
+    message = str(raised.value)
+    assert "probed with transformers 5.24.0, names 6" in message
+    assert f"transformers {installed_version('transformers')} gives this step 8" in message
+    assert "`harness zoo refresh transformers-decode`" in message
 
 
 @pytest.mark.parametrize("name", SAMPLE)

@@ -12,6 +12,7 @@ from model_zoo.real_size.models import FAMILY, entry
 from model_zoo.transformers._decode_inventory import (
     DECODE_INVENTORY,
     decode_name,
+    probed_entries,
     published_decode_spec,
     with_layers,
 )
@@ -26,7 +27,7 @@ DECODERS = ("smollm2_360m", "qwen2_5_0_5b", "qwen3_0_6b")
 def _specs() -> list[ModelSpec]:
     if not DECODE_INVENTORY.is_file():
         return []
-    probed = read_inventory(DECODE_INVENTORY)["models"]
+    probed = probed_entries(read_inventory(DECODE_INVENTORY))
     specs = []
     for name in DECODERS:
         published = entry(name)

@@ -20,6 +20,7 @@ from model_zoo.transformers._inventory import (
     REQUIRES,
     expected_for,
     model_name,
+    package_version,
     skip_reason,
     unbuildable,
 )
@@ -51,7 +52,13 @@ def decode_name(model_type: str, head: str) -> str:
 def decode_specs(document: dict[str, Any], expected: tuple[Expect, ...] = ()) -> list[ModelSpec]:
     """One entry per (type, head) of the inventory; the ones that do not build or run a step
     with a cache carry their reason, so their (dynamic) cells are skipped with it."""
-    return [_spec(name, entry, expected) for name, entry in sorted(document["models"].items())]
+    return [_spec(name, entry, expected) for name, entry in probed_entries(document).items()]
+
+
+def probed_entries(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The inventory's entries, each with the transformers it was probed with."""
+    version = document.get("transformers")
+    return {name: {**e, "probed_with": version} for name, e in sorted(document["models"].items())}
 
 
 def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> ModelSpec:
@@ -99,7 +106,7 @@ def _spec(name: str, entry: dict[str, Any], expected: tuple[Expect, ...]) -> Mod
     return ModelSpec(
         **common,
         build=partial(_build, model_type, head, mask_past),
-        example_inputs=partial(_example_inputs, model_type, head, mask_past),
+        example_inputs=partial(_example_inputs, model_type, head, mask_past, entry),
         inputs_at=_inputs_at,
         dynamic_shapes=dynamic_shapes(entry),
         dynamic_sizes=(sizes(PREFILL_CHECK, past=prefill_past), sizes(DECODE_CHECK)),
@@ -135,13 +142,25 @@ def _build(model_type: str, head: str, mask_past: bool, published: str | None = 
 
 
 def _example_inputs(
-    model_type: str, head: str, mask_past: bool, published: str | None = None
+    model_type: str, head: str, mask_past: bool, entry: dict[str, Any], published: str | None = None
 ) -> tuple[Any, ...]:
     """The inputs at the example shape (the prefill that makes their cache needs the model:
-    it is built again, under the same seed)."""
+    it is built again, under the same seed). Where the installed transformers flattens the
+    cache into other tensors than the one the entry was probed with, says so."""
+    import torch
+    from torch.utils import _pytree as pytree
+
     from model_zoo.transformers._decode import EXAMPLE, inputs_at
 
-    return inputs_at(_build(model_type, head, mask_past, published), EXAMPLE)
+    inputs = inputs_at(_build(model_type, head, mask_past, published), EXAMPLE)
+    count = sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(inputs))
+    if count != len(entry["inputs"]):
+        raise ValueError(
+            f"transformers {package_version('transformers')} gives this step {count} input tensors"
+            f" where the inventory, probed with transformers {entry.get('probed_with')},"
+            f" names {len(entry['inputs'])}: `{DECODE_REFRESH}` probes it again"
+        )
+    return inputs
 
 
 def with_layers(entry: dict[str, Any], layers: int) -> dict[str, Any]:
@@ -176,7 +195,7 @@ def published_decode_spec(
         spec,
         family=family,
         build=partial(_build, model_type, head, mask_past, published),
-        example_inputs=partial(_example_inputs, model_type, head, mask_past, published),
+        example_inputs=partial(_example_inputs, model_type, head, mask_past, entry, published),
         tags=(family, *spec.tags[1:]),
         metadata={**spec.metadata, **metadata},
         description=f"{entry['class']} ({model_type}) at {metadata.get('checkpoint')}'s"

@@ -68,8 +68,8 @@ def inventory_document(
     return {
         "schema": INVENTORY_SCHEMA,
         "about": f"transformers model types probed from shrunk configs; regenerate with `{command}`",
-        "transformers": _version("transformers"),
-        "torch": _version("torch"),
+        "transformers": package_version("transformers"),
+        "torch": package_version("torch"),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d"),
         "registry": registry_size,
         "probe_s": round(seconds, 1),
@@ -77,7 +77,7 @@ def inventory_document(
     }
 
 
-def _version(package: str) -> str | None:
+def package_version(package: str) -> str | None:
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
