@@ -147,13 +147,11 @@ def _example_inputs(
     """The inputs at the example shape (the prefill that makes their cache needs the model:
     it is built again, under the same seed). Where the installed transformers flattens the
     cache into other tensors than the one the entry was probed with, says so."""
-    import torch
-    from torch.utils import _pytree as pytree
-
+    from harness.cell.shapes import Inputs
     from model_zoo.transformers._decode import EXAMPLE, inputs_at
 
     inputs = inputs_at(_build(model_type, head, mask_past, published), EXAMPLE)
-    count = sum(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(inputs))
+    count = len(Inputs(inputs, {}).leaves())  # the graph inputs, as the cell counts them
     if count != len(entry["inputs"]):
         raise ValueError(
             f"transformers {package_version('transformers')} gives this step {count} input tensors"
