@@ -29,7 +29,7 @@ class NodeLock:
     """This process's hold on the node: shared while it works, exclusive while it times."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        where = folder or Path(os.environ.get(FOLDER_ENV) or _default_folder())
+        where = folder or Path(os.environ.get(FOLDER_ENV) or default_folder())
         where.mkdir(parents=True, exist_ok=True)
         self.gate = _open(where / "gate")
         self.work = _open(where / "work")
@@ -93,7 +93,8 @@ def _open(path: Path) -> int:
     return fd
 
 
-def _default_folder() -> Path:
+def default_folder() -> Path:
+    """Where every harness process of this machine keeps the node's locks."""
     return Path(tempfile.gettempdir()) / "harness-node"
 
 

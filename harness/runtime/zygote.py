@@ -51,7 +51,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Generic, NoReturn, TypeVar
 
-from harness.runtime import limits
+from harness.runtime import limits, scratch
 from harness.runtime.exits import (
     LENGTH,
     ChildExit,
@@ -345,28 +345,35 @@ def _fork(
     log: Path | None = None,
 ) -> ChildExit:
     """`body` in a forked child, what it returns sent back through a pipe; the child
-    watched against its memory ceiling and killed past `timeout_s`."""
+    watched against its memory ceiling and killed past `timeout_s`, its temporary files
+    removed when it has ended (harness.runtime.scratch)."""
     read_fd, write_fd = os.pipe()
     oom_kills_before = oom_kills()
     zygote = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _child(body, write_fd, zygote, gpus, log)
-    os.close(write_fd)
-    own_group(pid)
-    try:
-        watch = limits.CeilingWatch(pid, max_memory_gb) if max_memory_gb else None
-        return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
-    finally:
-        os.close(read_fd)
+    with scratch.folder() as temp:
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _child(body, write_fd, zygote, gpus, log, temp)
+        os.close(write_fd)
+        own_group(pid)
+        try:
+            watch = limits.CeilingWatch(pid, max_memory_gb) if max_memory_gb else None
+            return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
+        finally:
+            os.close(read_fd)
 
 
 # -- in the child -------------------------------------------------------------------------------
 
 
 def _child(
-    body: Callable[[], bytes], fd: int, zygote: int, gpus: str | None, log: Path | None
+    body: Callable[[], bytes],
+    fd: int,
+    zygote: int,
+    gpus: str | None,
+    log: Path | None,
+    temp: Path,
 ) -> NoReturn:
     """Run `body`, send what it returns, and leave: `os._exit`, so that none of the
     zygote's exit handlers runs here."""
@@ -378,6 +385,7 @@ def _child(
             raise SystemExit(70)
         _print_to(log)
         _give_gpus(gpus)
+        scratch.enter(temp)
         _send(fd, body())
     except BaseException:
         code = 70
