@@ -15,7 +15,6 @@ cache, the encoder's output computed once, as `generate` does.
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,15 +64,10 @@ class EncoderWithCross(torch.nn.Module):
             attention_mask=attention_mask,
             decoder_input_ids=first,
             use_cache=True,
-            **{_cache_key(lm): empty},
+            **{generation.cache_argument(lm): empty},
         )
         cross = generation.cache_of(out).cross_attention_cache
         return (hidden, *[t for layer in cross.layers for t in (layer.keys, layer.values)])
-
-
-def _cache_key(lm: torch.nn.Module) -> str:
-    """The forward's cache argument (`cache` in newer transformers, `past_key_values`)."""
-    return generation.cache_key(inspect.signature(lm.forward).parameters) or "past_key_values"
 
 
 def encoder_output(hidden: torch.Tensor) -> Any:
@@ -99,7 +93,7 @@ def eager_step(lm: torch.nn.Module, source: torch.Tensor) -> generation.Step:
     lm_any: Any = lm
     with torch.no_grad():
         hidden = lm_any.get_encoder()(input_ids=source, attention_mask=mask)[0]
-    key = _cache_key(lm)
+    key = generation.cache_argument(lm)
     state: dict[str, Any] = {"cache": None}
 
     def step(new: torch.Tensor, past: int) -> torch.Tensor:

@@ -133,7 +133,7 @@ def mismatch_text(g: Generation, eager: list[int], ort: list[int]) -> str:
 def eager_step(lm: torch.nn.Module, *, mask_past: bool = True) -> Step:
     """The language model's forward with its own cache, as `generate` calls it."""
     params = inspect.signature(lm.forward).parameters
-    key = cache_key(params) or "past_key_values"
+    key = cache_argument(lm)
     device = next(lm.parameters(), torch.empty(0)).device
     state: dict[str, Any] = {"cache": None}
 
@@ -243,6 +243,12 @@ def cache_of(output: Any) -> Any:
 
 def cache_key(kwargs: Mapping[str, Any]) -> str | None:
     return next((k for k in ("cache", "past_key_values") if k in kwargs), None)
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The model's forward's cache argument (`cache` since transformers 5.2x, where
+    `past_key_values` is deprecated and goes in 5.40; `past_key_values` before)."""
+    return cache_key(inspect.signature(model.forward).parameters) or "past_key_values"
 
 
 # -- the cell's check -----------------------------------------------------------------------------

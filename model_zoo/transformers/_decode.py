@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from harness.cell.generation import cache_argument, cache_of
 from model_zoo.transformers._build import model_class, offline, start_decoding_as_checkpoints_do
 from model_zoo.transformers._inputs import token_ids
 from model_zoo.transformers._shrink import shrunk_config
@@ -109,6 +110,7 @@ class DecodeStep(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, *, position_ids: bool, mask_past: bool) -> None:
         super().__init__()
         self.model = model
+        self.cache_argument = cache_argument(model)
         self.takes_position_ids = position_ids
         # The mask covers the past and the new tokens (attention), or only the new ones (a
         # recurrent state has no past positions to mask).
@@ -125,11 +127,11 @@ class DecodeStep(torch.nn.Module):
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            past_key_values=past_key_values,
             use_cache=True,
+            **{self.cache_argument: past_key_values},
             **extra,
         )
-        return (out.logits, *cache_tensors(out.past_key_values))
+        return (out.logits, *cache_tensors(cache_of(out)))
 
 
 class Seq2SeqDecodeStep(torch.nn.Module):
@@ -139,6 +141,7 @@ class Seq2SeqDecodeStep(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
+        self.cache_argument = cache_argument(model)
 
     def forward(
         self,
@@ -151,10 +154,10 @@ class Seq2SeqDecodeStep(torch.nn.Module):
             decoder_input_ids=input_ids,
             attention_mask=encoder_attention_mask,
             encoder_outputs=encoder_output(encoder_hidden_states),
-            past_key_values=past_key_values,
             use_cache=True,
+            **{self.cache_argument: past_key_values},
         )
-        return (out.logits, *cache_tensors(out.past_key_values))
+        return (out.logits, *cache_tensors(cache_of(out)))
 
 
 def cache_tensors(cache: Any) -> list[torch.Tensor]:
@@ -232,7 +235,7 @@ def _prefill(
                 encoder_outputs=encoder_output(hidden),
                 use_cache=True,
             )
-    cache = getattr(out, "past_key_values", None)
+    cache = cache_of(out)
     if cache is None:
         raise ValueError(f"{type(model).__name__} returns no KV cache with use_cache=True")
     return cache
