@@ -25,17 +25,24 @@ PREFIX = "harness-cell-"
 
 
 @contextlib.contextmanager
-def folder() -> Iterator[Path]:
-    """In the zygote: a new folder for one child, removed after the block."""
-    made = Path(tempfile.mkdtemp(prefix=PREFIX))
+def folder() -> Iterator[Path | None]:
+    """In the zygote: a new folder for one child, removed after the block; None where the
+    temp folder takes none (full, say): the cell then meets that itself, in its record."""
+    try:
+        made = Path(tempfile.mkdtemp(prefix=PREFIX))
+    except OSError:
+        yield None
+        return
     try:
         yield made
     finally:
         shutil.rmtree(made, ignore_errors=True)
 
 
-def enter(made: Path) -> None:
+def enter(made: Path | None) -> None:
     """In the child: `made` is where this process and what it starts put temporary files."""
+    if made is None:
+        return
     os.environ.setdefault(node.FOLDER_ENV, str(node.default_folder()))
     tempfile.tempdir = str(made)
     os.environ["TMPDIR"] = str(made)

@@ -373,7 +373,7 @@ def _child(
     zygote: int,
     gpus: str | None,
     log: Path | None,
-    temp: Path,
+    temp: Path | None,
 ) -> NoReturn:
     """Run `body`, send what it returns, and leave: `os._exit`, so that none of the
     zygote's exit handlers runs here."""

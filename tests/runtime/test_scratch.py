@@ -5,19 +5,19 @@ file as a model's code may. The node's locks stay where every process finds them
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.cell.node import FOLDER_ENV
+from harness.runtime import scratch
 from harness.runtime.zygote import Zygotes, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from harness.store.status import Status
 from tests.conftest import FIXTURES
-
-pytestmark = pytest.mark.slow  # a zygote of its own and a cell killed at its timeout
 
 SCRATCH, TINY = FIXTURES / "scratch" / "scratch.py", FIXTURES / "tiny" / "models.py"
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
@@ -38,6 +38,7 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple
         zygotes.close()
 
 
+@pytest.mark.slow  # a zygote of its own and a cell killed at its timeout
 def test_what_a_cell_wrote_in_temp_goes_with_it_however_it_ended(
     temp_root: tuple[Path, Zygotes], tmp_path: Path
 ) -> None:
@@ -59,3 +60,17 @@ def test_what_a_cell_wrote_in_temp_goes_with_it_however_it_ended(
     assert sorted(p.name for p in root.iterdir()) == kept
     assert run(SCRATCH, "scratch_killed_after_writing") == Status.CRASHED
     assert sorted(p.name for p in root.iterdir()) == kept
+
+
+def test_a_temp_folder_that_takes_no_folder_leaves_the_cell_to_meet_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """(A full disk, here a file where the folder should be: mkdir fails as it would.)"""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "file"))
+    with scratch.folder() as made:
+        assert made is None
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with scratch.folder() as made:
+        assert made is not None and made.parent == tmp_path and made.is_dir()
+    assert not made.exists()
