@@ -124,7 +124,7 @@ def eager_step(lm: torch.nn.Module) -> Step:
     """The language model's forward with its own cache, as `generate` calls it on a
     padded batch (the mask, and the positions where the model takes them)."""
     params = inspect.signature(lm.forward).parameters
-    key = generation.cache_key(params) or "past_key_values"
+    key = generation.cache_argument(lm)
     device = next(lm.parameters(), torch.empty(0)).device
     state: dict[str, Any] = {"cache": None}
 

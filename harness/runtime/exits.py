@@ -169,6 +169,19 @@ def own_group(pid: int) -> None:
         os.setpgid(pid, pid)
 
 
+def end_group(pid: int, bound_s: float = 5.0) -> None:
+    """Kill what is left of the child's process group and wait, up to `bound_s`, until the
+    kernel has taken it all down (SIGKILL takes a moment on a loaded machine)."""
+    _kill_group(pid)
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
 def _kill_group(pid: int) -> None:
     """Kill the child and whatever it started."""
     for kill in (os.kill, os.killpg):

@@ -55,6 +55,7 @@ from harness.runtime import limits, scratch
 from harness.runtime.exits import (
     LENGTH,
     ChildExit,
+    end_group,
     judge_exit,
     no_record,
     oom_kills,
@@ -227,6 +228,7 @@ def _start_zygote(log: Path | None) -> concurrent.futures.ProcessPoolExecutor:
 
 def _become_zygote(log: Path | None = None) -> None:
     _print_to(log)
+    scratch.sweep()
     _WORKER_CUDA_ENV.update({k: os.environ.get(k) for k in _ZYGOTE_CUDA_ENV})
     os.environ.update(_ZYGOTE_CUDA_ENV)
     import torch
@@ -362,6 +364,7 @@ def _fork(
             return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
         finally:
             os.close(read_fd)
+            end_group(pid)  # nothing of the cell's writes to its folder as it goes
 
 
 # -- in the child -------------------------------------------------------------------------------

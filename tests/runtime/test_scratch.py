@@ -1,18 +1,26 @@
 """A cell's temporary files go with the cell, however it ended (harness.runtime.scratch):
-real cells forked from a zygote of their own whose temp folder is the test's, one killed
+real cells forked from zygotes of their own whose temp folder is the test's, one killed
 at its timeout after writing its graph, one killed without last words after writing a
-file as a model's code may. The node's locks stay where every process finds them."""
+file as a model's code may, one whose zygote was killed with it (a cancelled run). The
+node's locks stay where every process finds them."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import fcntl
+import os
+import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.cell.node import FOLDER_ENV
-from harness.runtime import scratch
+from harness.runtime import exits, scratch
 from harness.runtime.zygote import Zygotes, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
@@ -62,6 +70,50 @@ def test_what_a_cell_wrote_in_temp_goes_with_it_however_it_ended(
     assert sorted(p.name for p in root.iterdir()) == kept
 
 
+@pytest.mark.slow  # two zygotes, a cell that waits to be cancelled
+def test_the_folder_of_a_cell_killed_with_its_zygote_goes_when_the_next_zygote_starts(
+    temp_root: tuple[Path, Zygotes], tmp_path: Path
+) -> None:
+    root, zygotes = temp_root
+    task = CellTask(Cell("scratch_hang_after_export", "torchscript", 18), str(SCRATCH), "r",
+                    str(tmp_path / "run"), protocol=QUICK, timeout_s=600)  # fmt: skip
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        hanging = pool.submit(run_cell_isolated, task, None, zygotes)
+        _wait_until(lambda: any(root.glob("harness-cell-*/**/*.onnx")))
+        zygotes.stop()  # as a cancelled run does: the zygote killed, its cell with it
+        assert hanging.result(timeout=60).reason == "the cell was cancelled"
+    (left,) = root.glob("harness-cell-*")
+    _wait_until(lambda: _free(left / scratch.HELD))  # the cell's process is gone too
+    assert left.is_dir()  # nobody was left to remove it
+    fresh = Zygotes()
+    try:
+        ok = CellTask(Cell("tiny_mlp", "torchscript", 18), str(TINY), "r", str(tmp_path / "run"),
+                      protocol=QUICK, timeout_s=120)  # fmt: skip
+        assert run_cell_isolated(ok, zygotes=fresh).status == Status.OK
+    finally:
+        fresh.close()
+    assert not list(root.glob("harness-cell-*"))
+
+
+def _wait_until(condition: Callable[[], bool], seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited in vain"
+        time.sleep(0.1)
+
+
+def _free(lock: Path) -> bool:
+    """Whether nobody holds `lock` (taken and let go at once)."""
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def test_a_temp_folder_that_takes_no_folder_leaves_the_cell_to_meet_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -74,3 +126,40 @@ def test_a_temp_folder_that_takes_no_folder_leaves_the_cell_to_meet_it(
     with scratch.folder() as made:
         assert made is not None and made.parent == tmp_path and made.is_dir()
     assert not made.exists()
+
+
+def test_a_sweep_leaves_the_folder_of_a_living_cell(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{scratch.PREFIX}dead"
+    dead.mkdir()
+    (dead / scratch.HELD).touch()  # its zygote and child gone: nobody holds it
+    with scratch.folder() as living:
+        assert living is not None
+        scratch.sweep()
+        assert living.is_dir() and not dead.exists()
+
+
+def test_the_zygote_waits_until_the_cells_process_group_is_gone() -> None:
+    """What a cell started is ended before its folder is removed: a group's leader and a
+    process it left in the background both killed, none of them left. (The bounded wait
+    for a process the kernel is slow to take down is not forced here.)"""
+    group = subprocess.Popen(["sh", "-c", "sleep 60 & exec sleep 60"], start_new_session=True)
+    _wait_until(lambda: len(_members(group.pid)) == 2, seconds=10)
+    reaper = threading.Thread(target=group.wait)  # as the zygote reaps its child
+    reaper.start()
+    exits.end_group(group.pid)
+    assert _members(group.pid) == []
+    reaper.join(timeout=10)
+
+
+def _members(pgid: int) -> list[int]:
+    """The live processes of a process group (zombies are gone already)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
