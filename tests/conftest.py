@@ -272,13 +272,15 @@ def start_cli(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(condition: Callable[[], bool], *, timeout: float, proc: subprocess.Popen[str]) -> None:
-    """Poll `condition` until it holds; fail if the run `proc` ends first or time runs out."""
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float, proc: subprocess.Popen[str] | None = None
+) -> None:
+    """Poll `condition` until it holds; fail if time runs out, or the run `proc` ends first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise AssertionError(
                 f"the run ended early: {proc.stderr.read() if proc.stderr else ''}"
             )

@@ -13,8 +13,7 @@ import os
 import subprocess
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from harness.runtime.zygote import Zygotes, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from harness.store.status import Status
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, wait_for
 
 SCRATCH, TINY = FIXTURES / "scratch" / "scratch.py", FIXTURES / "tiny" / "models.py"
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
@@ -79,11 +78,11 @@ def test_the_folder_of_a_cell_killed_with_its_zygote_goes_when_the_next_zygote_s
                     str(tmp_path / "run"), protocol=QUICK, timeout_s=600)  # fmt: skip
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         hanging = pool.submit(run_cell_isolated, task, None, zygotes)
-        _wait_until(lambda: any(root.glob("harness-cell-*/**/*.onnx")))
+        wait_for(lambda: any(root.glob("harness-cell-*/**/*.onnx")), timeout=120)
         zygotes.stop()  # as a cancelled run does: the zygote killed, its cell with it
         assert hanging.result(timeout=60).reason == "the cell was cancelled"
     (left,) = root.glob("harness-cell-*")
-    _wait_until(lambda: _free(left / scratch.HELD))  # the cell's process is gone too
+    wait_for(lambda: _free(left / scratch.HELD), timeout=120)  # the cell's process is gone too
     assert left.is_dir()  # nobody was left to remove it
     fresh = Zygotes()
     try:
@@ -93,13 +92,6 @@ def test_the_folder_of_a_cell_killed_with_its_zygote_goes_when_the_next_zygote_s
     finally:
         fresh.close()
     assert not list(root.glob("harness-cell-*"))
-
-
-def _wait_until(condition: Callable[[], bool], seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "waited in vain"
-        time.sleep(0.1)
 
 
 def _free(lock: Path) -> bool:
@@ -146,7 +138,7 @@ def test_the_zygote_waits_until_the_cells_process_group_is_gone() -> None:
     process it left in the background both killed, none of them left. (The bounded wait
     for a process the kernel is slow to take down is not forced here.)"""
     group = subprocess.Popen(["sh", "-c", "sleep 60 & exec sleep 60"], start_new_session=True)
-    _wait_until(lambda: len(_members(group.pid)) == 2, seconds=10)
+    wait_for(lambda: len(_members(group.pid)) == 2, timeout=10)
     reaper = threading.Thread(target=group.wait)  # as the zygote reaps its child
     reaper.start()
     exits.end_group(group.pid)
