@@ -188,16 +188,6 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def installed_version(package: str) -> str | None:
-    """The installed version of `package`, or None where it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def load_zoo_file_fresh(path: Path) -> tuple[int, float, bool, bool]:
     """A generated zoo's entry file loaded in a fresh process, as a worker and `harness
     list` load it: its entries, the seconds it took, and whether transformers and torch

@@ -19,12 +19,13 @@ from harness.plan.suites import load_suite
 from harness.runtime.worker import run_cell
 from harness.store import rundir as store
 from harness.store.axes import PATCH
+from harness.store.environment import installed_version
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _decode_inventory, _inventory
 from model_zoo.transformers._decode_probe import input_dims
-from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
+from tests.conftest import load_zoo_file_fresh, run_cli
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "decoders.py"
 INVENTORY = _inventory.read_inventory(_decode_inventory.DECODE_INVENTORY)

@@ -20,13 +20,14 @@ from harness.compare.output.markdown import to_markdown
 from harness.compare.tasks import task_changes
 from harness.report.tasks import tasks_section
 from harness.store import rundir as store
+from harness.store.environment import installed_version
 from harness.store.runs import Run
 from harness.store.status import Status
 from harness.store.tasks import by_task, pass_rate, tasks_of
 from harness.zoo import discovery
 from model_zoo.transformers import _inputs, _tasks
 from model_zoo.transformers._inventory import read_inventory
-from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
+from tests.conftest import load_zoo_file_fresh, run_cli
 from tests.fixtures_compare import record, typed_manifest
 
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "tasks.py"

@@ -14,12 +14,12 @@ import torch
 from harness.cell.shapes import Inputs, second_shape
 from harness.cli import main
 from harness.store import rundir as store
+from harness.store.environment import installed_version
 from harness.store.status import Status
 from harness.zoo import discovery, expected_file
 from model_zoo.transformers import _inventory, _recipes, _shrink
-from tests.conftest import installed_version, load_zoo_file_fresh, run_cli
+from tests.conftest import REPO, load_zoo_file_fresh, run_cli
 
-REPO = Path(__file__).resolve().parents[1]
 ZOO_FILE = discovery.BUILTIN_ZOO / "transformers" / "architectures.py"
 INVENTORY = _inventory.read_inventory()
 MODELS = INVENTORY["models"]

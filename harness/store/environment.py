@@ -129,12 +129,16 @@ def onnxruntime_clash() -> str | None:
     )
 
 
-def _installed(distribution: str) -> bool:
+def installed_version(distribution: str) -> str | None:
+    """The installed version of `distribution`, or None where it is not installed."""
     try:
-        importlib.metadata.version(distribution)
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        return None
+
+
+def _installed(distribution: str) -> bool:
+    return installed_version(distribution) is not None
 
 
 def harness_info() -> dict[str, str | None]:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from harness.store.environment import installed_version
 from harness.zoo import ModelSpec
 from harness.zoo.expect import Expect
 from model_zoo.transformers._inventory import (
@@ -20,7 +21,6 @@ from model_zoo.transformers._inventory import (
     REQUIRES,
     expected_for,
     model_name,
-    package_version,
     skip_reason,
     unbuildable,
 )
@@ -154,7 +154,7 @@ def _example_inputs(
     count = len(Inputs(inputs, {}).leaves())  # the graph inputs, as the cell counts them
     if count != len(entry["inputs"]):
         raise ValueError(
-            f"transformers {package_version('transformers')} gives this step {count} input tensors"
+            f"transformers {installed_version('transformers')} gives this step {count} input tensors"
             f" where the inventory, probed with transformers {entry.get('probed_with')},"
             f" names {len(entry['inputs'])}: `{DECODE_REFRESH}` probes it again"
         )

@@ -13,10 +13,10 @@ import json
 import re
 from datetime import UTC, datetime
 from functools import partial
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from harness.store.environment import installed_version
 from harness.zoo import ModelSpec
 from harness.zoo.expect import Expect
 
@@ -68,20 +68,13 @@ def inventory_document(
     return {
         "schema": INVENTORY_SCHEMA,
         "about": f"transformers model types probed from shrunk configs; regenerate with `{command}`",
-        "transformers": package_version("transformers"),
-        "torch": package_version("torch"),
+        "transformers": installed_version("transformers"),
+        "torch": installed_version("torch"),
         "generated": datetime.now(UTC).strftime("%Y-%m-%d"),
         "registry": registry_size,
         "probe_s": round(seconds, 1),
         "models": dict(sorted(entries.items())),
     }
-
-
-def package_version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def write_inventory(document: dict[str, Any], path: Path) -> None:

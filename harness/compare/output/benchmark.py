@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from importlib import metadata
 
+from harness.store.environment import installed_version
 from harness.store.manifest import Hardware
 from harness.store.records import Record
 from harness.store.runs import Run
@@ -31,7 +31,7 @@ def to_pytest_benchmark(run: Run) -> dict[str, object]:
         },
         "benchmarks": [b for r in run.records if r.status.exported for b in _benchmarks_of(run, r)],
         "datetime": m.finished or run.started,
-        "version": _version("pytest-benchmark", "5.0.0"),
+        "version": installed_version("pytest-benchmark") or "5.0.0",
     }  # fmt: skip
 
 
@@ -107,10 +107,3 @@ def _benchmark(run: Run, r: Record, metric: str, seconds: Sequence[float]) -> di
         "options": {"timer": "harness", "disable_gc": False, "warmup": True},
         "stats": benchmark_stats(seconds),
     }
-
-
-def _version(package: str, fallback: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return fallback
