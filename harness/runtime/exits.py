@@ -134,8 +134,7 @@ def wait_for(
             done, wait_status, usage = os.wait4(pid, os.WNOHANG)
             status = wait_status if done else None
     reaped_at = time.perf_counter()
-    _read(fd, sent)  # what it wrote before it exited
-    _kill_group(pid)  # anything the cell started dies with it
+    _read(fd, sent)  # what it wrote before it exited (what it started: `end_group`)
     if exits is not None:
         os.close(exits)
     oom = oom_kills_before is not None and (oom_kills() or 0) > oom_kills_before

@@ -364,7 +364,7 @@ def _fork(
             return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
         finally:
             os.close(read_fd)
-            end_group(pid)  # nothing of the cell's writes to its folder as it goes
+            end_group(pid)  # what the cell started dies, before its folder goes
 
 
 # -- in the child -------------------------------------------------------------------------------
