@@ -30,6 +30,9 @@ import onnx
 import onnxruntime as ort
 import torch
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 REPO = Path(__file__).resolve().parents[1]
 NEW_TOKENS = 16
 
@@ -144,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     ids = [int(t) for t in args.prompt.split(",")]
     model = language_model(args.model)
-    folder = Path(tempfile.mkdtemp(prefix="plain-builder-"))
+    folder = Path(SCRATCH.name)
     checkpoint, out = folder / "checkpoint", folder / "out"
     model.save_pretrained(str(checkpoint))
     tokenizer(checkpoint, model.config.vocab_size)

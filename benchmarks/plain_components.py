@@ -30,6 +30,9 @@ import onnx
 import torch
 import torch.utils._pytree as pytree
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -65,7 +68,7 @@ def main() -> None:
     model, inputs = _entry(args.source, args.model)
     config = OnnxConfig(dynamic=args.dynamic, opset_version=args.opset)
     exported = OnnxExporter().export_for_generation(model, dict(inputs), config)
-    folder = Path(tempfile.mkdtemp())
+    folder = Path(SCRATCH.name)
     exported.save_pretrained(str(folder))
     ops = {}
     for name in exported.components:

@@ -27,6 +27,9 @@ from pathlib import Path
 import onnx
 import torch
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 REPO = Path(__file__).resolve().parents[1]
 NEW_TOKENS = 16
 
@@ -67,7 +70,7 @@ def main() -> None:
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     config = OnnxConfig(dynamic=True, opset_version=args.opset)
     exported = OnnxExporter().export_for_generation(model, inputs, config)
-    folder = Path(tempfile.mkdtemp())
+    folder = Path(SCRATCH.name)
     exported.save_pretrained(str(folder))
     ops = {}
     for name in exported.components:

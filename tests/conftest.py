@@ -37,6 +37,12 @@ SHARED_FIXTURE = {
 }
 
 
+NODE_OF_THIS_PROCESS = Path(
+    tempfile.gettempdir(),
+    f"harness-test-node-{os.getpid()}-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}",
+)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Each test process is a node of its own for the harness's node lock
     (harness/cell/node.py): the cells of one xdist worker's tests never wait for the timing
@@ -45,10 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
     (zygotes, cells, Ray workers) inherits it."""
     from harness.cell.node import FOLDER_ENV
 
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    folder = Path(tempfile.gettempdir(), f"harness-test-node-{os.getpid()}-{worker}")
-    folder.mkdir(exist_ok=True)
-    os.environ.setdefault(FOLDER_ENV, str(folder))
+    NODE_OF_THIS_PROCESS.mkdir(exist_ok=True)
+    os.environ.setdefault(FOLDER_ENV, str(NODE_OF_THIS_PROCESS))
     _ray_temp_in_memory()
 
 
@@ -71,6 +75,7 @@ def _ray_temp_in_memory() -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(RAY_TEMP_OF_THIS_PROCESS, ignore_errors=True)
+    shutil.rmtree(NODE_OF_THIS_PROCESS, ignore_errors=True)
 
 
 def ray_sessions() -> Path:

@@ -15,6 +15,9 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 LEVELS = {"none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
 
 
@@ -39,7 +42,7 @@ def main(zoo_file: str, name: str, optimizer: str) -> None:
     (x,) = spec.example_inputs()
     with torch.no_grad():
         eager = model(x).numpy().astype(np.float64)
-    path = tempfile.mkdtemp() + "/m.onnx"
+    path = SCRATCH.name + "/m.onnx"
     torch.onnx.export(model, (x,), path, dynamo=True, opset_version=18)
     print(
         json.dumps(

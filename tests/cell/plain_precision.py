@@ -17,6 +17,9 @@ import onnx
 import onnxruntime as ort
 import torch
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 
 def main(zoo_file: str, name: str, exporter: str, dtype_name: str) -> None:
     found = importlib.util.spec_from_file_location("zoo", zoo_file)
@@ -33,7 +36,7 @@ def main(zoo_file: str, name: str, exporter: str, dtype_name: str) -> None:
         low = model.to(dtype)
         x_low = x.to(dtype)
         eager = low(x_low).float().numpy()
-    path = tempfile.mkdtemp() + "/m.onnx"
+    path = SCRATCH.name + "/m.onnx"
     torch.onnx.export(low, (x_low,), path, dynamo=exporter == "dynamo", opset_version=18)
     try:
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

@@ -6,7 +6,7 @@ from the decode suite's shrunk config, random weights."""
 
 from __future__ import annotations
 
-import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,9 +120,9 @@ def _cache_like(marian: Any) -> Any:
 
 
 @pytest.mark.slow
-def test_a_dynamo_cell_exports_the_encoder_too_and_generates_in_ort() -> None:
+def test_a_dynamo_cell_exports_the_encoder_too_and_generates_in_ort(tmp_path: Path) -> None:
     cell = Cell("hf.marian.decode-seq2seq", "dynamo", 18, dynamic=True)
-    r = run_cell(CellTask(cell, DECODERS, "t", tempfile.mkdtemp(), timeout_s=600))
+    r = run_cell(CellTask(cell, DECODERS, "t", str(tmp_path), timeout_s=600))
     assert r.status is Status.OK, r.error_message
     g = r.numerics.generation
     assert g is not None and (g.agree, g.new_tokens, g.error) == (16, 16, None)
@@ -130,14 +130,16 @@ def test_a_dynamo_cell_exports_the_encoder_too_and_generates_in_ort() -> None:
 
 
 @pytest.mark.slow
-def test_transformers_decode_graph_of_an_encoder_decoder_runs_two_steps_only() -> None:
+def test_transformers_decode_graph_of_an_encoder_decoder_runs_two_steps_only(
+    tmp_path: Path,
+) -> None:
     """transformers' `export_for_generation` captures the decoder's first decode step
     after `generate`'s one-token start: torch.export fixes the past at 1 (its 0/1
     specialisation), and ORT refuses the third token. The encoder is exported apart (the
     user's second call) and generation runs through both; a found bug of the exporter,
     which this test will report fixed."""
     cell = Cell("hf.marian.decode-seq2seq", "transformers", 18, dynamic=True)
-    r = run_cell(CellTask(cell, DECODERS, "t", tempfile.mkdtemp(), timeout_s=900))
+    r = run_cell(CellTask(cell, DECODERS, "t", str(tmp_path), timeout_s=900))
     assert r.export.phases is not None and set(r.export.phases) == {"translate", "save", "encoder"}
     assert (r.status, r.stage) == (Status.ORT_RUN_FAILED, Stage.ORT_RUN)
     assert "input.cache.self_attention_cache.layers.0.keys" in (r.error_message or "")

@@ -18,6 +18,9 @@ import onnxruntime as ort
 import torch
 from transformers.exporters import OnnxConfig, OnnxExporter
 
+# removed as the script exits (a folder of its own per run)
+SCRATCH = tempfile.TemporaryDirectory()
+
 
 def main(zoo_file: str, name: str, opset: str) -> None:
     found = importlib.util.spec_from_file_location("zoo", zoo_file)
@@ -31,7 +34,7 @@ def main(zoo_file: str, name: str, opset: str) -> None:
     with torch.no_grad():
         eager = model(**inputs).to_tuple()
     exported = OnnxExporter().export(model, inputs, OnnxConfig(opset_version=int(opset)))
-    folder = tempfile.mkdtemp()
+    folder = SCRATCH.name
     exported.save_pretrained(folder)
     graph = onnx.load(f"{folder}/model.onnx", load_external_data=False).graph
     session = ort.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
