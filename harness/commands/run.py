@@ -19,6 +19,7 @@ from harness.store import lock, rundir
 from harness.store.axes import LIST_AXES, Axis
 from harness.store.files import WriteFailed
 from harness.store.options import Shapes
+from harness.zoo.discovery import located
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -61,7 +62,8 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
         type=name_list,
         default=(),
         metavar="GLOB[,GLOB]",
-        help="only these models (names, globs, tag:X, family:X)",
+        help="only these models (names, globs, tag:X, family:X, or hf:PATH_OR_REPO: a"
+        " Hugging Face checkpoint)",
     )
     p.add_argument(
         "--exporters",
@@ -212,12 +214,12 @@ def selection_from_args(args: argparse.Namespace) -> dict[str, Any]:
     names none)."""
     return _named({
         "suite": args.suite,
-        "models": args.models,
+        "models": located(args.models),
         "exporters": args.exporters,
         "opsets": args.opsets,
         "devices": args.devices,
         "dynamic": args.dynamic,
-        "zoo": tuple(args.zoo),
+        "zoo": tuple(str(Path(p).resolve()) for p in args.zoo),  # found again from anywhere
         "axes": {a.name: v for a in LIST_AXES if (v := getattr(args, _dest(a)))},
     })  # fmt: skip
 

@@ -46,7 +46,8 @@ def write_failure_artifacts(task: CellTask, failure: StageFailure) -> dict[str, 
 
 def _repro_script(task: CellTask) -> str:
     c = task.cell
-    return f'''"""Reproduce {c.label()} outside the harness: python repro.py"""
+    return f'''"""Run {c.label()} again as its run did, in this process and without a run (the
+harness installed); `harness repro` writes one that needs only torch: python repro.py"""
 from harness.runtime.worker import run_cell
 from harness.store.records import Cell, CellTask
 

@@ -204,15 +204,34 @@ def checkpoint_spec(location: str) -> ModelSpec:
 
 def with_checkpoints(zoo: Zoo, patterns: Iterable[str]) -> tuple[Zoo, tuple[str, ...]]:
     """The zoo with the checkpoints `--models` names (`hf:PATH_OR_REPO`) added, and the
-    patterns with each of those named by its entry's name."""
+    patterns with each of those named by its entry's name. Two checkpoints of one name (two
+    folders called `bert`) are exit 2: one would stand for the other."""
     names = []
     for pattern in patterns:
         if pattern.startswith(HF_PREFIX):
             spec = checkpoint_spec(pattern.removeprefix(HF_PREFIX))
-            zoo.models[spec.name] = spec
+            known = zoo.models.setdefault(spec.name, spec)
+            if known.metadata.get("path") != spec.metadata["path"]:
+                raise UsageError(
+                    f"{pattern} and {known.metadata.get('path') or known.source} are both the"
+                    f" model {spec.name}: rename a folder, or declare them in a zoo file with"
+                    " checkpoint(PATH, name=NAME)"
+                )
             pattern = spec.name
         names.append(pattern)
     return zoo, tuple(names)
+
+
+def located(patterns: Iterable[str]) -> tuple[str, ...]:
+    """`--models` as the run keeps it: a local checkpoint by its absolute path
+    (`hf:./my-bert` is `hf:/home/me/my-bert`), so that the run's other commands (repro,
+    debt, resume) find it from any folder."""
+    from model_zoo.transformers._checkpoint import absolute
+
+    return tuple(
+        HF_PREFIX + absolute(p.removeprefix(HF_PREFIX)) if p.startswith(HF_PREFIX) else p
+        for p in patterns
+    )
 
 
 def discover(

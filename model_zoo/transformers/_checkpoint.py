@@ -7,14 +7,21 @@ head's kind. Reading the entry reads config.json only: neither torch nor transfo
 
 A location is a local `save_pretrained` directory, else a repo id in the Hugging Face cache,
 else (where the network allows) the Hub; a location none of them has, a directory without
-config.json, or a class the installed transformers lacks is `CheckpointError`: the command
-that named it exits 2 with its message."""
+config.json or without weights, a shard its index names that is not there or is not a
+safetensors file, or a class the installed transformers lacks (or that is no model) is
+`CheckpointError`: the command that named it exits 2 with its message.
+
+The entry is named `ckpt.<its folder>` (`ckpt.org--name` for a repo id): never a built-in
+zoo's name (transformers' zoo has `hf.bert`). The model is built in float32 whatever dtype
+it was saved in (the cell's dtype axis casts it, as every entry's)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,9 +33,12 @@ from model_zoo.transformers._tasks import TASKS_INVENTORY
 
 FAMILY = "checkpoint"
 PREFIX = "hf:"
-WEIGHT_FILES = ("*.safetensors", "*.bin")
+NAME_PREFIX = "ckpt."
+FLOAT32_BYTES = 4
+HALF_DTYPES = ("float16", "bfloat16")
 # A class the inventory lacks, by the end of its name: the inputs its kind of head takes.
 RECIPES = {
+    "VisionModel": ("pixel_values",),
     "ForConditionalGeneration": ("input_ids", "attention_mask", "decoder_input_ids"),
     "MTModel": ("input_ids", "attention_mask", "decoder_input_ids"),
     "ForImageClassification": ("pixel_values",),
@@ -45,11 +55,16 @@ class CheckpointError(ValueError):
 def checkpoint(location: str | os.PathLike[str], *, name: str | None = None) -> ModelSpec:
     """The zoo entry of the checkpoint at `location` (see the module's docstring); its
     `source` says where a worker finds it again (`source_of`)."""
+    if not str(location).strip():
+        raise CheckpointError(
+            f"{PREFIX} names no checkpoint: give a save_pretrained directory or a repo id"
+            f" ({PREFIX}./my-bert, {PREFIX}org/name)"
+        )
     where = resolve(str(location))
     config = _config(where, str(location))
     architecture = _architecture(config, str(location))
     recipe, layout = recipe_of(config.get("model_type", ""), architecture)
-    weight_bytes = sum(p.stat().st_size for pattern in WEIGHT_FILES for p in where.glob(pattern))
+    weight_bytes = float32_bytes(where, config, str(location))
     return ModelSpec(
         name=name or entry_name(str(location)),
         family=FAMILY,
@@ -64,6 +79,7 @@ def checkpoint(location: str | os.PathLike[str], *, name: str | None = None) -> 
             "path": str(where),
             "model_type": config.get("model_type", ""),
             "class": architecture,
+            "saved_dtype": _saved_dtype(config),
             "parameter_bytes": weight_bytes,
         },
         description=f"the checkpoint {location} ({architecture}), its own weights, inputs {', '.join(recipe)}",
@@ -77,16 +93,21 @@ SOURCE = "checkpoint:"
 def source_of(location: str) -> str:
     """`checkpoint:<location>` (a local directory made absolute: a worker's folder may be
     another), as `harness.zoo.discovery.load_source` reads it back."""
+    return SOURCE + absolute(location)
+
+
+def absolute(location: str) -> str:
+    """A local directory's absolute path (`~` expanded); a repo id (or nothing) as it is."""
     path = Path(location).expanduser()
-    return SOURCE + (str(path.resolve()) if path.exists() else location)
+    return str(path.resolve()) if location.strip() and path.exists() else location
 
 
 def entry_name(location: str) -> str:
-    """`hf.my-bert` for ./models/my-bert, `hf.org--name` for the repo org/name: a model
-    name the run directory can use as a folder's."""
-    path = Path(location)
-    stem = path.name if path.exists() else location.replace("/", "--")
-    return "hf." + re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
+    """`ckpt.my-bert` for ./models/my-bert (and for `.` inside it), `ckpt.org--name` for
+    the repo org/name: a model name the run directory can use as a folder's."""
+    path = Path(absolute(location))
+    stem = path.name if path.is_absolute() else location.replace("/", "--")
+    return NAME_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
 
 
 def resolve(location: str) -> Path:
@@ -96,6 +117,8 @@ def resolve(location: str) -> Path:
         return path.resolve()
     if path.exists():
         raise CheckpointError(f"{PREFIX}{location}: is a file, not a checkpoint's directory")
+    if not REPO_ID.fullmatch(location):
+        raise CheckpointError(f"{PREFIX}{location}: no such directory")
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -111,6 +134,10 @@ def resolve(location: str) -> Path:
     )
 
 
+# What the Hub takes as a repo id (`name` or `org/name`); anything else is a path.
+REPO_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)?")
+
+
 def _config(where: Path, location: str) -> dict[str, Any]:
     path = where / "config.json"
     if not path.is_file():
@@ -119,12 +146,19 @@ def _config(where: Path, location: str) -> dict[str, Any]:
         config: dict[str, Any] = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{PREFIX}{location}: config.json is not JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{PREFIX}{location}: config.json is not a JSON object")
     return config
 
 
 def _architecture(config: dict[str, Any], location: str) -> str:
     names = config.get("architectures") or []
-    if not names or not isinstance(names[0], str):
+    if isinstance(names, str):
+        raise CheckpointError(
+            f"{PREFIX}{location}: config.json's architectures is a string, not a list of"
+            f' class names (["{names}"])'
+        )
+    if not isinstance(names, list) or not names or not isinstance(names[0], str):
         raise CheckpointError(f"{PREFIX}{location}: config.json names no architecture")
     import importlib.util
 
@@ -138,28 +172,90 @@ def _architecture(config: dict[str, Any], location: str) -> str:
             f"{PREFIX}{location}: transformers {version} has no class {names[0]} (its config's"
             " architecture): upgrade transformers"
         )
+    # the lazy module knows each class's module without importing it (private: else unchecked)
+    module = getattr(transformers, "_class_to_module", {}).get(names[0], "modeling_")
+    if "modeling_" not in module:
+        raise CheckpointError(
+            f"{PREFIX}{location}: config.json's architecture {names[0]} is not a model class"
+            f" (transformers' {module})"
+        )
     return names[0]
+
+
+def float32_bytes(where: Path, config: dict[str, Any], location: str) -> int:
+    """The weights' bytes once built in float32: the safetensors files' tensors (their
+    headers: shapes only) or the .bin files' bytes at the dtype they were saved in. A
+    checkpoint without weights, a shard its index names that is missing, or a file that is
+    not safetensors' is `CheckpointError`."""
+    for index in where.glob("*.index.json"):
+        shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        if missing := sorted(s for s in shards if not (where / s).is_file()):
+            raise CheckpointError(
+                f"{PREFIX}{location}: {index.name} names {missing[0]}, not in {where}"
+            )
+    tensors = sorted(where.glob("*.safetensors"))
+    if tensors:
+        return sum(_elements(p, location) for p in tensors) * FLOAT32_BYTES
+    saved = sum(p.stat().st_size for p in where.glob("*.bin"))
+    if not saved:
+        raise CheckpointError(
+            f"{PREFIX}{location}: {where} holds no weights (*.safetensors, *.bin)"
+        )
+    return saved * 2 if _saved_dtype(config) in HALF_DTYPES else saved
+
+
+def _elements(path: Path, location: str) -> int:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            shapes = [f.get_slice(k).get_shape() for k in f.keys()]  # noqa: SIM118 (not a dict)
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(
+            f"{PREFIX}{location}: {path.name} is not a safetensors file ({exc})"
+        ) from None
+    return sum(math.prod(shape) for shape in shapes)
+
+
+def _saved_dtype(config: dict[str, Any]) -> str:
+    return str(config.get("dtype") or config.get("torch_dtype") or "float32")
 
 
 def recipe_of(model_type: str, architecture: str) -> tuple[tuple[str, ...], dict[str, int]]:
     """The inputs (and their layout) the task heads' inventory runs the class with; else
     the recipe of its kind of head; else text."""
     document = json.loads(TASKS_INVENTORY.read_text()) if TASKS_INVENTORY.is_file() else {}
-    for entry in document.get("models", {}).values():
-        if entry.get("class") == architecture and entry.get("inputs"):
+    entries = [e for e in document.get("models", {}).values() if e.get("inputs")]
+    for entry in entries:
+        if entry.get("class") == architecture:
             layout = {k: entry[k] for k in ("image_tokens", "choices", "eos") if entry.get(k)}
             return tuple(entry["inputs"]), layout
-    kind = next((r for end, r in RECIPES.items() if architecture.endswith(end)), TEXT)
-    return kind, {}
+    kind = next((r for end, r in RECIPES.items() if architecture.endswith(end)), None)
+    return kind or _recipe_of_its_type(model_type, architecture, entries), {}
+
+
+def _recipe_of_its_type(
+    model_type: str, architecture: str, entries: list[dict[str, Any]]
+) -> tuple[str, ...]:
+    """The inputs of the inventory's other classes of the same model type: a base model's
+    (`T5Model`, `WhisperModel`) its generating head's, else the most common; else text."""
+    same = [e for e in entries if e.get("model_type") == model_type]
+    heads = [e for e in same if e["class"].endswith("ForConditionalGeneration")]
+    if architecture.endswith("Model") and heads:
+        return tuple(heads[0]["inputs"])
+    common = Counter(tuple(e["inputs"]) for e in same).most_common(1)
+    return common[0][0] if common else TEXT
 
 
 def _build(where: str, architecture: str, recipe: tuple[str, ...]) -> Any:
+    import torch
     import transformers
 
     from model_zoo.transformers._build import exportable, start_decoding_as_checkpoints_do
 
     transformers.logging.set_verbosity_error()
-    model = getattr(transformers, architecture).from_pretrained(where).eval()
+    model = getattr(transformers, architecture).from_pretrained(where, dtype=torch.float32)
+    model.eval()
     start_decoding_as_checkpoints_do(model)
     return exportable(model, recipe)
 

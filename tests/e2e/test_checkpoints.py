@@ -23,9 +23,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built().save_pretrained(root / "tiny-bert")
     out = root / "run"
     result = run_cli(
-        "run", "--zoo", str(FIXTURES / "checkpoint"), "--models", f"hf:{root / 'tiny-bert'},bert_from_config",
+        "run", "--zoo", str(FIXTURES / "checkpoint"), "--models", "hf:./tiny-bert,bert_from_config",
         "--exporters", "dynamo,torchscript", "--opsets", "18", "--static-only", "--out", str(out),
-        "--repro-bound", "0",
+        "--repro-bound", "0", cwd=root,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return out
@@ -35,7 +35,7 @@ def test_the_checkpoint_gives_the_verdicts_and_graphs_of_its_architecture(run: P
     records = {(r.model, r.exporter): r for r in rundir.read_records(run)}
     for exporter in ("dynamo", "torchscript"):
         mine, built_here = (
-            records[("hf.tiny-bert", exporter)],
+            records[("ckpt.tiny-bert", exporter)],
             records[("bert_from_config", exporter)],
         )
         assert mine.status == built_here.status == "ok"
@@ -47,12 +47,13 @@ def test_every_command_that_reads_the_run_takes_the_checkpoints_model(
     run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["report", str(run)]) == 0
-    assert "hf.tiny-bert" in (run / "report.md").read_text()
+    assert "ckpt.tiny-bert" in (run / "report.md").read_text()
     assert main(["compare", str(run), str(run), "--no-expected", "--out", str(tmp_path / "c")]) == 0
-    # repro and debt find the model's source again from the run's options (its hf: name)
+    # repro and debt find the model's source again from the run's options (its hf: name,
+    # given relative to the run's folder, kept absolute), here from the repository's folder
     sources = run_sources(run)
-    assert sources["hf.tiny-bert"] == f"checkpoint:{run.parent / 'tiny-bert'}"
-    cell = next(r for r in rundir.read_records(run) if r.model == "hf.tiny-bert").cell.cell_id
+    assert sources["ckpt.tiny-bert"] == f"checkpoint:{run.parent / 'tiny-bert'}"
+    cell = next(r for r in rundir.read_records(run) if r.model == "ckpt.tiny-bert").cell.cell_id
     assert main(["repro", str(run), cell, "--bound", "5", "--no-report"]) == 2
     assert capsys.readouterr().err.strip().endswith("is ok: no failure a repro applies to")
     resumed = run_cli("run", "--resume", str(run))
