@@ -103,7 +103,12 @@ _HELD: list[NodeLock] = []  # this process's (a cell's child holds one, for its 
 
 @contextlib.contextmanager
 def holding(folder: Path | None = None) -> Iterator[NodeLock]:
-    """The node held shared for the block (a cell's whole run); `alone()` times in it."""
+    """The node held shared for the block (a cell's whole run); `alone()` times in it. A
+    process that holds it already (work that runs a cell: debt's tries) goes on with its
+    hold: a second one would wait on the first to time alone, for ever."""
+    if _HELD and folder is None:
+        yield _HELD[-1]
+        return
     lock = NodeLock(folder)
     _HELD.append(lock)
     try:

@@ -15,18 +15,18 @@ process would pay for it: the exporter's cold start (measured; the zygote's firs
 of that exporter carries it), the exporter's warm-up at the cell's opset (which fills the
 dynamo registry memo), and the imports of what the model requires (`ModelSpec.requires`:
 transformers, the OpInfo database), then fills inspect's map from source file to module
-for what is loaded. It never executes a zoo file. It then sets what is
-alive aside (`gc.freeze`: a child's collections leave the zygote's objects, and so their
-pages, alone) and forks.
+for what is loaded, holding the node shared (never beside a cell timing alone: node.py).
+It never executes a zoo file. It then sets what is alive aside (`gc.freeze`: a child's
+collections leave the zygote's objects, and so their pages, alone) and forks.
 
-The child sets the state every cell starts from (its own process group, the seeds; the
-cell's thread count and memory ceiling are set by `run_cell`), runs `run_cell`, sends the
-record through a pipe and leaves with `os._exit` (no exit handler of the zygote runs).
-The zygote waits for it up to the cell's timeout: past that, the child's process group is
-killed and the record is `timeout`; a child that dies is `crashed` with its signal, or
-`oom` where the kernel's OOM killer took it. The worker and its zygote go on. torch runs
-on one thread in the zygote, so no OpenMP pool exists for the fork to break. The zygote
-dies with its worker, and the child with its zygote.
+The child sets the state every cell starts from (its process group, the seeds; `run_cell`
+sets its threads and memory ceiling), runs `run_cell` (other work: holding the node shared,
+as a cell does), sends the record through a pipe and leaves with `os._exit` (no exit handler
+of the zygote runs). The zygote waits for it up to the cell's timeout: past that, the
+child's process group is killed and the record is `timeout`; a child that dies is `crashed`
+with its signal, or `oom` where the kernel's OOM killer took it. The worker and its zygote
+go on. torch runs on one thread in the zygote, so no OpenMP pool exists for the fork to
+break. The zygote dies with its worker, and the child with its zygote.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Generic, NoReturn, TypeVar
 
+from harness.cell import node
 from harness.runtime import limits, scratch
 from harness.runtime.exits import (
     LENGTH,
@@ -327,15 +328,15 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     does not import is the child's to meet and record (a skip)."""
     from harness.runtime.warmup import measure_cold_start, warm_up_exporter
 
-    measure_cold_start(exporter)
-    warm_up_exporter(exporter, opset)
-    for module in requires:
-        with contextlib.suppress(BaseException):
-            importlib.import_module(module)
-    # inspect's map from source file to module, filled for every module loaded by now: a
-    # child that asks inspect where a frame comes from (OpInfo's sample_inputs calls
-    # inspect.stack() for every op) would otherwise resolve the path of each loaded module
-    # again (0.04-0.13 s a cell).
+    with node.holding():  # its CPU never beside a cell timing with the node alone
+        measure_cold_start(exporter)
+        warm_up_exporter(exporter, opset)
+        for module in requires:
+            with contextlib.suppress(BaseException):
+                importlib.import_module(module)
+    # inspect's map from source file to module, filled for every module loaded: a child that
+    # asks inspect where a frame comes from (OpInfo's sample_inputs calls inspect.stack()
+    # for every op) would resolve each loaded module's path again (0.04-0.13 s a cell).
     inspect.getmodule(compile("", "<zygote warm-up>", "exec"))
 
 
@@ -419,7 +420,7 @@ def _work_body(work: Work[Given, Made]) -> bytes:
     failure."""
     seed_everything()
     try:
-        with limits.memory_limit(work.max_memory_gb):
+        with limits.memory_limit(work.max_memory_gb), node.holding():
             done = Done(value=work.function(work.given))
     except Exception as exc:
         done = Done(failure=f"{type(exc).__name__}: {exc}")

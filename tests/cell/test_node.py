@@ -128,3 +128,26 @@ def test_a_killed_cell_holds_nothing(tmp_path: Path) -> None:
     assert (
         waited < 1.0 and start - asked < 1.0
     )  # the kernel let go of the killed process's lock at once
+
+
+def _nested_then_alone(folder: Path, out: Queue[Any]) -> None:
+    """Work that runs a cell (debt's tries: `run_cell` inside a zygote's work): the cell's
+    hold inside the work's, then its export timed alone."""
+    os.environ[node.FOLDER_ENV] = str(folder)
+    with node.holding(), node.holding(), node.alone():
+        out.put(("timed", time.monotonic()))
+
+
+def test_a_cell_run_inside_held_work_times_alone_without_waiting_on_itself(
+    tmp_path: Path,
+) -> None:
+    """Two holds of one process were two shares of the lock: its `alone()` waited for the
+    outer one to let go, which it never did (debt's search hung at its first export)."""
+    out: Queue[Any] = FORK.Queue()
+    p = FORK.Process(target=_nested_then_alone, args=(tmp_path, out))
+    p.start()
+    p.join(timeout=20)
+    if p.exitcode is None:
+        p.kill()
+    assert p.exitcode == 0, "it waited on its own hold"
+    assert out.get(timeout=5)[0] == "timed"

@@ -105,8 +105,10 @@ def test_short_calls_get_a_whole_round_and_long_ones_stop_at_the_minimum(
 def test_the_graphs_sessions_open_while_another_cell_holds_the_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only the timing holds the node alone: both sessions are opened beside another
-    cell's timing (real lock files, a real holder process), the blocks come after it."""
+    """Only the timing holds the node alone: both sessions are opened before it takes the
+    node (real lock files, a real holder process), the blocks come after the other cell's
+    timing. (In a run, the pair's work holds the node shared, as a cell does: its sessions
+    open beside other cells' work, never beside their timing; tests/runtime/test_work.py.)"""
     from harness.cell import paired
     from tests.conftest import node_held_alone, session_openings
 
