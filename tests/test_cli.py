@@ -59,6 +59,14 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
             "--ort-opt: unknown ORT optimisation 'max' (known: default, none, all, fusions)",
         ),
         (
+            ["run", "--suite", "smoke", "--batches", "0,x"],
+            "--batches: batch size 'x': a batch size is a whole number, 0 for the entry's own",
+        ),
+        (
+            ["run", "--suite", "smoke", "--batches", "-1"],
+            "--batches: batch size '-1': a batch size is a whole number",
+        ),
+        (
             ["run", "--suite", "smoke", "--dynamic", "--dynamic-only"],
             "not allowed with argument --dynamic",
         ),

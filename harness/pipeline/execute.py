@@ -145,6 +145,10 @@ def _check_threads(cluster: ClusterInfo, threads: int) -> None:
         largest = max(
             (n["resources"].get("CPU", 0) for n in cluster.nodes if n["alive"]), default=0
         )
+        from harness.dispatch import local
+
+        if cluster.address == local.ADDRESS:  # a --local run: this machine is its node
+            raise UsageError(f"--threads {threads}: this machine has {largest:g} CPUs")
         raise UsageError(
             f"--threads {threads}: no node of the Ray cluster has {threads} CPUs"
             f" (the largest has {largest:g})"

@@ -153,9 +153,14 @@ def _string_list(
         if required:
             raise UsageError(f"{source}: missing required key {key!r}")
         return ()
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list) or not value or not all(_texty(v) for v in value):
         raise UsageError(f"{source}: {key!r} must be a non-empty list of strings")
-    return tuple(value)
+    return tuple(str(v) for v in value)
+
+
+def _texty(value: object) -> bool:
+    """A string, or a whole number written as one (`batches = [0, 4]`)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _opsets(value: Any, exporters: tuple[str, ...], source: str) -> dict[str, tuple[int, ...]]:
@@ -185,9 +190,15 @@ def validate_values(
 ) -> tuple[Any, ...]:
     """A list axis's values, named by a flag or a suite key, read as the axis holds them."""
     known = patches.NAMES if axis is PATCH else axis.known() if axis.known else None
-    if known is None:
-        return tuple(axis.parse(n) for n in dict.fromkeys(names))
-    return tuple(axis.parse(n) for n in _known(names, known, axis.title, source))
+    named = dict.fromkeys(names) if known is None else _known(names, known, axis.title, source)
+    return tuple(_parsed(axis, n, source) for n in named)
+
+
+def _parsed(axis: Axis[Any], name: str, source: str) -> Any:
+    try:
+        return axis.parse(name)
+    except ValueError as exc:
+        raise UsageError(f"{source}: {axis.title} {name!r}: {exc}") from None
 
 
 def validate_devices(names: tuple[str, ...] | list[str], source: str) -> tuple[str, ...]:

@@ -189,8 +189,16 @@ ORT_OPT: Axis[OrtOpt] = Axis(
     " (onnxruntime.transformers' fused ops)",
 )  # fmt: skip
 
+
+def _batch_size(text: str) -> int:
+    size = int(text) if text.strip().isdigit() else -1
+    if size < 0:
+        raise ValueError("a batch size is a whole number, 0 for the entry's own example")
+    return size
+
+
 BATCH: Axis[int] = Axis(
-    "batch", int, 0, int, "batch size", lambda v: f"--batch{v}" if v else "",
+    "batch", int, 0, _batch_size, "batch size", lambda v: f"--batch{v}" if v else "",
     lambda v: f" batch {v}" if v else "", 7, column_rank=6,
     flag="--batches", plural="batches", many="batch sizes",
     help="the batch sizes the inputs are resized to along the entry's `batch` dimension, each"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from math import inf
 from typing import Any
 
 from harness.errors import UsageError
@@ -61,9 +62,31 @@ class Protocol:
                 " (0: every core of the node)"
             )
         for key, value in values.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise UsageError(f"{source}: [protocol] {key} must be a non-negative number")
-        return cls(**values, latency_threads=tuple(threads), pair_exporters=pair)
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 <= value < inf
+            ):
+                raise UsageError(f"{source}: [protocol] {key} must be a finite non-negative number")
+            if isinstance(getattr(cls, key), int) and not isinstance(value, int):
+                raise UsageError(f"{source}: [protocol] {key} must be a whole number")
+        protocol = cls(**values, latency_threads=tuple(threads), pair_exporters=pair)
+        if problem := protocol.problem():
+            raise UsageError(f"{source}: [protocol] {problem}")
+        return protocol
+
+    def problem(self) -> str | None:
+        """What makes the settings contradict themselves (a loop of no call, a minimum above
+        its maximum, an interval wider than the median), or None."""
+        if self.max_iters < 1:
+            return "max_iters must be at least 1: a loop times one call at least"
+        if self.min_iters > self.max_iters:
+            return f"min_iters {self.min_iters} is above max_iters {self.max_iters}"
+        if self.min_time_s > self.max_time_s:
+            return f"min_time_s {self.min_time_s} is above max_time_s {self.max_time_s}"
+        if self.target_interval >= 1:
+            return "target_interval is a fraction of the median below 1 (0.03: +-3%)"
+        return None
 
 
 def _count(value: object) -> bool:

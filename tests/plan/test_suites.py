@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.plan.suites import load_suite, parse_suite
-from harness.store.axes import DTYPE, ORT_OPT, PATCH
+from harness.store.axes import BATCH, DTYPE, ORT_OPT, PATCH
 from harness.store.options import Shapes
 from harness.store.records import Dtype, OrtOpt
 
@@ -61,11 +61,33 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
         ('models = ["a"]\ndevices = ["tpu"]', "unknown device 'tpu'"),
         ('models = ["a"]\n[opsets]\n"*" = 5', "must be a non-empty list of integers"),
         ('models = ["a"]\n[opsets]\n"*" = [18.5]', "opset 18.5 is not an integer"),
+        # a protocol that contradicts itself, or never ends (a warm-up of inf: the cell hung
+        # until its timeout; max_iters 0: a p50 of one call, published)
+        ('models = ["a"]\n[protocol]\nmax_iters = 0', "max_iters must be at least 1"),
+        ('models = ["a"]\n[protocol]\nmin_iters = 50\nmax_iters = 3', "min_iters 50 is above"),
+        ('models = ["a"]\n[protocol]\nmin_iters = 2.5', "min_iters must be a whole number"),
+        ('models = ["a"]\n[protocol]\nwarmup_max_s = inf', "warmup_max_s must be a finite"),
+        ('models = ["a"]\n[protocol]\nbudget_s = nan', "budget_s must be a finite"),
+        ('models = ["a"]\n[protocol]\ntarget_interval = 2', "target_interval is a fraction"),
+        (
+            'models = ["a"]\n[protocol]\nmin_time_s = 9.0\nmax_time_s = 1.0',
+            "min_time_s 9.0 is above max_time_s 1.0",
+        ),
+        # a batch size is a whole number of at least 0 (-1 crashed its cells and left a
+        # run directory nothing could read back; "x" was a traceback)
+        ('models = ["a"]\nbatches = ["-1"]', "batch size '-1': a batch size is a whole number"),
+        ('models = ["a"]\nbatches = ["x"]', "batch size 'x': a batch size is a whole number"),
+        ('models = ["a"]\nbatches = [1.5]', "'batches' must be a non-empty list of strings"),
     ],
 )
 def test_suite_errors(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         load_suite(_write(tmp_path, text))
+
+
+def test_a_suite_writes_its_batch_sizes_as_numbers_or_text(tmp_path: Path) -> None:
+    suite = load_suite(_write(tmp_path, 'models = ["a"]\nbatches = [0, "4"]\n'))
+    assert suite.values(BATCH) == (0, 4)
 
 
 def test_unknown_suite_lists_known_ones() -> None:
