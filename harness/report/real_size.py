@@ -59,7 +59,8 @@ def _duplicates(r: Record) -> str:
 def _threads_text(r: Record) -> str:
     found = r.thread_latency or {}
     return "; ".join(
-        f"{n} threads {latency_text(s.ort_latency_ms)}, eager {latency_text(s.eager_latency_ms)}"
+        f"{n} thread{'' if n == '1' else 's'} {latency_text(s.ort_latency_ms)},"
+        f" eager {latency_text(s.eager_latency_ms)}"
         for n, s in found.items()
     ) or fmt(None)
 
@@ -76,6 +77,7 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
     return (
         Text(r.model),
         Text(r.exporter),
+        Text(_axes_text(r)),
         Text(r.status.value, status=r.status),
         Text(fmt(None) if weights is None else f"{weights / 1024:.2f}"),
         Text(fmt(r.export.seconds)),
@@ -90,15 +92,28 @@ def _cell_row(r: Record) -> tuple[Text, ...]:
     )
 
 
+def _axes_text(r: Record) -> str:
+    """The cell's opset, device and the axes it varies (a batch, a dynamic shape): what
+    tells apart the rows of one model and exporter."""
+    return r.cell.label().removeprefix(f"{r.model} {r.exporter}").strip()
+
+
 def _time_row(r: Record) -> tuple[Text, ...]:
     spent = r.stage_s or {}
     other = (r.duration_s or 0.0) - sum(spent.values())
     named = [Text(fmt(spent.get(s))) for s in STAGES]
-    return (Text(r.cell.label()), Text(fmt(r.duration_s)), *named, Text(fmt(max(0.0, other))))
+    waited = r.worker.node_wait_s if r.worker else None
+    return (
+        Text(r.cell.label()),
+        Text(fmt(r.duration_s)),
+        *named,
+        Text(fmt(max(0.0, other))),
+        Text(fmt(waited)),
+    )
 
 
 def figures_table(records: Sequence[Record]) -> Table:
-    headers = ("model", "exporter", "status", "weights GB", "export s",
+    headers = ("model", "exporter", "cell", "status", "weights GiB", "export s",
                "export peak / weights", "graph / weights", "stored twice",
                "ORT p50 ms", "eager p50 ms", "at other threads", "speed vs fastest exporter",
                "CUDA host copies")  # fmt: skip
@@ -106,7 +121,8 @@ def figures_table(records: Sequence[Record]) -> Table:
 
 
 def time_table(records: Sequence[Record]) -> Table:
-    headers = ("cell", "cell s", *STAGES, "other")
+    # the node waits are within the stages': what the cell spent while another timed alone
+    headers = ("cell", "cell s", *STAGES, "other", "of which waiting for the node")
     return table(headers, [_time_row(r) for r in records if r.duration_s is not None])
 
 

@@ -72,3 +72,22 @@ def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies(
     assert slower.startswith("1.40x of dynamo (1.30x–1.50x, 10 pairs)") and "slower" in slower
     assert rows["g", "dynamo"]["CUDA host copies"] == "4 (MemcpyFromHost 3, MemcpyToHost 1)"
     assert rows["m", "dynamo"]["CUDA host copies"] == "—"  # a CPU cell has none to count
+
+
+def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() -> None:
+    """A run of several batch sizes gave rows that read alike ("m | dynamo"); the time
+    table said nothing of the waits for the node inside its stages."""
+    from harness.store.details import WorkerInfo
+
+    big = ExportMeasures(weights_mb=2 * GB)
+    one = _record("m", "dynamo", export=big, duration_s=30.0, worker=WorkerInfo(node_wait_s=12.5))
+    four = Record.finished(Cell("m", "dynamo", 18, batch=4), "r", measurements()).with_changes(
+        export=big, duration_s=20.0
+    )
+    section = real_size_section([one, four])
+    assert section is not None
+    figures = next(b for b in section.blocks if isinstance(b, Table))
+    assert [row[2].text for row in figures.rows] == ["@18 cpu", "@18 cpu batch 4"]
+    times = next(b for b in next(s for s in section.blocks if isinstance(s, Section)).blocks)
+    assert isinstance(times, Table) and times.headers[-1] == "of which waiting for the node"
+    assert [row[-1].text for row in times.rows] == ["12.5", "—"]
