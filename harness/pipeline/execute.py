@@ -18,7 +18,7 @@ from typing import TextIO
 from harness.dispatch.cluster import ClusterInfo, Runner
 from harness.dispatch.policy import DispatchStats, Options
 from harness.errors import UsageError
-from harness.pipeline.pairing import ExporterPairs, GroupKey, group_of
+from harness.pipeline.pairing import LEDGER, ExporterPairs, GroupKey, group_of, written_down
 from harness.plan.build import RunPlan
 from harness.plan.memory import largest_node_gb, memory_need_gb
 from harness.progress import Progress
@@ -99,12 +99,13 @@ def execute_on(
 
 
 def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
-    """The run's exporter pairs where its protocol asks for them: each group of pending
-    cells (a model at one opset, device, shape, ...) that two exporters or more run."""
+    """The run's exporter pairs where its protocol asks for them: each group of cells (a
+    model at one opset, device, shape, ...) that two exporters or more run. A resumed run's
+    records that no pair has timed yet are the groups' first (their graphs still wait)."""
     if not plan.protocol.pair_exporters:
         return None
     expected: dict[GroupKey, set[str]] = {}
-    for cell in plan.pending:
+    for cell in plan.matrix.cells:
         expected.setdefault(group_of(cell), set()).add(cell.exporter)
     groups = {g: e for g, e in expected.items() if len(e) > 1}
     # Judged every 10 pairs, more while "unknown" and the bound allows; a pair of long calls
@@ -112,7 +113,7 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
     # with the node to itself), while short calls keep 10 (5 of 60-ms calls gave a
     # ConvNeXt pair's ratio 1.39, interval 1.06-2.73, where 10 gave 1.06).
     budget = max(plan.protocol.max_time_s, 10.0)
-    return ExporterPairs(
+    pairs = ExporterPairs(
         plan.run_dir,
         groups,
         runner.time_pairs,
@@ -120,23 +121,31 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
         keep_graphs=plan.options.keep_graphs is not None,
         plan=PairPlan(min_pairs=5, round=10, max_s=budget),
     )
+    timed = written_down(plan.run_dir)
+    for record in rundir.iter_records(plan.run_dir) if plan.recorded else ():
+        if record.exporter_speed is None and record.cell.cell_id not in timed:
+            pairs.observe(record)
+    return pairs
 
 
 def _record_speeds(plan: RunPlan, pairs: ExporterPairs) -> None:
-    """Each paired cell's speed into its record (graphs kept for the pairs alone are gone)."""
-    found = pairs.finish()
+    """Each paired cell's speed into its record, this attempt's pairs and an interrupted
+    one's (graphs kept for the pairs alone are gone)."""
+    pairs.finish()
+    by_id = written_down(plan.run_dir)
     kept = plan.options.keep_graphs is not None
-    by_key = {r.cell.key: r for r in rundir.iter_records(plan.run_dir) if r.cell.key in found}
     amended = {
-        key: r.with_changes(
-            exporter_speed=found[key],
+        r.cell.key: r.with_changes(
+            exporter_speed=by_id[r.cell.cell_id],
             artifacts=r.artifacts
             if kept
             else {k: v for k, v in r.artifacts.items() if k != "graph"},
         )
-        for key, r in by_key.items()
+        for r in rundir.iter_records(plan.run_dir)
+        if r.cell.cell_id in by_id
     }
     amend_records(plan.run_dir, amended)
+    (plan.run_dir / LEDGER).unlink(missing_ok=True)  # each speed is in its record now
 
 
 def _check_threads(cluster: ClusterInfo, threads: int) -> None:

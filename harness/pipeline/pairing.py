@@ -4,14 +4,17 @@ shape, dtype, ...) has its record, the graphs of the ok ones are timed together,
 fastest by its own p50 against each other, interleaved in one process with the node to
 itself (harness.cell.paired, as `harness compare` times a changed graph), and each record
 gets its exporter's speed against the fastest (`exporter_speed`). The graphs wait in the
-run's store only until their pair is timed, unless the run keeps them (--keep-graphs)."""
+run's store only until their pair is timed, unless the run keeps them (--keep-graphs).
+Each group's speeds are written down (`LEDGER`) before its graphs go, so a run interrupted
+after a pair keeps it, and its resume pairs the groups it had begun."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
 import shutil
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +25,7 @@ from harness.store.graphs import stored_model
 from harness.store.paired import PairPlan, PairResult, PairTask
 from harness.store.records import Cell, CellKey, Record
 
+LEDGER = ".pairs.jsonl"  # each timed cell's speed: {"cell": cell id, "speed": {...}}
 GroupKey = tuple[object, ...]  # a cell's key without its exporter
 TimePairs = Callable[[Iterable[PairTask], Callable[[PairResult], None]], None]
 
@@ -93,9 +97,7 @@ class ExporterPairs:
     keep_graphs: bool = False
     plan: PairPlan = field(default_factory=PairPlan)
     found: dict[GroupKey, dict[str, Record]] = field(default_factory=dict)
-    speeds: dict[CellKey, ExporterSpeed] = field(default_factory=dict)
     pending: list[Future[None]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
 
     def observe(self, record: Record) -> None:
@@ -128,15 +130,37 @@ class ExporterPairs:
         results: dict[str, PairResult] = {}
         by_key = {t.key: e for e, t in tasks.items()}
         self.time_pairs(tasks.values(), lambda res: results.__setitem__(by_key[res.key], res))
-        with self.lock:
-            self.speeds |= speeds(fastest, results)
+        ids = {r.cell.key: r.cell.cell_id for r in (fastest, *others)}
+        found = speeds(fastest, results)
+        _write_down(self.run_dir, {ids[key]: speed for key, speed in found.items()})
 
-    def finish(self) -> dict[CellKey, ExporterSpeed]:
-        """Wait for the pairs under way; each cell's speed against its group's fastest."""
+    def finish(self) -> None:
+        """Wait for the pairs under way (their speeds are written down: `written_down`)."""
         for future in self.pending:
             future.result()
         self.pool.shutdown()
-        return dict(self.speeds)
+
+
+def _write_down(run_dir: Path, found: Mapping[str, ExporterSpeed]) -> None:
+    from harness.store.files import append_inside
+
+    lines = "".join(json.dumps({"cell": c, "speed": s.to_dict()}) + "\n" for c, s in found.items())
+    fd = append_inside(run_dir, LEDGER)
+    try:
+        os.write(fd, lines.encode())
+    finally:
+        os.close(fd)
+
+
+def written_down(run_dir: Path) -> dict[str, ExporterSpeed]:
+    """The speeds of the pairs timed so far, by cell id (a torn last line: not timed)."""
+    path = run_dir / LEDGER
+    found: dict[str, ExporterSpeed] = {}
+    for line in path.read_text().splitlines() if path.is_file() else ():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            entry = json.loads(line)
+            found[entry["cell"]] = ExporterSpeed.from_dict(entry["speed"])
+    return found
 
 
 def _forget_graphs(run_dir: Path, records: list[Record]) -> None:

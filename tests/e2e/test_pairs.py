@@ -1,0 +1,88 @@
+"""The exporters' graphs timed in pairs through a real run (`pair_exporters`), and what a
+resumed run keeps of them: a pair timed before the interruption stays in its records, and a
+model whose first exporter's cell ran before it is paired once the others have run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.pipeline.pairing import LEDGER
+from harness.store.rundir import read_records
+from tests.conftest import FIXTURES, run_cli
+
+SUITE = """models = ["tiny_mlp", "tiny_conv"]
+exporters = ["dynamo", "torchscript"]
+opsets = [18]
+dynamic = false
+
+[protocol]
+warmup_min_iters = 1
+warmup_max_s = 0.05
+min_iters = 5
+min_time_s = 0.02
+max_iters = 50
+max_time_s = 0.2
+pair_exporters = true
+"""
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("pairs")
+    (root / "pairs.toml").write_text(SUITE)
+    out = root / "run"
+    result = run_cli(
+        "run", "--suite", str(root / "pairs.toml"), "--zoo", str(FIXTURES / "tiny"),
+        "--keep-graphs", "--out", str(out), "--no-report", "--repro-bound", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_each_cell_gets_its_graphs_speed_against_the_fastest_exporters(paired: Path) -> None:
+    records = read_records(paired)
+    assert len(records) == 4 and all(r.status == "ok" for r in records)
+    for model in ("tiny_mlp", "tiny_conv"):
+        speeds = [r.exporter_speed for r in records if r.model == model]
+        assert all(s is not None and s.error is None for s in speeds), speeds
+        assert sorted(s.ratio == 1.0 for s in speeds if s) == [False, True]  # one fastest
+        assert {s.fastest for s in speeds if s} <= {"dynamo", "torchscript"}
+    assert not (paired / LEDGER).exists()  # every speed is in its record
+
+
+def test_a_resumed_run_keeps_the_pairs_it_timed_and_times_those_it_began(
+    paired: Path, tmp_path: Path
+) -> None:
+    """What an interrupted run leaves, made from the finished one: tiny_mlp's pair timed
+    (its speeds in the ledger, not yet in the records), tiny_conv's dynamo cell recorded and
+    its graph waiting in the store, its TorchScript cell never run. Both were lost: the
+    resume paired only groups all of whose cells it ran itself."""
+    cut = tmp_path / "cut"
+    shutil.copytree(paired, cut)
+    before = {(r.model, r.exporter): r for r in read_records(paired)}
+    ledger, lines = [], []
+    for (model, exporter), r in before.items():
+        if model == "tiny_mlp" and r.exporter_speed is not None:
+            ledger.append({"cell": r.cell.cell_id, "speed": r.exporter_speed.to_dict()})
+        if (model, exporter) != ("tiny_conv", "torchscript"):
+            lines.append(json.dumps(r.with_changes(exporter_speed=None).to_dict()))
+    (cut / "records.jsonl").write_text("\n".join(lines) + "\n")
+    (cut / LEDGER).write_text("".join(json.dumps(e) + "\n" for e in ledger))
+
+    result = run_cli("run", "--resume", str(cut))
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = {(r.model, r.exporter): r for r in read_records(cut)}
+    assert len(after) == 4
+    for exporter in ("dynamo", "torchscript"):
+        assert (
+            after["tiny_mlp", exporter].exporter_speed
+            == before["tiny_mlp", exporter].exporter_speed
+        )
+    conv = [after["tiny_conv", e].exporter_speed for e in ("dynamo", "torchscript")]
+    assert all(s is not None and s.error is None for s in conv), conv
+    assert sorted(bool(s and s.pairs) for s in conv) == [False, True]  # the other was timed
+    assert not (cut / LEDGER).exists()
