@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.commands import number
@@ -69,16 +70,23 @@ def main(args: argparse.Namespace) -> int:
 
 def _run_report(args: argparse.Namespace) -> int:
     from harness.report import write_reports
-    from harness.store.rundir import RunDirError
+    from harness.store.rundir import RunDirError, torn_tail
 
     for flag, path in (("RUN_DIR", args.run_dir), ("--baseline", args.baseline)):
         if path is not None and not path.is_dir():
             raise UsageError(f"{flag} {path}: no such run directory")
     try:
         written = write_reports(args.run_dir, plots=not args.no_plots, baseline=args.baseline)
+        torn = torn_tail(args.run_dir)
     except RunDirError as exc:
         raise UsageError(str(exc)) from None
     _print_written(written)
+    if torn is not None:  # its cell is in no table: say so, and how to run it again
+        print(
+            f"warning: records.jsonl:{torn.line_number} is a record cut short and is left out;"
+            f" `harness run --resume {args.run_dir}` runs its cell again",
+            file=sys.stderr,
+        )
     return 0
 
 

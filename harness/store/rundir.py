@@ -110,6 +110,14 @@ def read_records(run_dir: Path) -> list[Record]:
     return list(iter_records(run_dir))
 
 
+def torn_tail(run_dir: Path) -> TornLine | None:
+    """The torn last line of `records.jsonl` (a write cut short), which readers leave out."""
+    torn: list[TornLine] = []
+    for _ in iter_lines(run_dir, torn=torn):
+        pass
+    return torn[0] if torn else None
+
+
 def truncate_torn_tail(run_dir: Path) -> TornLine | None:
     """Cut a torn last line off `records.jsonl` so that appending can resume cleanly."""
     torn: list[TornLine] = []

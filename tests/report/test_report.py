@@ -230,6 +230,22 @@ def test_cli_report_rebuilds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert str(run / "report.md") in capsys.readouterr().out
 
 
+def test_cli_report_says_a_torn_record_is_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose driver died mid-write: its report's tables miss that cell (the run said
+    '3 ok' of 4 cells and nothing else), so the command says which line and what to do."""
+    run = write_run(tmp_path / "run", mixed_records())
+    lines = (run / "records.jsonl").read_text().splitlines()
+    (run / "records.jsonl").write_text("\n".join([*lines[:-1], lines[-1][:40]]))
+    assert main(["report", str(run), "--no-plots"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"warning: records.jsonl:{len(lines)} is a record cut short and is left out;"
+        f" `harness run --resume {run}` runs its cell again"
+    )
+
+
 @pytest.mark.parametrize(
     "argv",
     [
