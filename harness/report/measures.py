@@ -131,11 +131,23 @@ def latency_text(latency: Latency | None) -> str:
     if not latency.samples:
         return f"{fmt(latency.p50)} (p90 {fmt(latency.p90)})"
     if len(latency.samples) >= PERCENTILE_MIN_SAMPLES[90]:
-        return f"{fmt(s.p50)} ({fmt(s.p10)}–{fmt(s.p90)})"
+        return f"{fmt(s.p50)} ({fmt(s.p10)}–{fmt(s.p90)}){_unsteady(latency)}"
     if latency.ci_low is None or latency.ci_high is None:
         return f"{fmt(latency.p50)} (n={len(latency.samples)}, too few for an interval)"
     interval = f"{fmt(latency.ci_low)}–{fmt(latency.ci_high)}"
-    return f"{fmt(latency.p50)} (95% CI {interval}, n={len(latency.samples)})"
+    return f"{fmt(latency.p50)} (95% CI {interval}, n={len(latency.samples)}){_unsteady(latency)}"
+
+
+UNSTEADY = 0.25  # a median known no better than +-25%: the machine moved under its loop
+
+
+def _unsteady(latency: Latency) -> str:
+    """' unsteady (median +-60%)' where the median's 95% interval is that wide."""
+    low, high, p50 = latency.ci_low, latency.ci_high, latency.p50
+    if low is None or high is None or not p50:
+        return ""
+    half = (high - low) / 2 / p50
+    return f" unsteady (median ±{half:.0%})" if half > UNSTEADY else ""
 
 
 def latency_section(lay: Layout, image: Image | None) -> Section:
