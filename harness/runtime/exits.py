@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.cell.stages import entered
 from harness.runtime import limits
 from harness.store.details import WorkerInfo
 from harness.store.records import CellTask, Record
@@ -219,7 +220,23 @@ def oom_kills(counters: tuple[tuple[Path, str], ...] = _OOM_COUNTERS) -> int | N
     return None
 
 
+def _with_its_stages(record: Record, task: CellTask) -> Record:
+    """A killed cell's record with the stages it had entered (their seconds, the last one's
+    up to now) and, in its reason, the stage it was killed in."""
+    notes = limits.stage_notes_path(task.run_dir, task.cell.cell_id)
+    spent = entered(notes)
+    notes.unlink(missing_ok=True)
+    if not spent:
+        return record
+    last = next(reversed(spent))
+    return record.with_changes(
+        reason=f"{record.reason}; in its {last} stage, {spent[last]:.0f} s in",
+        stage_s={name: round(seconds, 4) for name, seconds in spent.items()},
+    )
+
+
 def no_record(task: CellTask, status: Status, reason: str) -> Record:
-    """The record of a cell that sent none (or never ran): `status` with its reason."""
+    """The record of a cell that sent none (or never ran): `status` with its reason, and
+    the stages it had entered."""
     record = Record.without_run(task.cell, task.run_id, status=status, reason=reason)
-    return record.with_changes(attempt=task.attempt)
+    return _with_its_stages(record.with_changes(attempt=task.attempt), task)

@@ -192,6 +192,11 @@ def crash_log_path(run_dir: str | Path, cell_id: str) -> Path:
     return Path(run_dir) / ".crash" / f"{cell_id}.log"
 
 
+def stage_notes_path(run_dir: str | Path, cell_id: str) -> Path:
+    """Where a cell notes each stage as it starts: the stage a killed cell was in."""
+    return crash_log_path(run_dir, cell_id).with_suffix(".stages")
+
+
 @contextlib.contextmanager
 def crash_log(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)

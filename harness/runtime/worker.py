@@ -70,8 +70,10 @@ def run_cell(task: CellTask) -> Record:
     start = time.perf_counter()
     measured = Measurements()
     freeze_survivors()
-    with clocked() as clock, node.holding() as held:
+    notes = limits.stage_notes_path(task.run_dir, task.cell.cell_id)
+    with clocked(notes) as clock, node.holding() as held:
         record = _record(task, measured)
+    notes.unlink(missing_ok=True)  # it ended with its record: nothing to tell
     cold = take_cold_start(task.cell.exporter)
     waited = round(held.waited_s, 4) if held.waited_s else None
     return record.with_changes(

@@ -147,6 +147,10 @@ def test_each_fault_is_one_record_and_the_zygote_lives_on(tmp_path: Path) -> Non
         r = records[model]
         assert (r.status, r.stage) == (status, stage), (model, r.error_message)
         assert words in (r.error_message or r.error_type or ""), (model, r.error_message)
+        if status in (Status.TIMEOUT, Status.CRASHED):  # killed in its build: it says so
+            assert "; in its build stage, " in (r.reason or ""), (model, r.reason)
+            assert r.stage_s is not None and list(r.stage_s) == ["build"], (model, r.stage_s)
+    assert not list((tmp_path / ".crash").glob("*.stages"))  # read, and gone
     zygotes = {r.worker.zygote_pid for r in records.values() if r.worker}
     cells = {r.worker.cell_pid for r in records.values() if r.worker}
     assert len(zygotes) == 1 and len(cells) == len(FAULT_RECORDS)
