@@ -31,6 +31,7 @@ class NodeLock:
     def __init__(self, folder: Path | None = None) -> None:
         where = folder or Path(os.environ.get(FOLDER_ENV) or default_folder())
         where.mkdir(parents=True, exist_ok=True)
+        self.folder = where
         self.gate = _open(where / "gate")
         self.work = _open(where / "work")
         self.waited_s = 0.0
@@ -106,7 +107,7 @@ def holding(folder: Path | None = None) -> Iterator[NodeLock]:
     """The node held shared for the block (a cell's whole run); `alone()` times in it. A
     process that holds it already (work that runs a cell: debt's tries) goes on with its
     hold: a second one would wait on the first to time alone, for ever."""
-    if _HELD and folder is None:
+    if _HELD and folder in (None, _HELD[-1].folder):
         yield _HELD[-1]
         return
     lock = NodeLock(folder)

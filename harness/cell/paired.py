@@ -59,14 +59,16 @@ def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runti
 
 def _time_pair(task: PairTask) -> PairResult:
     plan = task.plan
-    call_a, runtime = _session_call(task.baseline_model, task.threads)
-    call_b, _ = _session_call(task.candidate_model, task.threads)
-    # timed with the node to itself, as a cell's latency is; the sessions were opened beside
-    # other cells' work (two 4 GB graphs' took 30 s of the node alone)
-    with node.alone(), gc_paused():
-        repeat = _calls_per_unit(call_a, call_b, plan)
-        unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
-        return _blocks(task, unit_a, unit_b, runtime)
+    # the node held shared, as a cell holds it: the sessions open beside other cells' work
+    # (two 4 GB graphs' took 30 s of the node alone), never beside their timing
+    with node.holding():
+        call_a, runtime = _session_call(task.baseline_model, task.threads)
+        call_b, _ = _session_call(task.candidate_model, task.threads)
+        # timed with the node to itself, as a cell's latency is
+        with node.alone(), gc_paused():
+            repeat = _calls_per_unit(call_a, call_b, plan)
+            unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
+            return _blocks(task, unit_a, unit_b, runtime)
 
 
 def _calls_per_unit(

@@ -121,7 +121,7 @@ def figures_table(records: Sequence[Record]) -> Table:
 
 
 def time_table(records: Sequence[Record]) -> Table:
-    # the node waits are within the stages': what the cell spent while another timed alone
+    # what the cell spent while another timed alone: within its stages' seconds and other's
     headers = ("cell", "cell s", *STAGES, "other", "of which waiting for the node")
     return table(headers, [_time_row(r) for r in records if r.duration_s is not None])
 

@@ -71,6 +71,7 @@ def run_cell(task: CellTask) -> Record:
     measured = Measurements()
     freeze_survivors()
     notes = limits.stage_notes_path(task.run_dir, task.cell.cell_id)
+    notes.unlink(missing_ok=True)  # an earlier attempt's (its worker lost): not this one's
     with clocked(notes) as clock, node.holding() as held:
         record = _record(task, measured)
     notes.unlink(missing_ok=True)  # it ended with its record: nothing to tell

@@ -3,7 +3,8 @@ in a zoo file: `SPEC = checkpoint("./my-bert")`): the model built by `from_pretr
 its real weights, its class the one its config.json names (`architectures`), its inputs the
 task heads' recipe for that class (the `transformers-tasks` inventory: the inputs it runs
 with, their dynamic dimensions), or, for a class the inventory lacks, the recipe of its
-head's kind. Reading the entry reads config.json only: neither torch nor transformers.
+head's kind or of its model type. Reading the entry reads config.json, the weights' index
+and their safetensors headers only: never torch, nor transformers' modules.
 
 A location is a local `save_pretrained` directory, else a repo id in the Hugging Face cache,
 else (where the network allows) the Hub; a location none of them has, a directory without
@@ -98,8 +99,16 @@ def source_of(location: str) -> str:
 
 def absolute(location: str) -> str:
     """A local directory's absolute path (`~` expanded); a repo id (or nothing) as it is."""
-    path = Path(location).expanduser()
+    path = _expanded(location)
     return str(path.resolve()) if location.strip() and path.exists() else location
+
+
+def _expanded(location: str) -> Path:
+    """`~` expanded where it names a user (`~nobody/x` as it is)."""
+    try:
+        return Path(location).expanduser()
+    except RuntimeError:
+        return Path(location)
 
 
 def entry_name(location: str) -> str:
@@ -112,7 +121,7 @@ def entry_name(location: str) -> str:
 
 def resolve(location: str) -> Path:
     """The checkpoint's directory: the local one, the cache's copy of a repo, or the Hub's."""
-    path = Path(location).expanduser()
+    path = _expanded(location)
     if path.is_dir():
         return path.resolve()
     if path.exists():
@@ -187,21 +196,38 @@ def float32_bytes(where: Path, config: dict[str, Any], location: str) -> int:
     headers: shapes only) or the .bin files' bytes at the dtype they were saved in. A
     checkpoint without weights, a shard its index names that is missing, or a file that is
     not safetensors' is `CheckpointError`."""
-    for index in where.glob("*.index.json"):
-        shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
-        if missing := sorted(s for s in shards if not (where / s).is_file()):
-            raise CheckpointError(
-                f"{PREFIX}{location}: {index.name} names {missing[0]}, not in {where}"
-            )
-    tensors = sorted(where.glob("*.safetensors"))
+    weights = _weight_files(where, location)
+    tensors = [p for p in weights if p.suffix == ".safetensors"]
     if tensors:
         return sum(_elements(p, location) for p in tensors) * FLOAT32_BYTES
-    saved = sum(p.stat().st_size for p in where.glob("*.bin"))
+    saved = sum(p.stat().st_size for p in weights)
     if not saved:
         raise CheckpointError(
             f"{PREFIX}{location}: {where} holds no weights (*.safetensors, *.bin)"
         )
     return saved * 2 if _saved_dtype(config) in HALF_DTYPES else saved
+
+
+def _weight_files(where: Path, location: str) -> list[Path]:
+    """The files `from_pretrained` loads: an index's shards, else the one weights file, else
+    any (a folder may hold others: Mistral's consolidated.safetensors, an adapter's)."""
+    for index in sorted(where.glob("*.index.json")):
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            paths = [where / str(s) for s in shards]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise CheckpointError(
+                f"{PREFIX}{location}: {index.name} is not a weights index"
+            ) from None
+        if missing := [p for p in paths if not p.is_file()]:
+            raise CheckpointError(
+                f"{PREFIX}{location}: {index.name} names {missing[0].name}, not in {where}"
+            )
+        return paths
+    for single in ("model.safetensors", "pytorch_model.bin"):
+        if (where / single).is_file():
+            return [where / single]
+    return sorted([*where.glob("*.safetensors"), *where.glob("*.bin")])
 
 
 def _elements(path: Path, location: str) -> int:
@@ -228,34 +254,42 @@ def recipe_of(model_type: str, architecture: str) -> tuple[tuple[str, ...], dict
     entries = [e for e in document.get("models", {}).values() if e.get("inputs")]
     for entry in entries:
         if entry.get("class") == architecture:
-            layout = {k: entry[k] for k in ("image_tokens", "choices", "eos") if entry.get(k)}
-            return tuple(entry["inputs"]), layout
+            return tuple(entry["inputs"]), _layout(entry)
     kind = next((r for end, r in RECIPES.items() if architecture.endswith(end)), None)
-    return kind or _recipe_of_its_type(model_type, architecture, entries), {}
+    if kind:
+        return kind, {}
+    entry = _entry_of_its_type(model_type, architecture, entries)
+    if entry is None:
+        return TEXT, {}
+    return tuple(entry["inputs"]), _layout(entry)
 
 
-def _recipe_of_its_type(
+def _layout(entry: dict[str, Any]) -> dict[str, int]:
+    return {k: entry[k] for k in ("image_tokens", "choices", "eos") if entry.get(k)}
+
+
+def _entry_of_its_type(
     model_type: str, architecture: str, entries: list[dict[str, Any]]
-) -> tuple[str, ...]:
-    """The inputs of the inventory's other classes of the same model type: a base model's
-    (`T5Model`, `WhisperModel`) its generating head's, else the most common; else text."""
+) -> dict[str, Any] | None:
+    """The inventory's other class of the same model type whose inputs it takes: a base
+    model's (`T5Model`, `WhisperModel`) its generating head's, else the commonest inputs'."""
     same = [e for e in entries if e.get("model_type") == model_type]
     heads = [e for e in same if e["class"].endswith("ForConditionalGeneration")]
     if architecture.endswith("Model") and heads:
-        return tuple(heads[0]["inputs"])
+        return heads[0]
     common = Counter(tuple(e["inputs"]) for e in same).most_common(1)
-    return common[0][0] if common else TEXT
+    return next(e for e in same if tuple(e["inputs"]) == common[0][0]) if common else None
 
 
 def _build(where: str, architecture: str, recipe: tuple[str, ...]) -> Any:
-    import torch
     import transformers
 
     from model_zoo.transformers._build import exportable, start_decoding_as_checkpoints_do
 
     transformers.logging.set_verbosity_error()
-    model = getattr(transformers, architecture).from_pretrained(where, dtype=torch.float32)
-    model.eval()
+    # float32 whatever it was saved in, on every transformers the hf extra allows (`dtype=`
+    # is 4.56's); a bfloat16 checkpoint's values are float32's exactly
+    model = getattr(transformers, architecture).from_pretrained(where).float().eval()
     start_decoding_as_checkpoints_do(model)
     return exportable(model, recipe)
 

@@ -136,6 +136,8 @@ def _nested_then_alone(folder: Path, out: Queue[Any]) -> None:
     os.environ[node.FOLDER_ENV] = str(folder)
     with node.holding(), node.holding(), node.alone():
         out.put(("timed", time.monotonic()))
+    with node.holding(folder), node.holding(folder), node.alone():  # named, the same node
+        out.put(("timed", time.monotonic()))
 
 
 def test_a_cell_run_inside_held_work_times_alone_without_waiting_on_itself(
@@ -150,4 +152,4 @@ def test_a_cell_run_inside_held_work_times_alone_without_waiting_on_itself(
     if p.exitcode is None:
         p.kill()
     assert p.exitcode == 0, "it waited on its own hold"
-    assert out.get(timeout=5)[0] == "timed"
+    assert [out.get(timeout=5)[0] for _ in range(2)] == ["timed", "timed"]

@@ -24,5 +24,5 @@ def test_the_notes_name_the_outermost_stages_and_a_line_cut_short_is_left_out(
     notes.write_text(notes.read_text() + "1796")  # the kill cut the next line short (ms stamps)
     spent = entered(notes)
     assert list(spent) == ["build", "export"]
-    assert spent["build"] >= 0.04 and spent["export"] >= 0.0
+    assert spent["build"] >= 0.04
     assert entered(tmp_path / "never-written") == {}

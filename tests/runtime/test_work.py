@@ -106,7 +106,7 @@ def test_work_and_a_zygotes_warm_up_wait_while_a_cell_times_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another cell holds the node alone (real lock files, a real holder process): a new
-    zygote's warm-up and the work it forks (an exporter pair's sessions, a minimizer's
+    zygote's warm-up and the work it forks (a minimizer's tries, debt's
     exports) wait for that timing to end. Both ran beside it, and a timed loop met a core's
     worth of someone else's CPU (a real-size run: the cold start and warm-up of one zygote
     during the other cell's export timing, whose export_s read 2.3 s against 0.94)."""

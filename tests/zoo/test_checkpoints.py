@@ -4,6 +4,7 @@ the entry a saved checkpoint makes, and every way it cannot be one: exit 2, one 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,7 @@ def test_a_zoo_file_declares_a_checkpoint_in_one_line(saved: Path, tmp_path: Pat
     [
         ("missing", "model.safetensors.index.json names model-00002-of-00002.safetensors, not in"),
         ("truncated", "model-00001-of-00002.safetensors is not a safetensors file"),
+        ("index", "model.safetensors.index.json is not a weights index"),
     ],
 )
 def test_a_missing_or_broken_shard_is_one_line(
@@ -141,8 +143,11 @@ def test_a_missing_or_broken_shard_is_one_line(
     assert len(shards) == 2, shards
     if damage == "missing":
         shards[1].unlink()
-    else:
+    elif damage == "truncated":
         shards[0].write_bytes(shards[0].read_bytes()[:4])
+    else:  # a traceback (JSONDecodeError) before
+        index = where / "model.safetensors.index.json"
+        index.write_text(index.read_text()[:30])
     capsys.readouterr()  # save_pretrained's progress bar
     line = one_line_error(capsys, "run", "--models", f"hf:{where}", "--out", str(tmp_path / "r"))
     assert message in line
@@ -153,6 +158,7 @@ def test_a_missing_or_broken_shard_is_one_line(
     [
         ("", "hf: names no checkpoint: give a save_pretrained directory or a repo id"),
         ("./no-such-folder", "hf:./no-such-folder: no such directory"),
+        ("~nobody-here/bert", "hf:~nobody-here/bert: no such directory"),  # a traceback before
     ],
 )
 def test_a_location_that_names_nothing_is_one_line(
@@ -188,6 +194,18 @@ def test_a_local_checkpoint_is_kept_by_its_absolute_path_and_named_after_its_fol
         f"hf:{saved}", f"hf:{saved}", "bert*", "hf:org/name",
     )  # fmt: skip
     assert checkpoint_spec(".").name == checkpoint_spec("~/tiny-bert").name == "ckpt.tiny-bert"
+
+
+def test_only_the_weights_from_pretrained_loads_count(saved: Path, tmp_path: Path) -> None:
+    """A folder may hold other safetensors files beside the model's (Mistral's
+    consolidated.safetensors, an adapter's): they doubled the memory need."""
+    from harness.zoo.discovery import checkpoint_spec
+
+    crowded = tmp_path / "crowded"
+    shutil.copytree(saved, crowded)
+    shutil.copy(saved / "model.safetensors", crowded / "consolidated.safetensors")
+    own = checkpoint_spec(str(saved)).metadata["parameter_bytes"]
+    assert checkpoint_spec(str(crowded)).metadata["parameter_bytes"] == own
 
 
 def test_a_half_precision_checkpoint_is_built_in_float32(tmp_path: Path) -> None:
