@@ -191,10 +191,9 @@ ORT_OPT: Axis[OrtOpt] = Axis(
 
 
 def _batch_size(text: str) -> int:
-    size = int(text) if text.strip().isdigit() else -1
-    if size < 0:
+    if not text.strip().isdigit():
         raise ValueError("a batch size is a whole number, 0 for the entry's own example")
-    return size
+    return int(text)
 
 
 BATCH: Axis[int] = Axis(

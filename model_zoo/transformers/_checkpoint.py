@@ -277,8 +277,8 @@ def _entry_of_its_type(
     heads = [e for e in same if e["class"].endswith("ForConditionalGeneration")]
     if architecture.endswith("Model") and heads:
         return heads[0]
-    common = Counter(tuple(e["inputs"]) for e in same).most_common(1)
-    return next(e for e in same if tuple(e["inputs"]) == common[0][0]) if common else None
+    counts = Counter(tuple(e["inputs"]) for e in same)
+    return max(same, key=lambda e: counts[tuple(e["inputs"])], default=None)
 
 
 def _build(where: str, architecture: str, recipe: tuple[str, ...]) -> Any:
