@@ -176,3 +176,17 @@ def test_a_long_calls_first_block_makes_no_call_its_warm_up_made(
     a, b = time_interleaved(call("a"), call("b"), protocol)
     assert calls["a"] - len(a) == 2 + untimed  # one block each: 2 samples or more
     assert calls["b"] - len(b) == 2 + untimed
+
+
+@pytest.mark.parametrize("max_iters", [5, 300])
+def test_an_interleaved_loop_of_fast_calls_keeps_to_max_iters(max_iters: int) -> None:
+    """Calls of microseconds fill a block with thousands: each side stops at the cap (a
+    block past it still makes its one call)."""
+    from harness.cell.timing import time_interleaved
+
+    protocol = Protocol(
+        warmup_min_iters=1, warmup_max_s=0.0, min_iters=2, max_iters=max_iters, max_time_s=5.0,
+        target_interval=1e-9,
+    )  # fmt: skip
+    a, b = time_interleaved(lambda: None, lambda: None, protocol)
+    assert max_iters <= len(a) <= max_iters + 1 and max_iters <= len(b) <= max_iters + 1
