@@ -11,6 +11,7 @@ import tempfile
 import time
 import urllib.request
 import weakref
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +49,13 @@ def pytest_configure(config: pytest.Config) -> None:
     (harness/cell/node.py): the cells of one xdist worker's tests never wait for the timing
     of another worker's (on a real machine every run shares the lock, and a test of the lock
     names its own folder). Set before any test runs, so every process a test starts
-    (zygotes, cells, Ray workers) inherits it."""
+    (zygotes, cells, Ray workers) inherits it; set over what the process inherited, which
+    for an xdist worker is its controller's folder (shared by every worker, the whole
+    machine's cells waited for each timing: the cores idle a fifth of the suite's span)."""
     from harness.cell.node import FOLDER_ENV
 
     NODE_OF_THIS_PROCESS.mkdir(exist_ok=True)
-    os.environ.setdefault(FOLDER_ENV, str(NODE_OF_THIS_PROCESS))
+    os.environ[FOLDER_ENV] = str(NODE_OF_THIS_PROCESS)
     _ray_temp_in_memory()
 
 
@@ -90,7 +93,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (what only Ray does: clusters, runtime environments, node loss, bisect's installs);
     both are `slow`, so that the fast tier (`make test`: -m "not slow") leaves them out.
     Under xdist the `ray` tests run one at a time on one worker (`--dist loadgroup`):
-    each starts Ray instances, and some check what Ray leaves in its shared temp folder."""
+    each starts Ray instances, and some check what Ray leaves in its shared temp folder.
+    They are handed out first (`Scopes.schedule`), so that their chain, the suite's longest
+    (about 9 of its 11 minutes on 2 cores), starts as the suite does rather than after a
+    minute of others; then the larger scopes, as xdist orders them."""
+    sizes = Counter(_scope(item.nodeid) for item in items)
+    items.sort(key=lambda item: (_scope(item.nodeid) != "ray", -sizes[_scope(item.nodeid)]))
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.e2e)
@@ -99,6 +107,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
         if item.get_closest_marker("e2e") or item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores this process may use. With one a core,
+    the cores sat idle for a quarter of the suite's span (tests waiting out hangs, timeouts
+    and Ray's boots; `python -m benchmarks.suite_busy`), which the extra worker's tests use."""
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -112,14 +127,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Scopes(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            if nodeid.startswith("tests/ray/"):
-                return "ray"
-            if nodeid.startswith("tests/e2e/") or module in SHARED_FIXTURE:
-                return module
-            return super()._split_scope(nodeid)
+            return _scope(nodeid)
+
+        def schedule(self) -> None:
+            self.config.option.loadscopereorder = False  # the collection's order, as sorted
+            super().schedule()
 
     return Scopes(config, log)
+
+
+def _scope(nodeid: str) -> str:
+    """The scope xdist hands a test out in: tests/ray/ one, each module of tests/e2e/ and
+    of SHARED_FIXTURE one, every other test its own."""
+    module = nodeid.split("::", 1)[0]
+    if nodeid.startswith("tests/ray/"):
+        return "ray"
+    if nodeid.startswith("tests/e2e/") or module in SHARED_FIXTURE:
+        return module
+    return nodeid
 
 
 def run_cli(

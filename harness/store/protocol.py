@@ -89,5 +89,11 @@ class Protocol:
         return None
 
 
+# A try that needs a cell's verdict, not its figures (the debt search's): one timed call.
+VERDICT_ONLY = Protocol(
+    warmup_min_iters=1, warmup_max_s=0.0, min_iters=1, min_time_s=0.0, max_iters=1, max_time_s=0.0
+)
+
+
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

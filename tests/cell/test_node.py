@@ -153,3 +153,12 @@ def test_a_cell_run_inside_held_work_times_alone_without_waiting_on_itself(
         p.kill()
     assert p.exitcode == 0, "it waited on its own hold"
     assert [out.get(timeout=5)[0] for _ in range(2)] == ["timed", "timed"]
+
+
+def test_each_test_process_is_a_node_of_its_own() -> None:
+    """The suite's set-up (tests/conftest.py): this process's cells lock a folder named for
+    this process, not one it inherited (an xdist worker inherits its controller's: every
+    worker's cells then waited for each other's timings)."""
+    folder = Path(os.environ[node.FOLDER_ENV])
+    assert folder.name.startswith(f"harness-test-node-{os.getpid()}-")
+    assert node.NodeLock().folder == folder

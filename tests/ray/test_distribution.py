@@ -35,7 +35,7 @@ from tests.conftest import FIXTURES, run_cli
 
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         yield c
     finally:
@@ -50,7 +50,7 @@ def _records(run_dir: Path) -> list:  # type: ignore[type-arg]
 def unequal_nodes() -> Iterator[tuple[Cluster, ClusterNode, ClusterNode]]:
     """A head without CPUs, a node with 2 CPUs, a GPU and 4 GB of memory, and one with a
     CPU and 24 GB (Ray's `memory` resource): one cluster boot for the tests of placement."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         gpu_node = c.add_node(num_cpus=2, num_gpus=1, memory=4 * 1024**3)
         large = c.add_node(num_cpus=1, memory=24 * 1024**3)
@@ -149,7 +149,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     the survivor, one with a faulthandler log and one killed without last words: both end
     their own process only, whose zygote says so (`crashed`, never retried) without
     waiting for the node's state to settle."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     survivor = c.add_node(num_cpus=1)
     doomed = c.add_node(num_cpus=1)
     c.wait_for_nodes()

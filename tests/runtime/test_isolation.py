@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.cell.node import FOLDER_ENV
 from harness.runtime import exits
 from harness.runtime.exits import judge_exit
 from harness.runtime.zygote import _WORKER, run_cell_isolated
@@ -229,13 +230,18 @@ def test_a_timeout_kills_what_the_cell_started(tmp_path: Path) -> None:
 
 
 def _processes_running(argv: tuple[str, ...]) -> list[int]:
+    """The processes running `argv` that this test process's cells started: they inherited
+    its node folder (another xdist worker's test leaves the same command behind until its
+    own timeout)."""
+    ours = f"{FOLDER_ENV}={os.environ[FOLDER_ENV]}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
+            environment = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if tuple(part.decode() for part in cmdline) == argv:
+        if tuple(part.decode() for part in cmdline) == argv and ours in environment:
             found.append(int(entry.name))
     return found
 
