@@ -110,9 +110,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the cores this process may use. With one a core,
-    the cores sat idle for a quarter of the suite's span (tests waiting out hangs, timeouts
-    and Ray's boots; `python -m benchmarks.suite_busy`), which the extra worker's tests use."""
+    """`-n auto`: one worker more than the cores this process may use, whose tests use the
+    cores while the others' wait out hangs, timeouts and Ray's boots (on 2 cores, 3 workers
+    left them idle 2-5% of the span; `python -m benchmarks.suite_busy`, benchmarks/README.md)."""
     return len(os.sched_getaffinity(0)) + 1
 
 
