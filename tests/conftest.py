@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Under xdist the `ray` tests run one at a time on one worker (`--dist loadgroup`):
     each starts Ray instances, and some check what Ray leaves in its shared temp folder.
     They are handed out first (`Scopes.schedule`), so that their chain, the suite's longest
-    (about 9 of its 11 minutes on 2 cores), starts as the suite does rather than after a
+    (0-628 s of a 638-s span on 2 cores), starts as the suite does rather than after a
     minute of others; then the larger scopes, as xdist orders them."""
     sizes = Counter(_scope(item.nodeid) for item in items)
     items.sort(key=lambda item: (_scope(item.nodeid) != "ray", -sizes[_scope(item.nodeid)]))

@@ -75,10 +75,10 @@ def time_interleaved(
 def _block(fn: Callable[[], object], samples: list[float], warm_ms: float, cap: int) -> float:
     """One untimed call, then timed calls for INTERLEAVE_BLOCK_S (at least one), none past
     `cap` samples (a 4 us graph made 6 000 calls a block: records of 11 000 samples where
-    `max_iters` said 2 000); returns the seconds the block took. A call that outlasts a block by itself (a real-size model:
-    hundreds of ms; its last call, or its last warm-up call `warm_ms` before the first
-    block) is not warmed again: its caches are its own after the first few ms, and the
-    untimed call would double the loop's time."""
+    `max_iters` said 2 000); returns the seconds the block took. A call that outlasts a
+    block by itself (a real-size model: hundreds of ms; its last call, or its last warm-up
+    call `warm_ms` before the first block) is not warmed again: its caches are its own
+    after the first few ms, and the untimed call would double the loop's time."""
     start = time.perf_counter()
     if (samples[-1] if samples else warm_ms) < INTERLEAVE_BLOCK_S * 1000:
         fn()
