@@ -97,8 +97,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     They are handed out first (`Scopes.schedule`), so that their chain, the suite's longest
     (0-628 s of a 638-s span on 2 cores), starts as the suite does rather than after a
     minute of others; then the larger scopes, as xdist orders them."""
-    sizes = Counter(_scope(item.nodeid) for item in items)
-    items.sort(key=lambda item: (_scope(item.nodeid) != "ray", -sizes[_scope(item.nodeid)]))
+    scopes = {item.nodeid: _scope(item.nodeid) for item in items}
+    sizes = Counter(scopes.values())
+    items.sort(key=lambda item: (scopes[item.nodeid] != "ray", -sizes[scopes[item.nodeid]]))
     for item in items:
         if E2E in item.path.parents:
             item.add_marker(pytest.mark.e2e)

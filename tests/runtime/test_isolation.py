@@ -238,11 +238,12 @@ def _processes_running(argv: tuple[str, ...]) -> list[int]:
     for entry in Path("/proc").iterdir():
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
-            environment = (entry / "environ").read_bytes().split(b"\0")
+            if tuple(part.decode() for part in cmdline) != argv:
+                continue
+            if ours in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
         except OSError:
             continue
-        if tuple(part.decode() for part in cmdline) == argv and ours in environment:
-            found.append(int(entry.name))
     return found
 
 
