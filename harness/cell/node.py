@@ -16,13 +16,52 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import mmap
 import os
+import struct
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per test)
+
+
+class WaitMeter:
+    """How long a cell's child has waited for the node, read by its zygote: the cell's
+    timeout counts its own work, not another cell's timing (memory the zygote maps before
+    the fork, so both see it). Two doubles: the seconds of the waits that ended, and the
+    monotonic start of the wait in progress (0: none)."""
+
+    LAYOUT = struct.Struct("dd")
+
+    def __init__(self) -> None:
+        self.memory = mmap.mmap(-1, self.LAYOUT.size)
+
+    def begin(self) -> None:
+        ended, _ = self._read()
+        self.LAYOUT.pack_into(self.memory, 0, ended, time.monotonic())
+
+    def end(self) -> None:
+        ended, since = self._read()
+        self.LAYOUT.pack_into(self.memory, 0, ended + time.monotonic() - since, 0.0)
+
+    def waited_s(self) -> float:
+        """The seconds waited so far, the wait in progress included."""
+        ended, since = self._read()
+        return ended + (time.monotonic() - since if since else 0.0)
+
+    def _read(self) -> tuple[float, float]:
+        ended, since = self.LAYOUT.unpack_from(self.memory)
+        return float(ended), float(since)
+
+
+_METER: list[WaitMeter] = []  # this process's, where its zygote reads it (a cell's child)
+
+
+def report_waits_to(meter: WaitMeter) -> None:
+    """This process's waits for the node go to `meter` (its zygote's view of them)."""
+    _METER[:] = [meter]
 
 
 class NodeLock:
@@ -76,11 +115,17 @@ class NodeLock:
     def _pass_gate(self, mode: int) -> None:
         """Take the work lock in `mode` through the gate: a cell waiting to time holds the
         gate, so work that comes after it waits behind it."""
-        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        for meter in _METER:
+            meter.begin()
         try:
-            fcntl.flock(self.work, mode)
+            fcntl.flock(self.gate, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self.work, mode)
+            finally:
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
         finally:
-            fcntl.flock(self.gate, fcntl.LOCK_UN)
+            for meter in _METER:
+                meter.end()
 
     def close(self) -> None:
         os.close(self.gate)

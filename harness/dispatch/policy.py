@@ -41,9 +41,9 @@ class RayNode(TypedDict, total=False):  # a node as `ray.nodes()` lists it: the 
 NODE_SETTLE_S = 60.0
 MAX_ATTEMPTS = 3
 HELD_MAX = 1000  # cells held back for a slot of their kind, at most
-# The cell's own process is killed at its timeout by the zygote; the driver kills the task
-# itself only this much later: time for a new worker's zygote to start and prepare (imports,
-# the exporter's warm-up: ~15 s here, more on a loaded machine) before it forks the cell.
+# The cell's own process is killed at its timeout (and its waits for the node, up to as long
+# again) by the zygote; the driver kills the task itself only this much later: time for a new
+# worker's zygote to start and prepare (imports, the exporter's warm-up) before its fork.
 ISOLATION_GRACE_S = 120.0
 POLL_S = 0.5  # how often the driver looks at its tasks, the start board and its clocks
 BOARD_MISSES_MAX = 3  # drains in a row the start board did not answer: no board from then
@@ -66,8 +66,9 @@ class Options:
 
     @property
     def backstop_s(self) -> float:
-        """How long a cell's task may go without a result, from the cell's start."""
-        return self.timeout_s + ISOLATION_GRACE_S
+        """How long a cell's task may go without a result, from the cell's start: its
+        timeout, as long again of waiting for the node, and the grace."""
+        return 2 * self.timeout_s + ISOLATION_GRACE_S
 
 
 # -- slots and the order cells go in ----------------------------------------------------------

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.cell.node import WaitMeter
 from harness.cell.stages import entered
 from harness.runtime import limits
 from harness.store.details import WorkerInfo
@@ -41,6 +42,7 @@ class ChildExit:
     oom_killed: bool  # the kernel's OOM killer acted in this memory cgroup meanwhile
     reaped_at: float
     at_ceiling: bool = False  # its data size came to its memory ceiling (limits.CeilingWatch)
+    waited_s: float = 0.0  # what it waited for the node, left off its timeout clock
 
     def record(self, task: CellTask) -> tuple[Record, WorkerInfo]:
         """The child's record and what it cost; or, where it sent none, the record of how
@@ -53,16 +55,21 @@ class ChildExit:
             exit_s = round(self.reaped_at - sent_at, 4)
             return record, replace(child_facts, cell_pid=self.pid, exit_s=exit_s)
         log = limits.crash_log_path(task.run_dir, task.cell.cell_id)
-        status, reason = judge_exit(
+        status, reason = self.judged(task.timeout_s, limits.read_crash_log(log))
+        log.unlink(missing_ok=True)
+        return no_record(task, status, reason), facts
+
+    def judged(self, timeout_s: float | None, last_words: str | None) -> tuple[Status, str]:
+        """`judge_exit` of how it ended."""
+        return judge_exit(
             self.wait_status,
             timed_out=self.timed_out,
             oom_killed=self.oom_killed,
-            timeout_s=task.timeout_s,
-            last_words=limits.read_crash_log(log),
+            timeout_s=timeout_s,
+            last_words=last_words,
             at_ceiling=self.at_ceiling,
+            waited_s=self.waited_s,
         )
-        log.unlink(missing_ok=True)
-        return no_record(task, status, reason), facts
 
     def sent_payload(self) -> object | None:
         """What the child sent whole (a `Work`'s answer), or None."""
@@ -78,13 +85,16 @@ def judge_exit(
     timeout_s: float | None,
     last_words: str | None,
     at_ceiling: bool = False,
+    waited_s: float = 0.0,
 ) -> tuple[Status, str]:
     """The status and reason of a child that sent no record. A crash once its data size
     came to its memory ceiling is `oom`: an allocation failed where it was not checked
     (limits.py: CPython 3.11's ContextVar.set), where a checked one raises MemoryError."""
     if timed_out:
+        waited = f", besides {waited_s:.1f} s waiting for the node" if waited_s >= 0.05 else ""
         return Status.TIMEOUT, (
-            f"no result after {timeout_s:g} s; the cell's process was killed (its worker goes on)"
+            f"no result after {timeout_s:g} s{waited}; the cell's process was killed"
+            " (its worker goes on)"
         )
     if os.WIFSIGNALED(wait_status):
         name = signal.Signals(os.WTERMSIG(wait_status)).name
@@ -107,10 +117,13 @@ def wait_for(
     timeout_s: float | None,
     oom_kills_before: int | None,
     ceiling: limits.CeilingWatch | None = None,
+    waits: WaitMeter | None = None,
 ) -> ChildExit:
     """Read what the child sends until it exits, or kill its process group at the
-    deadline; with a `ceiling` to watch, read its data size every _CEILING_S meanwhile."""
-    deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+    deadline; with a `ceiling` to watch, read its data size every _CEILING_S meanwhile.
+    The deadline moves by what the child waited for the node (`waits`), up to another
+    `timeout_s`: the cell's clock counts its own work, not other cells' timings."""
+    clock = _Clock(time.perf_counter(), timeout_s, waits)
     exits = _pidfd(pid)
     tick = _POLL_S if exits is None else (_CEILING_S if ceiling is not None else None)
     os.set_blocking(fd, False)
@@ -118,7 +131,7 @@ def wait_for(
     status: int | None = None
     timed_out = False
     while status is None:
-        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        left = clock.left()
         if left == 0.0:
             _kill_group(pid)
             _, status, usage = os.wait4(pid, 0)
@@ -140,7 +153,31 @@ def wait_for(
         os.close(exits)
     oom = oom_kills_before is not None and (oom_kills() or 0) > oom_kills_before
     at_ceiling = ceiling is not None and ceiling.after_exit(usage.ru_maxrss << 10)
-    return ChildExit(pid, bytes(sent), status, timed_out, oom, reaped_at, at_ceiling)
+    return ChildExit(
+        pid, bytes(sent), status, timed_out, oom, reaped_at, at_ceiling, clock.forgiven_s()
+    )
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """A child's timeout clock: from its fork, less what it waited for the node (at most
+    `timeout_s` of it)."""
+
+    started: float
+    timeout_s: float | None
+    waits: WaitMeter | None
+
+    def forgiven_s(self) -> float:
+        if self.waits is None or self.timeout_s is None:
+            return 0.0
+        return min(self.waits.waited_s(), self.timeout_s)
+
+    def left(self) -> float | None:
+        """Seconds to the deadline (0.0 once past it), None without one."""
+        if self.timeout_s is None:
+            return None
+        spent = time.perf_counter() - self.started - self.forgiven_s()
+        return max(0.0, self.timeout_s - spent)
 
 
 def _read(fd: int, into: bytearray) -> bool:

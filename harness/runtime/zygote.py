@@ -22,8 +22,9 @@ collections leave the zygote's objects, and so their pages, alone) and forks.
 The child sets the state every cell starts from (its process group, the seeds; `run_cell`
 sets its threads and memory ceiling), runs `run_cell` (other work: holding the node shared,
 as a cell does), sends the record through a pipe and leaves with `os._exit` (no exit handler
-of the zygote runs). The zygote waits for it up to the cell's timeout: past that, the
-child's process group is killed and the record is `timeout`; a child that dies is `crashed`
+of the zygote runs). The zygote waits for it up to the cell's timeout (leaving off its
+clock what the child waited for the node, up to as long again: node.WaitMeter): past that,
+the child's process group is killed and the record is `timeout`; a child that dies is `crashed`
 with its signal, or `oom` where the kernel's OOM killer took it. The worker and its zygote
 go on. torch runs on one thread in the zygote, so no OpenMP pool exists for the fork to
 break. The zygote dies with its worker, and the child with its zygote.
@@ -57,7 +58,6 @@ from harness.runtime.exits import (
     LENGTH,
     ChildExit,
     end_group,
-    judge_exit,
     no_record,
     oom_kills,
     own_group,
@@ -301,14 +301,7 @@ def _fork_and_call(work: Work[Given, Made], log: Path | None = None) -> Done[Mad
     sent = ended.sent_payload()
     if isinstance(sent, Done):
         return sent
-    _, reason = judge_exit(
-        ended.wait_status,
-        timed_out=ended.timed_out,
-        oom_killed=ended.oom_killed,
-        timeout_s=work.timeout_s,
-        last_words=None,
-        at_ceiling=ended.at_ceiling,
-    )
+    _, reason = ended.judged(work.timeout_s, last_words=None)
     return Done(failure=f"{reason} ({time.perf_counter() - started:.0f} s)")
 
 
@@ -353,16 +346,18 @@ def _fork(
     read_fd, write_fd = os.pipe()
     oom_kills_before = oom_kills()
     zygote = os.getpid()
+    waits = node.WaitMeter()
     with scratch.folder() as temp:
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
+            node.report_waits_to(waits)
             _child(body, write_fd, zygote, gpus, log, temp)
         os.close(write_fd)
         own_group(pid)
         try:
             watch = limits.CeilingWatch(pid, max_memory_gb) if max_memory_gb else None
-            return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch)
+            return wait_for(pid, read_fd, timeout_s, oom_kills_before, watch, waits)
         finally:
             os.close(read_fd)
             end_group(pid)  # what the cell started dies, before its folder goes

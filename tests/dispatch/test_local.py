@@ -79,10 +79,10 @@ def test_the_backstop_kills_a_running_cell_and_the_run_goes_on(
     by the driver's backstop; the next cell runs in fresh zygotes."""
     from harness.dispatch import policy
 
-    monkeypatch.setattr(policy, "ISOLATION_GRACE_S", 0.0)  # the backstop at the timeout
+    monkeypatch.setattr(policy, "ISOLATION_GRACE_S", 0.0)  # the backstop at twice the timeout
     hang = _task(tmp_path, FAULTS, "fault_hang", timeout_s=None)
     started = time.perf_counter()
-    records, _ = _run([hang, _task(tmp_path, TINY, "tiny_mlp")], timeout_s=20, max_in_flight=1)
+    records, _ = _run([hang, _task(tmp_path, TINY, "tiny_mlp")], timeout_s=10, max_in_flight=1)
     by_model = {r.model: r for r in records}
     assert by_model["fault_hang"].status == Status.TIMEOUT
     assert "worker killed" in (by_model["fault_hang"].reason or "")

@@ -215,11 +215,11 @@ def test_a_task_past_its_backstop_is_cancelled_and_recorded_timeout(tmp_path: Pa
     records, driver = _run(ray, _tasks(tmp_path, "hangs", "fine"), timeout_s=10.0)
     hung = next(r for r in records if r.model == "hangs")
     assert hung.status is Status.TIMEOUT
-    assert hung.error_message == f"no result after {10 + ISOLATION_GRACE_S:g} s; worker killed"
+    assert hung.error_message == f"no result after {2 * 10 + ISOLATION_GRACE_S:g} s; worker killed"
     assert ray.cancelled == ["hangs"]
     # Its clock started when its start report was drained (the first poll, 0.5 s); it is
-    # past the backstop at the first poll after that plus timeout and grace.
-    assert ray.clock == pytest.approx(POLL_S + 10.0 + ISOLATION_GRACE_S + POLL_S)
+    # past the backstop at the first poll after that plus twice the timeout and the grace.
+    assert ray.clock == pytest.approx(POLL_S + 2 * 10.0 + ISOLATION_GRACE_S + POLL_S)
     assert (driver.stats.timeouts, driver.stats.completed) == (1, 2)
 
 

@@ -129,3 +129,33 @@ def test_work_and_a_zygotes_warm_up_wait_while_a_cell_times_alone(
     finally:
         zygotes.close()
     assert done.failure is None and done.value is not None and done.value >= let_go
+
+
+def test_waiting_for_another_cells_timing_is_not_the_works_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another cell holds the node alone (a real holder process) longer than the work's
+    timeout: the wait is left off the work's clock, which counts its own work, up to as long
+    again as its timeout (a cell on a busy node waited minutes for others' latency loops at
+    real size, and was killed for it). Past that it is killed, saying how long it waited."""
+    from harness.cell import node
+    from tests.conftest import node_held_alone
+
+    monkeypatch.setenv(node.FOLDER_ENV, str(tmp_path / "locks"))
+    zygotes = ZygotePool()  # warm before each hold: its own warm-up waits for the node too
+    try:
+        assert _call(zygotes, sleeps, 0.0) == Done("woke")
+        with node_held_alone(monkeypatch, tmp_path / "locks", 3.0) as released:
+            waited = _call(zygotes, starts, None, timeout_s=1.5)
+            let_go = released()
+        with node_held_alone(monkeypatch, tmp_path / "locks", 8.0) as released:
+            began = time.monotonic()
+            too_long = _call(zygotes, sleeps, 0.0, timeout_s=1.5)
+            killed_after = time.monotonic() - began
+            released()
+    finally:
+        zygotes.close()
+    assert waited.failure is None and waited.value is not None and waited.value >= let_go
+    assert too_long.failure is not None, too_long
+    assert too_long.failure.startswith("no result after 1.5 s, besides 1.5 s waiting for the node")
+    assert 3.0 <= killed_after < 8.0  # its timeout and as long again of waiting, not the hold
