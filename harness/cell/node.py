@@ -28,31 +28,45 @@ FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per te
 
 
 class WaitMeter:
-    """How long a cell's child has waited for the node, read by its zygote: the cell's
-    timeout counts its own work, not another cell's timing (memory the zygote maps before
-    the fork, so both see it). Two doubles: the seconds of the waits that ended, and the
-    monotonic start of the wait in progress (0: none)."""
+    """How long a cell's child has waited for its turn on the node, read by its zygote: the
+    cell's timeout counts its own work, not the others' (memory the zygote maps before the
+    fork, so both see it). The seconds of the waits that ended and the monotonic start of
+    the one in progress (0: none), behind a count the child makes odd while it writes them,
+    so that the zygote never reads half a write."""
 
-    LAYOUT = struct.Struct("dd")
+    COUNT, TIMES = struct.Struct("Q"), struct.Struct("dd")
 
     def __init__(self) -> None:
-        self.memory = mmap.mmap(-1, self.LAYOUT.size)
+        self.memory = mmap.mmap(-1, self.COUNT.size + self.TIMES.size)
 
     def begin(self) -> None:
-        ended, _ = self._read()
-        self.LAYOUT.pack_into(self.memory, 0, ended, time.monotonic())
+        ended, _ = self._times()
+        self._write(ended, time.monotonic())
 
     def end(self) -> None:
-        ended, since = self._read()
-        self.LAYOUT.pack_into(self.memory, 0, ended + time.monotonic() - since, 0.0)
+        ended, since = self._times()
+        if since:
+            self._write(ended + time.monotonic() - since, 0.0)
 
     def waited_s(self) -> float:
         """The seconds waited so far, the wait in progress included."""
-        ended, since = self._read()
-        return ended + (time.monotonic() - since if since else 0.0)
+        while True:
+            count = self._count()
+            ended, since = self._times()
+            if count % 2 == 0 and self._count() == count:
+                return ended + (time.monotonic() - since if since else 0.0)
 
-    def _read(self) -> tuple[float, float]:
-        ended, since = self.LAYOUT.unpack_from(self.memory)
+    def _write(self, ended: float, since: float) -> None:
+        count = self._count()
+        self.COUNT.pack_into(self.memory, 0, count + 1)  # odd: being written
+        self.TIMES.pack_into(self.memory, self.COUNT.size, ended, since)
+        self.COUNT.pack_into(self.memory, 0, count + 2)
+
+    def _count(self) -> int:
+        return int(self.COUNT.unpack_from(self.memory)[0])
+
+    def _times(self) -> tuple[float, float]:
+        ended, since = self.TIMES.unpack_from(self.memory, self.COUNT.size)
         return float(ended), float(since)
 
 
@@ -60,8 +74,12 @@ _METER: list[WaitMeter] = []  # this process's, where its zygote reads it (a cel
 
 
 def report_waits_to(meter: WaitMeter) -> None:
-    """This process's waits for the node go to `meter` (its zygote's view of them)."""
+    """This process's waits for the node go to `meter` (its zygote's view of them); a
+    process it forks reports none (`os.register_at_fork` below)."""
     _METER[:] = [meter]
+
+
+os.register_at_fork(after_in_child=_METER.clear)
 
 
 class NodeLock:

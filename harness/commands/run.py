@@ -148,7 +148,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        help="per-cell limit, from when the cell's process starts, less what it waits for another cell timing on its node (up to as long again); that process is killed and the cell recorded as timeout (default 600)",
+        help="per-cell limit, from when the cell's process starts, less what it waits for its turn on the node (up to as long again); that process is killed and the cell recorded as timeout (default 600)",
     )
     p.add_argument(
         "--threads",

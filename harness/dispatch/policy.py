@@ -199,9 +199,9 @@ def drained(
 
 
 def past_backstop(flight: InFlight, now: float, options: Options) -> Record | None:
-    """The `timeout` record of a task with no result `ISOLATION_GRACE_S` past its cell's
-    timeout (its zygote, which kills the cell's process at the timeout, is stuck): the
-    driver then kills its worker. None while it has time left."""
+    """The `timeout` record of a task with no result past its backstop (its zygote, which
+    kills the cell's process at the timeout, is stuck): the driver then kills its worker.
+    None while it has time left."""
     if not flight.expired(now, options.backstop_s):
         return None
     reason = f"no result after {options.backstop_s:g} s; worker killed"

@@ -47,7 +47,7 @@ class ChildExit:
     def record(self, task: CellTask) -> tuple[Record, WorkerInfo]:
         """The child's record and what it cost; or, where it sent none, the record of how
         it ended (timeout, crashed, oom), with its last words where faulthandler left any."""
-        facts = WorkerInfo(cell_pid=self.pid)
+        facts = WorkerInfo(cell_pid=self.pid, node_wait_s=round(self.waited_s, 4) or None)
         message = _decode(self.sent)
         if message is not None:
             record, child_facts, sent_at = message

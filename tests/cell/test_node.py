@@ -162,3 +162,49 @@ def test_each_test_process_is_a_node_of_its_own() -> None:
     folder = Path(os.environ[node.FOLDER_ENV])
     assert folder.name.startswith(f"harness-test-node-{os.getpid()}-")
     assert node.NodeLock().folder == folder
+
+
+def _waits_then_forks(meter: node.WaitMeter, folder: Path, out: Queue[Any]) -> None:
+    """A cell's child: reports its waits to `meter`, waits for the node another process
+    holds alone, then forks a process of its own that takes the node too."""
+    node.report_waits_to(meter)
+    with node.holding(folder):
+        pass
+    child = FORK.Process(target=_holds_briefly, args=(folder, out))
+    child.start()
+    child.join(30)
+
+
+def _holds_briefly(folder: Path, out: Queue[Any]) -> None:
+    out.put(list(node._METER))  # what this grandchild reports to: nothing
+    with node.holding(folder):
+        pass
+
+
+def test_a_childs_waits_reach_its_zygotes_meter_and_its_own_forks_report_none(
+    tmp_path: Path,
+) -> None:
+    """The meter a zygote maps before the fork sees the child's wait for its turn (here the
+    first share, while another process times alone), the one in progress as it goes; a
+    process the child forks reports to no meter."""
+    folder, meter, out = tmp_path / "locks", node.WaitMeter(), FORK.Queue()
+    assert meter.waited_s() == 0.0
+    meter.end()  # no wait begun: nothing to add
+    assert meter.waited_s() == 0.0
+    holder = FORK.Process(target=_hold_alone_for, args=(folder, HOLD_S * 2))
+    holder.start()
+    time.sleep(HOLD_S / 2)  # the holder has the node
+    child = FORK.Process(target=_waits_then_forks, args=(meter, folder, out))
+    child.start()
+    time.sleep(HOLD_S / 2)
+    in_progress = meter.waited_s()
+    child.join(30)
+    holder.join(30)
+    assert 0.0 < in_progress < HOLD_S * 2
+    assert HOLD_S / 2 <= meter.waited_s() <= HOLD_S * 2 and out.get(timeout=5) == []
+    assert child.exitcode == 0
+
+
+def _hold_alone_for(folder: Path, seconds: float) -> None:
+    with node.holding(folder) as lock, lock.alone():
+        time.sleep(seconds)

@@ -21,7 +21,7 @@ import pytest
 
 from harness.cell.node import FOLDER_ENV
 from harness.runtime import exits
-from harness.runtime.exits import judge_exit
+from harness.runtime.exits import ChildExit, judge_exit
 from harness.runtime.zygote import _WORKER, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
@@ -319,6 +319,18 @@ def test_a_crash_once_at_the_memory_ceiling_is_oom(
         at_ceiling=True,
     )  # fmt: skip
     assert (status, reason[len("the cell's process ") :]) == (expected[0], expected[1])
+
+
+def test_a_cell_killed_at_its_timeout_keeps_what_it_waited_for_the_node(tmp_path: Path) -> None:
+    """Its record says how long the cell waited for its turn (the report's time table),
+    and its reason that the wait was left off its clock."""
+    ended = ChildExit(1, b"", signal.SIGKILL, timed_out=True, oom_killed=False, reaped_at=0.0,
+                      waited_s=3.5)  # fmt: skip
+    record, facts = ended.record(_task(tmp_path, FAULTS, "fault_hang", timeout_s=30))
+    assert record.status == Status.TIMEOUT and facts.node_wait_s == 3.5
+    assert (record.error_message or "").startswith(
+        "no result after 30 s, besides 3.5 s waiting for the node;"
+    )
 
 
 def test_oom_kills_reads_cgroup_v2_then_v1_and_none_without_either(tmp_path: Path) -> None:
