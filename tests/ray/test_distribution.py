@@ -8,6 +8,7 @@ is none on this machine)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import secrets
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import ray
+from ray._private import ray_constants
 from ray._private.node import Node as ClusterNode
 from ray.cluster_utils import Cluster
 
@@ -157,9 +159,14 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     tasks = [_cell_task(slow, "slow_0", tmp_path), _cell_task(slow, "slow_1", tmp_path),
              _cell_task(faults, "fault_segv", tmp_path), _cell_task(faults, "fault_killed", tmp_path)]  # fmt: skip
 
-    def kill_once_both_slow_cells_run() -> None:
+    raylet = doomed.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+
+    def kill_once_the_doomed_node_runs_a_slow_cell() -> None:
+        """Its first cell is a slow one (each node has one CPU, the slow cells go first);
+        waiting for both slow cells at once instead missed them on a loaded machine, where
+        one node's worker started after the other's cell had ended."""
         deadline = time.monotonic() + 180
-        while len(list((tmp_path / ".crash").glob("slow_*.log"))) < 2:
+        while not (_runs_a_cell(raylet) and list((tmp_path / ".crash").glob("slow_*.log"))):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         c.remove_node(doomed, allow_graceful=False)
@@ -167,7 +174,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     records: list[Record] = []
     ray.init(address=c.address, log_to_driver=False)
     try:
-        killer = threading.Thread(target=kill_once_both_slow_cells_run, daemon=True)
+        killer = threading.Thread(target=kill_once_the_doomed_node_runs_a_slow_cell, daemon=True)
         killer.start()
         stats = driver.run_tasks(tasks, records.append, timeout_s=180, settle_s=20)
         killer.join()
@@ -186,6 +193,20 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
     assert (stats.retried, stats.lost_nodes) == (1, {doomed.node_id})
     assert len(stats.settle_waits_s) == 1  # the lost node's cell only
     assert 0 < stats.settle_waits_s[0] < NODE_SETTLE_S  # waited for Ray, within the bound
+
+
+def _runs_a_cell(raylet: int) -> bool:
+    """Whether a cell's process runs under this raylet: a child of a zygote, which is a
+    child of one of its workers (raylet -> worker -> zygote -> cell)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    depth = {raylet: 0}
+    for _ in range(3):
+        depth |= {pid: depth[ppid] + 1 for pid, ppid in parents.items() if ppid in depth}
+    return 3 in depth.values()
 
 
 def test_a_cell_waiting_in_rays_queue_is_not_timing_out(cluster: Cluster, tmp_path: Path) -> None:
