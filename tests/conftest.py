@@ -407,6 +407,15 @@ os.environ.setdefault("HARNESS_SKIP_WARM_UP", "1")
 os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")
 
 
+def process_table() -> dict[int, list[str]]:
+    """Each process's fields of /proc/PID/stat after its name: state, ppid, pgrp, ..."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            table[int(stat.parent.name)] = stat.read_text().rsplit(")", 1)[1].split()
+    return table
+
+
 def _hold_alone(folder: Path, seconds: float, held: Any, released: Any) -> None:
     from harness.cell import node
 

@@ -24,8 +24,8 @@ sets its threads and memory ceiling), runs `run_cell` (other work: holding the n
 as a cell does), sends the record through a pipe and leaves with `os._exit` (no exit handler
 of the zygote runs). The zygote waits for it up to the cell's timeout (leaving off its
 clock what the child waited for the node, up to as long again: node.WaitMeter): past that,
-the child's process group is killed and the record is `timeout`; a child that dies is `crashed`
-with its signal, or `oom` where the kernel's OOM killer took it. The worker and its zygote
+the child's process group is killed and the record is `timeout`; a child that dies is
+`crashed` with its signal, or `oom` where the kernel's OOM killer took it. The worker and its zygote
 go on. torch runs on one thread in the zygote, so no OpenMP pool exists for the fork to
 break. The zygote dies with its worker, and the child with its zygote.
 """

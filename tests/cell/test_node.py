@@ -14,7 +14,10 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.cell import node
+from tests.conftest import node_held_alone
 
 FORK = multiprocessing.get_context("fork")
 HOLD_S = 0.6
@@ -182,7 +185,7 @@ def _holds_briefly(folder: Path, out: Queue[Any]) -> None:
 
 
 def test_a_childs_waits_reach_its_zygotes_meter_and_its_own_forks_report_none(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The meter a zygote maps before the fork sees the child's wait for its turn (here the
     first share, while another process times alone), the one in progress as it goes; a
@@ -191,20 +194,15 @@ def test_a_childs_waits_reach_its_zygotes_meter_and_its_own_forks_report_none(
     assert meter.waited_s() == 0.0
     meter.end()  # no wait begun: nothing to add
     assert meter.waited_s() == 0.0
-    holder = FORK.Process(target=_hold_alone_for, args=(folder, HOLD_S * 2))
-    holder.start()
-    time.sleep(HOLD_S / 2)  # the holder has the node
-    child = FORK.Process(target=_waits_then_forks, args=(meter, folder, out))
-    child.start()
-    time.sleep(HOLD_S / 2)
-    in_progress = meter.waited_s()
+    with node_held_alone(monkeypatch, folder, HOLD_S * 4) as released:
+        child = FORK.Process(target=_waits_then_forks, args=(meter, folder, out))
+        started = time.monotonic()
+        child.start()
+        in_progress = 0.0
+        while in_progress == 0.0 and time.monotonic() < started + HOLD_S * 4:
+            in_progress = meter.waited_s()
+            time.sleep(0.01)
+        let_go = released()
     child.join(30)
-    holder.join(30)
-    assert 0.0 < in_progress < HOLD_S * 2
-    assert HOLD_S / 2 <= meter.waited_s() <= HOLD_S * 2 and out.get(timeout=5) == []
-    assert child.exitcode == 0
-
-
-def _hold_alone_for(folder: Path, seconds: float) -> None:
-    with node.holding(folder) as lock, lock.alone():
-        time.sleep(seconds)
+    assert child.exitcode == 0 and out.get(timeout=5) == []
+    assert 0.0 < in_progress <= meter.waited_s() <= let_go - started + 0.5

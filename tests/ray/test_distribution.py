@@ -8,7 +8,6 @@ is none on this machine)."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import secrets
@@ -32,7 +31,7 @@ from harness.store import rundir as store
 from harness.store.manifest import DispatchSlots
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
-from tests.conftest import FIXTURES, run_cli
+from tests.conftest import FIXTURES, process_table, run_cli
 
 
 @pytest.fixture
@@ -198,11 +197,7 @@ def test_after_a_node_died_a_real_crash_on_a_live_node_is_not_retried(tmp_path: 
 def _runs_a_cell(raylet: int) -> bool:
     """Whether a cell's process runs under this raylet: a child of a zygote, which is a
     child of one of its workers (raylet -> worker -> zygote -> cell)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
+    parents = {pid: int(fields[1]) for pid, fields in process_table().items()}
     depth = {raylet: 0}
     for _ in range(3):
         depth |= {pid: depth[ppid] + 1 for pid, ppid in parents.items() if ppid in depth}

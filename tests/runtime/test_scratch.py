@@ -7,7 +7,6 @@ node's locks stay where every process finds them."""
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import fcntl
 import os
 import subprocess
@@ -24,7 +23,7 @@ from harness.runtime.zygote import Zygotes, run_cell_isolated
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask
 from harness.store.status import Status
-from tests.conftest import FIXTURES, wait_for
+from tests.conftest import FIXTURES, process_table, wait_for
 
 SCRATCH, TINY = FIXTURES / "scratch" / "scratch.py", FIXTURES / "tiny" / "models.py"
 QUICK = Protocol(warmup_min_iters=2, warmup_max_s=0.1, min_iters=5, min_time_s=0.02, max_time_s=0.2)
@@ -149,10 +148,5 @@ def test_the_zygote_waits_until_the_cells_process_group_is_gone() -> None:
 
 def _members(pgid: int) -> list[int]:
     """The live processes of a process group (zombies are gone already)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                found.append(int(stat.parent.name))
-    return found
+    table = process_table()
+    return [pid for pid, fields in table.items() if int(fields[2]) == pgid and fields[0] != "Z"]
