@@ -401,6 +401,13 @@ os.environ.setdefault("HARNESS_REPRO_BOUND", "0")
 # check verdicts and records, not timings: they skip it; tests that compare the timings of
 # two runs (tests/e2e/test_compare.py) and the warm-up's own tests turn it back on.
 os.environ.setdefault("HARNESS_SKIP_WARM_UP", "1")
+# Each cell's latency loops run as the suite's [protocol] asks (at least 0.3 s a loop and up
+# to 2 s of warm-up, for eager and ORT, at every thread count and shape): the tests' runs
+# check verdicts and records, so their loops are short (`--protocol`'s default). Tests of the
+# protocol or of timings give their own (`harness run --protocol`, or without this variable).
+os.environ.setdefault(
+    "HARNESS_PROTOCOL", "warmup_min_iters=1,warmup_max_s=0,min_iters=5,min_time_s=0,max_time_s=0.05"
+)
 # With the warm-up skipped, an in-process local run's zygotes are kept for the next local
 # run of the test process under the same environment (harness/dispatch/local.py: KEEP_ENV),
 # not spawned afresh by every run.

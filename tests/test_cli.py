@@ -91,6 +91,10 @@ from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
         (["compare", "a", "b", "--latency-floor", "-1"], "--latency-floor: takes a finite num"),
         (["compare", "a", "b", "--noise-k", "inf"], "--noise-k: takes a finite number above"),
         (["run", "--suite", "smoke", "--repro-bound", "-1"], "give 0 (none) or a positive"),
+        (["run", "--suite", "smoke", "--protocol", "min_iters"], "give KEY=VALUE pairs"),
+        (["run", "--suite", "smoke", "--protocol", "max_time_s=-1"], "must be a finite non-neg"),
+        # smoke's max_time_s is 1.0: the flag's keys are checked with the suite's
+        (["run", "--suite", "smoke", "--protocol", "min_time_s=2"], "min_time_s 2 is above max"),
         (["repro", "/no/such/run"], "RUN_DIR /no/such/run: no such run directory"),
         (["repro", "/tmp", "--bound", "0"], "--bound: 0: give 0 < SECONDS <= 3600"),
         # a list of nothing is refused, never read as every model
@@ -104,6 +108,15 @@ def test_bad_input_exits_2_with_one_line(
     line = one_line_error(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
     assert message in line
     assert not out.exists()
+
+
+def test_a_bad_protocol_variable_is_named_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESS_PROTOCOL", "min_iters=5,warmup=1")
+    line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(tmp_path / "r"))
+    assert line.startswith("error: $HARNESS_PROTOCOL: unknown [protocol] key 'warmup'")
+    assert not (tmp_path / "r").exists()
 
 
 def test_malformed_suite_names_file_and_line(

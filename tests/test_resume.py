@@ -78,6 +78,11 @@ def test_a_garbage_line_amid_the_records_is_exit_2(
         (["--threads", "1", "--keep-onnx"], "--keep-onnx True differs"),
         (["--models", "slow_1"], "--models slow_1 differs"),
         (["--out", "elsewhere"], "--out elsewhere differs"),
+        # $HARNESS_PROTOCOL (tests/conftest.py) is a new run's default, never a conflict
+        (
+            ["--protocol", "min_iters=3"],
+            "--protocol min_iters=3 differs from the run being resumed (default)",
+        ),
     ],
 )
 def test_flags_that_contradict_the_run_being_resumed_are_refused(

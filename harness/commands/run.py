@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,10 @@ from harness.store import lock, rundir
 from harness.store.axes import LIST_AXES, Axis
 from harness.store.files import WriteFailed
 from harness.store.options import Shapes
+from harness.store.protocol import Protocol
 from harness.zoo.discovery import located
+
+PROTOCOL_ENV = "HARNESS_PROTOCOL"
 
 HELP = "export, check and time a suite of models (the main job)"
 DESCRIPTION = """\
@@ -185,6 +189,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         " with - are options of that pip, e.g. --no-index,--find-links=DIR",
     )
     p.add_argument(
+        "--protocol",
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="latency measurement settings over the suite's [protocol] (docs/guide/suites.md),"
+        " e.g. min_time_s=0.05,max_time_s=1 (default: $HARNESS_PROTOCOL, else the suite's)",
+    )
+    p.add_argument(
         "--resume", metavar="DIR", help="finish an interrupted run: only cells without a record run"
     )
 
@@ -236,6 +246,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         "local": args.local or None,
         "max_memory_gb": args.max_memory_gb,
         "variants": tuple(args.variant),
+        "protocol": args.protocol,
     })  # fmt: skip
 
 
@@ -244,7 +255,13 @@ def _named(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(**given_options(args))
+    """A new run's options: the flags, `--protocol` from $HARNESS_PROTOCOL where not given
+    (a resumed run keeps the protocol its first attempt recorded)."""
+    given = given_options(args)
+    if "protocol" not in given and (protocol := os.environ.get(PROTOCOL_ENV)):
+        Protocol().overridden(protocol, f"${PROTOCOL_ENV}")  # its own mistakes, by its name
+        given["protocol"] = protocol
+    return RunOptions(**given)
 
 
 def main(args: argparse.Namespace) -> int:

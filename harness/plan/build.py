@@ -84,7 +84,7 @@ def make_plan(options: RunOptions, *, run_id: str | None = None, resume: bool = 
         suite_name=suite.name if suite else None,
         matrix=matrix,
         specs={s.name: s for s in specs},
-        protocol=suite.protocol if suite else Protocol(),
+        protocol=(suite.protocol if suite else Protocol()).overridden(options.protocol),
         zoo_problems=zoo.problems,
         variants=parse_variants(options.variants),
     )

@@ -31,6 +31,7 @@ FLAGS = {
     "keep_graphs": "--keep-graphs",
     "max_memory_gb": "--max-memory-gb",
     "variants": "--variant",
+    "protocol": "--protocol",
 }
 
 

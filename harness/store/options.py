@@ -85,6 +85,8 @@ class RunOptions:
     local: bool = False  # on this machine without Ray (harness.dispatch.local)
     max_memory_gb: GiB | None = None
     variants: tuple[str, ...] = ()  # "NAME=PIP_SPEC[,PIP_SPEC...]"
+    # `--protocol`: "KEY=VALUE,..." over the suite's [protocol] (harness.store.protocol)
+    protocol: str | None = None
     # The values each list axis's flag named (harness.store.axes: patch, dtype, ORT
     # optimisation, ...), by the axis's name; an axis not here: the suite's, else its default.
     axes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

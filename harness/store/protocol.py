@@ -4,6 +4,7 @@ task to the worker (harness.cell.timing) and recorded in the manifest."""
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from dataclasses import dataclass
 from math import inf
 from typing import Any
@@ -74,6 +75,21 @@ class Protocol:
         if problem := protocol.problem():
             raise UsageError(f"{source}: [protocol] {problem}")
         return protocol
+
+    def overridden(self, given: str | None, source: str = "--protocol") -> Protocol:
+        """These settings with the keys `given` names ("min_iters=5,max_time_s=1": a TOML
+        inline table's body, as `--protocol` takes it) in their place; these where None."""
+        if given is None:
+            return self
+        try:
+            table = tomllib.loads(f"given = {{{given}}}")["given"]
+        except tomllib.TOMLDecodeError:
+            raise UsageError(
+                f"{source} {given!r}: give KEY=VALUE pairs separated by commas, e.g."
+                " min_time_s=0.05,max_time_s=1,latency_threads=[1,2]"
+            ) from None
+        own = {**vars(self), "latency_threads": list(self.latency_threads)}
+        return Protocol.from_table(own | table, source)
 
     def problem(self) -> str | None:
         """What makes the settings contradict themselves (a loop of no call, a minimum above

@@ -8,6 +8,7 @@ test until a run takes it (or it is listed, with the test that does, in ELSEWHER
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ RUNS: dict[str, tuple[str, ...]] = {
     ),
     "dynamic": (
         *("--suite", SUITE, *SELECT, "--models", "tiny_conv", "--exporters", "torchscript"),
-        *("--dynamic", "--ort-opt", "all"),
+        *("--dynamic", "--ort-opt", "all", "--protocol", "min_iters=4,latency_threads=[2]"),
         "--keep-graphs",  # a folder shared by runs: its path is added below
     ),
 }
@@ -120,6 +121,17 @@ def test_the_options_each_run_took_are_in_its_manifest(runs: dict[str, Path]) ->
     assert shared.values(ORT_OPT) == ("all",)
     for record in read_records(runs["dynamic"]):
         assert record.ort_opt == "all" and record.ort.optimizers is not None
+    # --protocol over the suite's [protocol]; $HARNESS_PROTOCOL (tests/conftest.py) is the
+    # flag's default, taken by a run that names none: the loops and the manifest follow them
+    settings = read_manifest(runs["dynamic"]).settings
+    assert settings.protocol["min_iters"] == 4 and settings.latency_threads == (2,)
+    assert settings.protocol["max_time_s"] == 0.5  # the suite's, not the variable's
+    for record in read_records(runs["dynamic"]):
+        assert record.ort.latency is not None and record.ort.latency.n >= 4
+        assert record.thread_latency is not None and set(record.thread_latency) == {"2"}
+    static = read_manifest(runs["static-only"])
+    assert static.options["protocol"] == os.environ["HARNESS_PROTOCOL"]
+    assert static.settings.protocol["max_time_s"] == 0.05  # the variable's over the suite's
 
 
 def test_a_failure_of_a_run_is_repro_d(runs: dict[str, Path]) -> None:

@@ -154,3 +154,31 @@ def test_an_exporter_the_suite_does_not_name_takes_its_opsets(tmp_path: Path) ->
     ]  # fmt: skip
     table = parse_suite({"models": ["a"], "opsets": {"*": [17]}}, name="s", source="s.toml")
     assert table.opsets_for("transformers") == (17,)
+
+
+def test_protocol_flag_settings_replace_only_the_keys_they_name(tmp_path: Path) -> None:
+    suite = load_suite(
+        _write(tmp_path, 'models = ["a"]\n[protocol]\nmin_iters = 5\nmax_time_s = 2.0')
+    )
+    given = suite.protocol.overridden(
+        "max_time_s = 0.5, latency_threads=[1, 2],pair_exporters=true"
+    )
+    assert (given.min_iters, given.max_time_s) == (5, 0.5)  # the suite's, then the flag's
+    assert given.latency_threads == (1, 2) and given.pair_exporters
+    assert suite.protocol.overridden(None) is suite.protocol
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("min_iters", r"--protocol 'min_iters': give KEY=VALUE pairs separated by commas"),
+        ("min_iters=3 max_iters=4", "give KEY=VALUE pairs"),
+        ("min_itres=3", r"--protocol: unknown \[protocol\] key 'min_itres'"),
+        ("min_iters=2.5", "min_iters must be a whole number"),
+        ("min_time_s=9", r"min_time_s 9 is above max_time_s 2\.0"),  # against the suite's
+    ],
+)
+def test_protocol_flag_errors(tmp_path: Path, given: str, message: str) -> None:
+    suite = load_suite(_write(tmp_path, 'models = ["a"]\n[protocol]\nmax_time_s = 2.0'))
+    with pytest.raises(UsageError, match=message):
+        suite.protocol.overridden(given)
