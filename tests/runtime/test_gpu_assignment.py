@@ -37,6 +37,7 @@ def zygote_of_a_gpu_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _WORKER.close()
 
 
+@pytest.mark.slow  # a zygote of its own: 4-5 s
 @pytest.mark.usefixtures("zygote_of_a_gpu_worker")
 def test_each_cell_sees_the_gpus_of_its_task_in_one_zygote(tmp_path: Path) -> None:
     plain = "PYTORCH_NVML_BASED_CUDA_CHECK=<unset>"
@@ -47,6 +48,7 @@ def test_each_cell_sees_the_gpus_of_its_task_in_one_zygote(tmp_path: Path) -> No
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
 
 
+@pytest.mark.slow  # a zygote of its own: 4-5 s
 @pytest.mark.usefixtures("zygote_of_a_gpu_worker")
 def test_the_zygote_sees_no_gpu_and_asks_nvml(tmp_path: Path) -> None:
     _seen(tmp_path, None)  # starts the zygote

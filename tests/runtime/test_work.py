@@ -66,6 +66,7 @@ def _call(pool: ZygotePool, function: object, given: object, **kw: float) -> Don
     return pool.call(Work(function, given, "torchscript", 18, **settings))  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # a zygote of its own, or seconds of a real hold of the node
 def test_work_returns_its_value_and_its_changes_end_with_its_process(pool: ZygotePool) -> None:
     changed = _call(pool, changes_its_process, "changed")
     seen = _call(pool, looks_around, None)
@@ -102,6 +103,7 @@ def test_work_over_its_memory_ceiling_fails_alone(pool: ZygotePool) -> None:
     assert _call(pool, hoards, 0.01, max_memory_gb=0.5) == Done(int(0.01 * 1024**3))
 
 
+@pytest.mark.slow  # a zygote of its own, or seconds of a real hold of the node
 def test_work_and_a_zygotes_warm_up_wait_while_a_cell_times_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,6 +133,7 @@ def test_work_and_a_zygotes_warm_up_wait_while_a_cell_times_alone(
     assert done.failure is None and done.value is not None and done.value >= let_go
 
 
+@pytest.mark.slow  # a zygote of its own, or seconds of a real hold of the node
 def test_waiting_for_another_cells_timing_is_not_the_works_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
