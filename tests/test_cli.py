@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import build_parser, main
 from harness.commands import VERBS
+from harness.commands.run import options_from_args
+from harness.plan.build import make_plan
 from tests.conftest import FIXTURES, one_line_error, run_cli_read_only
 
 
@@ -117,6 +119,29 @@ def test_a_bad_protocol_variable_is_named_before_the_run(
     line = one_line_error(capsys, "run", "--suite", "smoke", "--out", str(tmp_path / "r"))
     assert line.startswith("error: $HARNESS_PROTOCOL: unknown [protocol] key 'warmup'")
     assert not (tmp_path / "r").exists()
+
+
+def test_the_protocol_variable_is_judged_with_the_suite_it_runs_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its keys are checked alone before the plan; whether they agree with the rest is
+    checked with the run's suite (a minimum time of 9 s fits a suite's 10-s cap, not the
+    default 5 s), and the plan's protocol is the suite's with the variable's keys."""
+    suite = tmp_path / "long.toml"
+    suite.write_text('models = ["tiny_mlp"]\n[protocol]\nmax_time_s = 10.0\n')
+    monkeypatch.setenv("HARNESS_PROTOCOL", "min_time_s=9")
+    argv = [
+        "run",
+        "--suite",
+        str(suite),
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--out",
+        str(tmp_path / "r"),
+    ]
+    plan = make_plan(options_from_args(build_parser().parse_args(argv)))
+    assert (plan.protocol.min_time_s, plan.protocol.max_time_s) == (9, 10.0)
+    assert plan.options.protocol == "min_time_s=9" and not (tmp_path / "r").exists()
 
 
 def test_malformed_suite_names_file_and_line(

@@ -259,7 +259,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     (a resumed run keeps the protocol its first attempt recorded)."""
     given = given_options(args)
     if "protocol" not in given and (protocol := os.environ.get(PROTOCOL_ENV)):
-        Protocol().overridden(protocol, f"${PROTOCOL_ENV}")  # its own mistakes, by its name
+        Protocol.given_table(protocol, f"${PROTOCOL_ENV}")  # its own mistakes, by its name
         given["protocol"] = protocol
     return RunOptions(**given)
 

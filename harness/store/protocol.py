@@ -46,6 +46,14 @@ class Protocol:
 
     @classmethod
     def from_table(cls, table: dict[str, Any], source: str) -> Protocol:
+        protocol = cls(**cls._checked(table, source))
+        if problem := protocol.problem():
+            raise UsageError(f"{source}: [protocol] {problem}")
+        return protocol
+
+    @classmethod
+    def _checked(cls, table: dict[str, Any], source: str) -> dict[str, Any]:
+        """The table's settings as the fields take them, each checked alone."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(table) - known)
         if unknown:
@@ -71,25 +79,30 @@ class Protocol:
                 raise UsageError(f"{source}: [protocol] {key} must be a finite non-negative number")
             if isinstance(getattr(cls, key), int) and not isinstance(value, int):
                 raise UsageError(f"{source}: [protocol] {key} must be a whole number")
-        protocol = cls(**values, latency_threads=tuple(threads), pair_exporters=pair)
-        if problem := protocol.problem():
-            raise UsageError(f"{source}: [protocol] {problem}")
-        return protocol
+        return {**values, "latency_threads": tuple(threads), "pair_exporters": pair}
 
-    def overridden(self, given: str | None, source: str = "--protocol") -> Protocol:
-        """These settings with the keys `given` names ("min_iters=5,max_time_s=1": a TOML
-        inline table's body, as `--protocol` takes it) in their place; these where None."""
-        if given is None:
-            return self
+    @classmethod
+    def given_table(cls, given: str, source: str) -> dict[str, Any]:
+        """The keys `given` names ("min_iters=5,max_time_s=1": a TOML inline table's body,
+        as `--protocol` takes it), each checked alone: whether they agree with the rest of
+        a run's protocol is the plan's to say (`overridden`), where the suite is known."""
         try:
-            table = tomllib.loads(f"given = {{{given}}}")["given"]
+            table: dict[str, Any] = tomllib.loads(f"given = {{{given}}}")["given"]
         except tomllib.TOMLDecodeError:
             raise UsageError(
                 f"{source} {given!r}: give KEY=VALUE pairs separated by commas, e.g."
                 " min_time_s=0.05,max_time_s=1,latency_threads=[1,2]"
             ) from None
+        cls._checked(table, source)
+        return table
+
+    def overridden(self, given: str | None, source: str = "--protocol") -> Protocol:
+        """These settings with the keys `given` names (`given_table`) in their place; these
+        where None."""
+        if given is None:
+            return self
         own = {**vars(self), "latency_threads": list(self.latency_threads)}
-        return Protocol.from_table(own | table, source)
+        return Protocol.from_table(own | Protocol.given_table(given, source), source)
 
     def problem(self) -> str | None:
         """What makes the settings contradict themselves (a loop of no call, a minimum above
