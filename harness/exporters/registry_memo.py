@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
     from torch.onnx._internal.exporter._registration import ONNXRegistry
@@ -138,8 +138,9 @@ def _memoised(build: Callable[..., ONNXRegistry]) -> Callable[..., ONNXRegistry]
             return build(cls, *args, **kwargs)
         if key not in _State.built:
             _State.misses += 1
-            registry = build(cls, *args, **kwargs)
-            if not _trust_key():
+            with _exporters_listing() as listing:
+                registry = build(cls, *args, **kwargs)
+            if not _trust_key(listing):
                 return registry
             _State.built[key] = registry
         else:
@@ -199,29 +200,60 @@ class _Unresolved:
     names: ClassVar[dict[frozenset[str], frozenset[str]]] = {}
 
 
-def _trust_key() -> bool:
-    """Once per process: the functions the key reads are those the exporter's registry
-    source (`onnxscript_apis.get_torchlib_ops`) lists, so equal keys mean equal inputs."""
-    if _State.trusted is None:
-        try:
-            from onnxscript.function_libs.torch_lib import registration
-            from torch.onnx._internal._lazy_import import (  # type: ignore[attr-defined]  # torch's private lazy module
-                onnxscript_apis,
-            )
+class _Listing:
+    """The exporter's own torchlib listing (`onnxscript_apis` in torch's registration
+    module), passed through and recorded as `from_torchlib` reads it."""
 
-            listed = {
-                (m.qualified_name, id(m.function)) for m in onnxscript_apis.get_torchlib_ops()
-            }
-            read = {
-                (name, id(fn))
-                for name, f in registration.default_registry.items()
-                if not name.startswith("internal::")
-                for fn in (*f.overloads, *f.complex)
-            }
-            _State.trusted = listed == read
-        except Exception:
-            _State.trusted = False
+    def __init__(self, apis: object) -> None:
+        self.apis = apis
+        self.listed: list[Any] | None = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.apis, name)
+
+    def get_torchlib_ops(self) -> list[Any]:
+        self.listed = list(self.apis.get_torchlib_ops())  # type: ignore[attr-defined]
+        return self.listed
+
+
+@contextlib.contextmanager
+def _exporters_listing() -> Iterator[_Listing | None]:
+    """Within the block, what `from_torchlib` lists is recorded, for the key's check (the
+    first build in a process only; None where this torch reads its listing elsewhere)."""
+    from torch.onnx._internal.exporter import _registration
+
+    if _State.trusted is not None or "onnxscript_apis" not in vars(_registration):
+        yield None
+        return
+    listing = _Listing(vars(_registration)["onnxscript_apis"])
+    with _replaced(_registration, "onnxscript_apis", listing):
+        yield listing
+
+
+def _trust_key(listing: _Listing | None) -> bool:
+    """Once per process: the functions the key reads are those the exporter's registry
+    source listed when it built (`listing`), so equal keys mean equal inputs. Read from the
+    build itself: listing them again cost a fresh process 0.6 s, charged to its cold start."""
+    if _State.trusted is None:
+        listed = None if listing is None else listing.listed
+        _State.trusted = listed is not None and _lists_what_the_key_reads(listed)
     return _State.trusted
+
+
+def _lists_what_the_key_reads(listed: list[Any]) -> bool:
+    try:
+        from onnxscript.function_libs.torch_lib import registration
+
+        named = {(m.qualified_name, id(m.function)) for m in listed}
+        read = {
+            (name, id(fn))
+            for name, f in registration.default_registry.items()
+            if not name.startswith("internal::")
+            for fn in (*f.overloads, *f.complex)
+        }
+    except Exception:
+        return False
+    return named == read
 
 
 def _copy(registry: T) -> T:

@@ -6,6 +6,7 @@ does; what an export adds to its registry stays out of the memo; the variable tu
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,3 +148,45 @@ def test_an_op_registered_after_the_memo_is_materialised_as_the_plain_call_does(
         assert third == export(Neg(), x, tmp_path / "fourth")
     finally:
         library._destroy()
+
+
+def _counted_listing(monkeypatch: pytest.MonkeyPatch, drop: str | None = None) -> list[int]:
+    """The exporter's torchlib listing, its calls counted; `drop`: a function left out of
+    it, as another onnxscript's listing might."""
+    from torch.onnx._internal._lazy_import import onnxscript_apis
+
+    source = importlib.import_module(onnxscript_apis.__name__)
+    raw = source.get_torchlib_ops
+    calls: list[int] = []
+
+    def listing() -> list:
+        calls.append(1)
+        return [m for m in raw() if m.qualified_name != drop]
+
+    monkeypatch.setattr(source, "get_torchlib_ops", listing)
+    monkeypatch.setattr(registry_memo._State, "trusted", None)  # as in a fresh process
+    return calls
+
+
+def test_the_first_build_checks_its_key_against_the_listing_it_read(
+    memo: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The key's check reads what the build listed, not a second listing of its own (0.6 s
+    of a fresh process's cold start); a second export at the opset builds nothing."""
+    calls = _counted_listing(monkeypatch)
+    export(Neg(), (torch.randn(3),), tmp_path / "a")
+    export(Neg(), (torch.randn(3),), tmp_path / "b")
+    assert registry_memo._State.trusted is True
+    assert len(calls) == 1
+    assert registry_memo.stats()["hits"] >= 1
+
+
+def test_a_listing_other_than_what_the_key_reads_turns_the_memo_off(
+    memo: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = _counted_listing(monkeypatch, drop="aten::cos")
+    export(Neg(), (torch.randn(3),), tmp_path / "a")
+    export(Neg(), (torch.randn(3),), tmp_path / "b")
+    assert registry_memo._State.trusted is False
+    assert len(calls) == 2  # each export built its own registry
+    assert registry_memo.stats()["registries"] == 0
