@@ -14,7 +14,7 @@ from harness.errors import UsageError
 
 if TYPE_CHECKING:
     from harness.debt.search import DebtJob
-    from harness.runtime.zygote import ZygotePool
+    from harness.runtime.kept import ZygotePool
     from harness.store.details import Workarounds
     from harness.store.records import Record
 
@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from harness.debt.search import DebtJob
     from harness.repro.runner import default_jobs, work_ceiling_gb, work_log
-    from harness.runtime.zygote import ZygotePool
+    from harness.runtime.kept import ZygotePool
     from harness.store.amend import amend_records
 
     records = finished_run_records(args.run_dir)

@@ -14,7 +14,6 @@ import contextlib
 import gc
 import os
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -27,6 +26,7 @@ from harness.dispatch.cluster import ClusterInfo, Runner, VersionProbe
 from harness.dispatch.flight import Start
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import GPU, DispatchStats, Failure, Options, RayNode, TaskFailure, kind
+from harness.runtime import kept
 from harness.runtime.zygote import Zygotes
 from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line
@@ -38,43 +38,13 @@ ADDRESS = "local (in-process, no Ray)"
 
 Ref = concurrent.futures.Future[Record]
 
-# Set to 1 in a process that makes many local runs and checks their verdicts, not their
-# timings (the harness's own tests, which skip the warm-up too): a finished run's zygotes
-# are kept for the next run of this process under the same environment, working folder
-# and import path, instead of each run spawning its own (a fresh interpreter importing
-# torch and measuring each exporter's cold start: seconds a zygote). A kept zygote has
-# paid its cold start, so the next run's records carry none. Ignored unless the warm-up
-# is skipped: a run whose timings count starts as a user's does.
-KEEP_ENV = "HARNESS_KEEP_ZYGOTES"
-_kept: dict[tuple[object, ...], list[Zygotes]] = {}
-_kept_threads: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
-_PER_CALL_ENV = {"PYTEST_CURRENT_TEST"}  # pytest's name of the test running: each its own
 
-
-def _cell_threads(workers: int, *, kept: bool) -> concurrent.futures.ThreadPoolExecutor:
+def _cell_threads(workers: int, *, kept_here: bool) -> concurrent.futures.ThreadPoolExecutor:
     """The threads a run's cells run on: its own, or, where zygotes are kept, the process's
-    (a zygote is started by the cell thread that first needs it, and Linux kills it when
-    that thread ends: `die_with_parent` is per thread)."""
-    if not kept:
-        return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cell")
-    if workers not in _kept_threads:
-        _kept_threads[workers] = concurrent.futures.ThreadPoolExecutor(
-            workers, thread_name_prefix="kept-cell"
-        )
-    return _kept_threads[workers]
-
-
-def _kept_key() -> tuple[object, ...] | None:
-    """What a kept zygote must share with the run that takes it (it inherited them when it
-    was spawned), or None where zygotes are not kept."""
-    if os.environ.get(KEEP_ENV) != "1":
-        return None
-    from harness.runtime.warmup import SKIP_ENV  # imports torch: only where zygotes are kept
-
-    if os.environ.get(SKIP_ENV) != "1":
-        return None
-    environment = {k: v for k, v in os.environ.items() if k not in _PER_CALL_ENV}
-    return tuple(sorted(environment.items())), os.getcwd(), tuple(sys.path)
+    (`kept.threads`: a zygote dies with the thread that started it)."""
+    if kept_here:
+        return kept.threads(workers)
+    return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cell")
 
 
 def runner() -> Runner:
@@ -153,8 +123,10 @@ class LocalTasks:
     def __init__(self, node: RayNode | None = None) -> None:
         self.node = node or this_node()
         resources = self.node["Resources"]
-        self.kept_key = _kept_key()
-        self.pool = _cell_threads(max(1, int(resources["CPU"])), kept=self.kept_key is not None)
+        self.kept_key = kept.key()
+        self.pool = _cell_threads(
+            max(1, int(resources["CPU"])), kept_here=self.kept_key is not None
+        )
         self.submitted: list[Ref] = []
         self.idle: SimpleQueue[Zygotes] = SimpleQueue()
         self.gpus: SimpleQueue[str] = SimpleQueue()
@@ -216,8 +188,7 @@ class LocalTasks:
         as a Ray worker's does (`logs_of(run_id)`)."""
         with self.lock:
             log = logs_of(run_id) / f"zygote-{len(self.every) + 1}.log"
-            kept = _kept.get(self.kept_key, []) if self.kept_key is not None else []
-            zygotes = kept.pop() if kept else Zygotes()
+            zygotes = kept.take(self.kept_key) or Zygotes()
             zygotes.log = log
             self.every.append(zygotes)
         return zygotes
@@ -255,7 +226,7 @@ class LocalTasks:
             seat.stop()
         if self.kept_key is None:
             self.pool.shutdown(wait=True, cancel_futures=True)
-        else:  # the threads stay with the zygotes they started (see `_cell_threads`)
+        else:  # the threads stay with the zygotes they started (harness.runtime.kept)
             for ref in self.submitted:
                 ref.cancel()
             concurrent.futures.wait(self.submitted)
@@ -265,7 +236,7 @@ class LocalTasks:
             if self.kept_key is None or zygotes.stopped:
                 zygotes.close()
             else:
-                _kept.setdefault(self.kept_key, []).append(zygotes)
+                kept.keep(self.kept_key, zygotes)
         self.every.clear()
         gc.collect()  # their queues' semaphores are unlinked now, not reported leaked at exit
 

@@ -21,7 +21,8 @@ from typing import Any
 from harness.repro.child import minimized
 from harness.repro.job import Job, Summary
 from harness.repro.select import kind_of
-from harness.runtime.zygote import Work, ZygotePool
+from harness.runtime.kept import ZygotePool
+from harness.runtime.zygote import Work
 from harness.store.amend import amend_records
 from harness.store.records import Record
 from harness.store.rundir import RunDirError, read_manifest

@@ -49,7 +49,6 @@ from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from queue import SimpleQueue
 from typing import Generic, NoReturn, TypeVar
 
 from harness.cell import node
@@ -173,34 +172,6 @@ class Zygotes:
 
 class _Stopped(Exception):
     """The zygotes were stopped on purpose (`Zygotes.stop`)."""
-
-
-class ZygotePool:
-    """Zygotes for threads that call `Work` at once: each call borrows an idle set (a
-    new one where none is idle), so there are at most as many as calls ran together.
-    Close it once its calls are done, from the process whose threads made them (a
-    zygote dies with the thread that started it)."""
-
-    def __init__(self, log: Path | None = None) -> None:
-        self.log = log
-        self.idle: SimpleQueue[Zygotes] = SimpleQueue()
-        self.every: list[Zygotes] = []
-
-    def call(self, work: Work[Given, Made]) -> Done[Made]:
-        zygotes = self.idle.get() if not self.idle.empty() else self._fresh()
-        try:
-            return zygotes.call(work)
-        finally:
-            self.idle.put(zygotes)
-
-    def _fresh(self) -> Zygotes:
-        zygotes = Zygotes(self.log)
-        self.every.append(zygotes)
-        return zygotes
-
-    def close(self) -> None:
-        for zygotes in self.every:
-            zygotes.close()
 
 
 _WORKER = Zygotes()  # a Ray worker process's: it runs one cell at a time

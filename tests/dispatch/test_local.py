@@ -3,6 +3,7 @@ in real zygotes on this machine, no Ray. Nothing is mocked."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 from harness.dispatch import local
 from harness.dispatch.policy import Options
+from harness.runtime import kept
+from harness.runtime.zygote import Work, Zygotes
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -127,7 +130,7 @@ def test_a_runs_zygotes_are_kept_for_the_next_run_under_the_same_environment(
     run takes the first's zygote: its cell forks from the same process, which has paid its
     cold start, and prints to the second run's log; another environment, or the warm-up on,
     gets a zygote of its own."""
-    monkeypatch.setenv(local.KEEP_ENV, "1")
+    monkeypatch.setenv(kept.KEEP_ENV, "1")
     monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "1")
     monkeypatch.setenv("HARNESS_TEST_KEPT_ZYGOTES", "first")  # a key no other test shares
 
@@ -147,3 +150,44 @@ def test_a_runs_zygotes_are_kept_for_the_next_run_under_the_same_environment(
     warmed_up = zygote_of("kept-4")
     assert len({first[0], other_environment[0], warmed_up[0]}) == 3
     assert other_environment[1] and warmed_up[1]
+
+
+def zygote_of_this_work(_: None) -> int:
+    return os.getppid()
+
+
+def test_work_on_a_runs_cells_takes_the_zygote_the_run_kept_and_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repro's minimizer and debt's search (`ZygotePool`) fork from the zygote a local run
+    kept, and keep it for the next; with the warm-up on, a zygote of their own."""
+    monkeypatch.setenv(kept.KEEP_ENV, "1")
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "1")
+    monkeypatch.setenv("HARNESS_TEST_KEPT_ZYGOTES", "work")  # a key no other test shares
+    (record,) = _run([replace(_task(tmp_path, TINY, "tiny_mlp"), run_id="kept-work")])[0]
+    assert record.worker is not None and record.worker.zygote_pid is not None
+
+    def work_forks_from() -> int | None:
+        pool = kept.ZygotePool()
+        try:
+            done = pool.call(Work(zygote_of_this_work, None, "torchscript", 18, timeout_s=120))
+        finally:
+            pool.close()
+        assert done.failure is None, done.failure
+        return done.value
+
+    assert work_forks_from() == record.worker.zygote_pid
+    assert work_forks_from() == record.worker.zygote_pid  # kept again by the first work
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "0")
+    assert work_forks_from() not in (record.worker.zygote_pid, None, os.getpid())
+
+
+def test_only_the_last_kept_zygotes_are_kept() -> None:
+    """Past MOST_KEPT sets the oldest is shut down: an environment never seen again (a
+    test's own) holds no process for the rest of the run."""
+    sets = [Zygotes() for _ in range(kept.MOST_KEPT + 1)]
+    keys = [(f"harness-test-only-the-last-{i}",) for i in range(len(sets))]
+    for key, zygotes in zip(keys, sets, strict=True):
+        kept.keep(key, zygotes)
+    assert kept.take(keys[0]) is None
+    assert [kept.take(key) for key in keys[1:]] == sets[1:]

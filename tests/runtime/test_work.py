@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.runtime.zygote import Done, Work, ZygotePool
+from harness.runtime.kept import ZygotePool
+from harness.runtime.zygote import Done, Work
 
 MARK = "HARNESS_TEST_WORK_MARK"
 
