@@ -432,6 +432,11 @@ os.environ.setdefault(
 # run of the test process under the same environment (harness/dispatch/local.py: KEEP_ENV),
 # not spawned afresh by every run.
 os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")
+# Offline, as this machine is (no Hub): what building a transformers model sets in its
+# process (model_zoo/transformers/_build.py: `offline`), set from the start, so that the
+# first in-process build does not change the environment kept zygotes are keyed by.
+for _variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_variable, "1")
 
 
 def process_table() -> dict[int, list[str]]:

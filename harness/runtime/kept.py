@@ -24,7 +24,11 @@ from queue import SimpleQueue
 from harness.runtime.zygote import Done, Given, Made, Work, Zygotes
 
 KEEP_ENV = "HARNESS_KEEP_ZYGOTES"
-_PER_CALL_ENV = {"PYTEST_CURRENT_TEST"}  # pytest's name of the test running: each its own
+# Not part of the key: pytest's name of the test running (each its own), and what a library
+# sets in the process that imports it (onnxruntime_genai: ORT_LIB_PATH), as a zygote that
+# imports it does alike. Seen: the first in-process import of a library orphaned every
+# zygote kept so far.
+_IGNORED_ENV = {"PYTEST_CURRENT_TEST", "ORT_LIB_PATH"}
 # At most this many sets are kept (each a process holding torch), the last kept: a test
 # that sets an environment of its own leaves its zygotes behind, never to be taken again.
 MOST_KEPT = 6
@@ -42,7 +46,7 @@ def key() -> tuple[object, ...] | None:
 
     if os.environ.get(SKIP_ENV) != "1":
         return None
-    environment = {k: v for k, v in os.environ.items() if k not in _PER_CALL_ENV}
+    environment = {k: v for k, v in os.environ.items() if k not in _IGNORED_ENV}
     return tuple(sorted(environment.items())), os.getcwd(), tuple(sys.path)
 
 

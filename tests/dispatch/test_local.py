@@ -13,7 +13,7 @@ import pytest
 from harness.dispatch import local
 from harness.dispatch.policy import Options
 from harness.runtime import kept
-from harness.runtime.zygote import Work, Zygotes
+from harness.runtime.zygote import Work
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -180,14 +180,3 @@ def test_work_on_a_runs_cells_takes_the_zygote_the_run_kept_and_keeps_it(
     assert work_forks_from() == record.worker.zygote_pid  # kept again by the first work
     monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "0")
     assert work_forks_from() not in (record.worker.zygote_pid, None, os.getpid())
-
-
-def test_only_the_last_kept_zygotes_are_kept() -> None:
-    """Past MOST_KEPT sets the oldest is shut down: an environment never seen again (a
-    test's own) holds no process for the rest of the run."""
-    sets = [Zygotes() for _ in range(kept.MOST_KEPT + 1)]
-    keys = [(f"harness-test-only-the-last-{i}",) for i in range(len(sets))]
-    for key, zygotes in zip(keys, sets, strict=True):
-        kept.keep(key, zygotes)
-    assert kept.take(keys[0]) is None
-    assert [kept.take(key) for key in keys[1:]] == sets[1:]
