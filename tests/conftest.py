@@ -429,7 +429,7 @@ os.environ.setdefault(
     "HARNESS_PROTOCOL", "warmup_min_iters=1,warmup_max_s=0,min_iters=5,min_time_s=0,max_time_s=0.05"
 )
 # With the warm-up skipped, an in-process local run's zygotes are kept for the next local
-# run of the test process under the same environment (harness/dispatch/local.py: KEEP_ENV),
+# run of the test process under the same environment (harness/runtime/kept.py: KEEP_ENV),
 # not spawned afresh by every run.
 os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")
 # Offline, as this machine is (no Hub): what building a transformers model sets in its
