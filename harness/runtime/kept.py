@@ -3,7 +3,7 @@ checks their verdicts, not their timings (the harness's own tests).
 
 Set KEEP_ENV to 1 (tests/conftest.py does, and skips the warm-up): the zygotes a local run
 (`harness.dispatch.local`) or work on a run's cells (repro's minimizer, debt's search:
-`zygote.ZygotePool`) started are kept when it ends, for the next of either in this process
+`ZygotePool` below) started are kept when it ends, for the next of either in this process
 under the same environment, working folder and import path, instead of each spawning its
 own (a fresh interpreter importing torch and measuring each exporter's cold start: seconds
 a zygote). A kept zygote has paid its cold start, so the next run's records carry none.
