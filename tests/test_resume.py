@@ -5,6 +5,7 @@ Each is exit 2 with one line, and nothing in the run directory changes."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -101,6 +102,9 @@ def test_flags_that_agree_with_the_run_are_no_conflict(tmp_path: Path) -> None:
     same = {"exporters": ("torchscript",), "threads": 1, "timeout_s": 300.0, "out": str(run)}
     assert conflict(OPTIONS, {**same, "address": "auto"}, run) is None
     assert conflict(OPTIONS, {"zoo": (str(FIXTURES / "slow" / ".." / "slow"),)}, run) is None
+    spaced = dataclasses.replace(OPTIONS, protocol="min_iters=3,max_time_s=1")
+    assert conflict(spaced, {"protocol": "max_time_s = 1.0, min_iters = 3"}, run) is None
+    assert conflict(spaced, {"protocol": "min_iters=4,max_time_s=1"}, run) is not None
     assert conflict(OPTIONS, {"threads": 2}, run) == (
         "--threads 2 differs from the run being resumed (1); a resumed run keeps its own"
         " settings: drop the flag, or start a new run"

@@ -13,6 +13,7 @@ from harness.plan.build import RunOptions, RunPlan, make_plan
 from harness.store import rundir
 from harness.store.axes import LIST_AXES
 from harness.store.files import first_symlink
+from harness.store.protocol import Protocol
 
 # The flag of each option a resumed run takes from its manifest; `--address` may move the
 # run to another cluster, every other flag must agree with the run being resumed.
@@ -77,6 +78,8 @@ def conflict(recorded: RunOptions, given: Mapping[str, Any], run_dir: Path) -> s
         value, own = given[name], getattr(recorded, name)
         if name in ("out", "zoo"):
             value, own = _paths(value, run_dir), _paths(own, run_dir)
+        if name == "protocol":  # the same keys and values however spaced or ordered
+            value, own = _keys(value), _keys(own)
         if value != own:
             return _differs(flag, given[name], getattr(recorded, name))
     for axis in LIST_AXES:
@@ -99,6 +102,10 @@ def _paths(value: Any, run_dir: Path) -> Any:
     if isinstance(value, str):
         return Path(value).resolve()
     return tuple(Path(v).resolve() for v in value)
+
+
+def _keys(protocol: str | None) -> dict[str, Any] | None:
+    return None if protocol is None else Protocol.given_table(protocol, "--protocol")
 
 
 def _shown(value: Any) -> str:
