@@ -40,10 +40,10 @@ Ref = concurrent.futures.Future[Record]
 
 
 def _cell_threads(workers: int, *, kept_here: bool) -> concurrent.futures.ThreadPoolExecutor:
-    """The threads a run's cells run on: its own, or, where zygotes are kept, the process's
-    (`kept.threads`: a zygote dies with the thread that started it)."""
+    """The threads a run's cells run on: its own, one per slot, or, where zygotes are kept,
+    the process's one kept thread (`kept.thread`: its cells run one at a time)."""
     if kept_here:
-        return kept.threads(workers)
+        return kept.thread()
     return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cell")
 
 

@@ -9,8 +9,11 @@ own (a fresh interpreter importing torch and measuring each exporter's cold star
 a zygote). A kept zygote has paid its cold start, so the next run's records carry none.
 Ignored unless the warm-up is skipped: a run whose timings count starts as a user's does.
 
-A zygote dies with the thread that started it (`die_with_parent` is per thread), so only
-zygotes started on this module's threads (`threads`) are kept."""
+Where zygotes are kept, a local run's cells and the work's calls run one at a time, on this
+module's one thread (`thread`): those processes check verdicts and records, not throughput,
+and each environment then needs one set of zygotes rather than one per core (each a cold
+start of its own). A zygote dies with the thread that started it (`die_with_parent` is per
+thread): those started on that thread, which lives as long as the process, are kept."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ _IGNORED_ENV = {"PYTEST_CURRENT_TEST", "ORT_LIB_PATH"}
 # that sets an environment of its own leaves its zygotes behind, never to be taken again.
 MOST_KEPT = 6
 _stash: list[tuple[tuple[object, ...], Zygotes]] = []  # oldest first
-_threads: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+_thread: list[concurrent.futures.ThreadPoolExecutor] = []  # made on first use
 _lock = threading.Lock()
 
 
@@ -50,15 +53,13 @@ def key() -> tuple[object, ...] | None:
     return tuple(sorted(environment.items())), os.getcwd(), tuple(sys.path)
 
 
-def threads(workers: int) -> concurrent.futures.ThreadPoolExecutor:
-    """This process's threads for `workers` calls at once, which live as long as it does:
-    zygotes they start can be kept."""
+def thread() -> concurrent.futures.ThreadPoolExecutor:
+    """This process's one kept thread, which lives as long as the process: the zygotes it
+    starts can be kept."""
     with _lock:
-        if workers not in _threads:
-            _threads[workers] = concurrent.futures.ThreadPoolExecutor(
-                workers, thread_name_prefix="kept-cell"
-            )
-        return _threads[workers]
+        if not _thread:
+            _thread.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kept"))
+        return _thread[0]
 
 
 def take(where: tuple[object, ...] | None) -> Zygotes | None:
@@ -71,7 +72,7 @@ def take(where: tuple[object, ...] | None) -> Zygotes | None:
 
 
 def keep(where: tuple[object, ...], zygotes: Zygotes) -> None:
-    """Keep `zygotes` (started on `threads`, not stopped) for the next taker under `where`;
+    """Keep `zygotes` (started on `thread`, not stopped) for the next taker under `where`;
     the oldest kept set is shut down past MOST_KEPT."""
     with _lock:
         _stash.append((where, zygotes))
@@ -85,7 +86,7 @@ class ZygotePool:
     """Zygotes for threads that call `Work` at once: each call borrows an idle set (a kept
     one, or a new one where none is idle), so there are at most as many as calls ran
     together. Close it once its calls are done, from the process whose threads made them.
-    Where zygotes are kept, the calls run on this module's threads and `close` keeps them."""
+    Where zygotes are kept, the calls run on this module's thread and `close` keeps them."""
 
     def __init__(self, log: Path | None = None) -> None:
         self.log = log
@@ -96,7 +97,7 @@ class ZygotePool:
     def call(self, work: Work[Given, Made]) -> Done[Made]:
         if self.where is None:
             return self._call(work)
-        return threads(os.cpu_count() or 1).submit(self._call, work).result()
+        return thread().submit(self._call, work).result()
 
     def _call(self, work: Work[Given, Made]) -> Done[Made]:
         zygotes = self.idle.get() if not self.idle.empty() else self._fresh()

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.dispatch import local
-from harness.dispatch.policy import Options
+from harness.dispatch.loop import Driver
+from harness.dispatch.policy import Options, RayNode
 from harness.runtime import kept
 from harness.runtime.zygote import Work
 from harness.store.protocol import Protocol
@@ -61,7 +62,56 @@ def test_cells_run_in_their_own_processes_and_failures_are_records(tmp_path: Pat
     assert all(r.worker is not None and r.worker.node == local.NODE for r in records)
 
 
-def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path) -> None:
+@pytest.fixture
+def not_keeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner as a user's process has it: the tests' processes keep zygotes, and run a
+    local run's cells one at a time (harness/runtime/kept.py)."""
+    monkeypatch.setenv(kept.KEEP_ENV, "0")
+
+
+def _drive(tasks: list[CellTask], node: RayNode) -> list[Record]:
+    records: list[Record] = []
+    tasks_here = local.LocalTasks(node)
+    try:
+        Driver(tasks, records.append, Options(timeout_s=120), tasks_here).run()
+    finally:
+        tasks_here.close()
+    return records
+
+
+def _spans(records: list[Record]) -> list[tuple[float, float]]:
+    spans = sorted((r.worker.started_at, r.worker.finished_at) for r in records if r.worker)
+    assert len(spans) == len(records) and all(a is not None and b is not None for a, b in spans)
+    return spans  # type: ignore[return-value]
+
+
+def _two_cores() -> RayNode:
+    node = local.this_node()
+    node["Resources"] = {**node["Resources"], "CPU": 2.0}
+    return node
+
+
+def test_cells_run_at_once_on_a_users_runner_and_one_at_a_time_where_zygotes_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two one-thread cells on two cores: at once, each from a zygote of its own slot, as a
+    user's run has them; where zygotes are kept, one after the other from one zygote."""
+    tasks = [_task(tmp_path, SLOW, f"paced_{i}") for i in range(2)]
+    monkeypatch.setenv(kept.KEEP_ENV, "0")
+    apart = _drive(tasks, _two_cores())
+    (_, first_end), (second, _) = _spans(apart)
+    assert second < first_end
+    assert len({r.worker.zygote_pid for r in apart if r.worker}) == 2
+    monkeypatch.setenv(kept.KEEP_ENV, "1")
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "1")
+    monkeypatch.setenv("HARNESS_TEST_KEPT_ZYGOTES", "one-at-a-time")  # a key of its own
+    together = _drive(tasks, _two_cores())
+    (_, first_end), (second, _) = _spans(together)
+    assert second >= first_end
+    assert len({r.worker.zygote_pid for r in together if r.worker}) == 1
+
+
+def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path, not_keeping: None) -> None:
     """--threads as many as the machine has: the paced cells run one after another, never
     two at once (each starts after the one before it finished)."""
     cores = int(local.this_node()["Resources"]["CPU"])
@@ -102,25 +152,18 @@ def hang_ended(record: Record) -> float:
 
 
 def test_cells_that_together_need_more_memory_than_the_machine_run_one_at_a_time(
-    tmp_path: Path,
+    tmp_path: Path, not_keeping: None
 ) -> None:
     """Each cell reserves its memory need on the local runner as on a Ray node: two paced
     cells of 6 GB each on a machine offering 10 GB run one after the other, though two CPU
     slots are free (the node is this machine with its memory said to be 10 GB)."""
-    node = local.this_node()
-    node["Resources"] = {**node["Resources"], "CPU": 2.0, "memory": 10.0 * 1024**3}
+    node = _two_cores()
+    node["Resources"]["memory"] = 10.0 * 1024**3
     tasks = [_task(tmp_path, SLOW, f"paced_{i}", memory_gb=6.0) for i in range(2)]
-    records: list[Record] = []
-    tasks_here = local.LocalTasks(node)
-    try:
-        from harness.dispatch.loop import Driver
-
-        Driver(tasks, records.append, Options(timeout_s=120), tasks_here).run()
-    finally:
-        tasks_here.close()
-    spans = sorted((r.worker.started_at, r.worker.finished_at) for r in records if r.worker)
+    records = _drive(tasks, node)
     assert [r.status for r in records] == [Status.OK, Status.OK]
-    assert spans[1][0] >= spans[0][1]  # type: ignore[operator]
+    (_, first_end), (second, _) = _spans(records)
+    assert second >= first_end
 
 
 def test_a_runs_zygotes_are_kept_for_the_next_run_under_the_same_environment(
