@@ -233,10 +233,7 @@ class LocalTasks:
         with self.lock:
             every = list(self.every)
         for zygotes in every:
-            if self.kept_key is None or zygotes.stopped:
-                zygotes.close()
-            else:
-                kept.keep(self.kept_key, zygotes)
+            kept.release(self.kept_key, zygotes)
         self.every.clear()
         gc.collect()  # their queues' semaphores are unlinked now, not reported leaked at exit
 

@@ -71,9 +71,13 @@ def take(where: tuple[object, ...] | None) -> Zygotes | None:
     return None
 
 
-def keep(where: tuple[object, ...], zygotes: Zygotes) -> None:
-    """Keep `zygotes` (started on `thread`, not stopped) for the next taker under `where`;
-    the oldest kept set is shut down past MOST_KEPT."""
+def release(where: tuple[object, ...] | None, zygotes: Zygotes) -> None:
+    """Keep `zygotes` (started on `thread`) for the next taker under `where` (a `key()`),
+    shutting the oldest kept set down past MOST_KEPT; shut them down themselves where
+    nothing is kept (None) or they were stopped."""
+    if where is None or zygotes.stopped:
+        zygotes.close()
+        return
     with _lock:
         _stash.append((where, zygotes))
         surplus = _stash[:-MOST_KEPT]
@@ -114,7 +118,4 @@ class ZygotePool:
 
     def close(self) -> None:
         for zygotes in self.every:
-            if self.where is None or zygotes.stopped:
-                zygotes.close()
-            else:
-                keep(self.where, zygotes)
+            release(self.where, zygotes)

@@ -42,6 +42,6 @@ def test_only_the_last_kept_zygotes_are_kept(monkeypatch: pytest.MonkeyPatch) ->
     sets = [Zygotes() for _ in range(kept.MOST_KEPT + 1)]
     keys = [(f"harness-test-only-the-last-{i}",) for i in range(len(sets))]
     for key, zygotes in zip(keys, sets, strict=True):
-        kept.keep(key, zygotes)
+        kept.release(key, zygotes)
     assert kept.take(keys[0]) is None
     assert [kept.take(key) for key in keys[1:]] == sets[1:]
