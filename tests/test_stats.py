@@ -56,6 +56,27 @@ def test_the_median_interval_is_the_binomial_order_statistics(
         assert interval_width(samples) == pytest.approx((ranks[1] - ranks[0]) / 2 / middle)
 
 
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_the_median_intervals_ranks_are_scipys_binomial_quantiles(level: float) -> None:
+    """The ranks as scipy.stats.binom's quantile and CDF put them (what the interval used
+    before it bisected on scipy.special.bdtr, so that a cell need not import scipy.stats),
+    for every sample size the protocol can take (max_iters)."""
+    from scipy.stats import binom
+
+    from harness.stats import median_interval
+
+    tail = (1 - level) / 2
+    for n in range(1, 2001):
+        expected = int(binom.ppf(tail, n, 0.5))
+        while expected > 0 and binom.cdf(expected - 1, n, 0.5) > tail:
+            expected -= 1
+        interval = median_interval([float(v) for v in range(1, n + 1)], level)
+        if 1 - 2 * 0.5**n < level:
+            assert interval is None
+        else:
+            assert interval == (float(max(expected, 1)), float(n + 1 - max(expected, 1))), n
+
+
 def test_geomean_of_2_and_8_is_4() -> None:
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
 
