@@ -428,11 +428,11 @@ os.environ.setdefault("HARNESS_SKIP_WARM_UP", "1")
 os.environ.setdefault(
     "HARNESS_PROTOCOL", "warmup_min_iters=1,warmup_max_s=0,min_iters=5,min_time_s=0,max_time_s=0.05"
 )
-# With the warm-up skipped, an in-process local run's zygotes are kept for the next local
-# run of the test process under the same environment (harness/runtime/kept.py: KEEP_ENV),
-# not spawned afresh by every run, and a run's cells run one at a time (one set of zygotes
-# per environment rather than one per core); tests/dispatch/test_local.py turns it off where
-# it checks the runner's concurrency.
+# A local run's cells run one at a time (one set of zygotes a run rather than one per core,
+# also in the runs with the warm-up on) and, with the warm-up skipped, an in-process local
+# run's zygotes are kept for the next local run of the test process under the same
+# environment (harness/runtime/kept.py: KEEP_ENV), not spawned afresh by every run;
+# tests/dispatch/test_local.py turns it off where it checks the runner's concurrency.
 os.environ.setdefault("HARNESS_KEEP_ZYGOTES", "1")
 # Offline, as this machine is (no Hub): what building a transformers model sets in its
 # process (model_zoo/transformers/_build.py: `offline`), set from the start, so that the

@@ -40,10 +40,12 @@ Ref = concurrent.futures.Future[Record]
 
 
 def _cell_threads(workers: int, *, kept_here: bool) -> concurrent.futures.ThreadPoolExecutor:
-    """The threads a run's cells run on: its own, one per slot, or, where zygotes are kept,
-    the process's one kept thread (`kept.thread`: its cells run one at a time)."""
+    """The threads a run's cells run on: its own, one per slot (one in all where the process
+    runs its cells one at a time: `kept.one_at_a_time`), or, where zygotes are kept, the
+    process's one kept thread (`kept.thread`)."""
     if kept_here:
         return kept.thread()
+    workers = 1 if kept.one_at_a_time() else workers
     return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="cell")
 
 

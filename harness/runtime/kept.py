@@ -9,11 +9,13 @@ own (a fresh interpreter importing torch and measuring each exporter's cold star
 a zygote). A kept zygote has paid its cold start, so the next run's records carry none.
 Ignored unless the warm-up is skipped: a run whose timings count starts as a user's does.
 
-Where zygotes are kept, a local run's cells and the work's calls run one at a time, on this
-module's one thread (`thread`): those processes check verdicts and records, not throughput,
-and each environment then needs one set of zygotes rather than one per core (each a cold
-start of its own). A zygote dies with the thread that started it (`die_with_parent` is per
-thread): those started on that thread, which lives as long as the process, are kept."""
+Where KEEP_ENV is set, a local run's cells run one at a time (`one_at_a_time`): those
+processes check verdicts and records, not throughput, and a run then needs one set of
+zygotes rather than one per core (each a cold start of its own), kept or not (a run with the
+warm-up on starts its own). Where zygotes are kept, its cells and the work's calls run on
+this module's one thread (`thread`): a zygote dies with the thread that started it
+(`die_with_parent` is per thread), and those started on that thread, which lives as long as
+the process, are kept."""
 
 from __future__ import annotations
 
@@ -51,6 +53,11 @@ def key() -> tuple[object, ...] | None:
         return None
     environment = {k: v for k, v in os.environ.items() if k not in _IGNORED_ENV}
     return tuple(sorted(environment.items())), os.getcwd(), tuple(sys.path)
+
+
+def one_at_a_time() -> bool:
+    """Whether a local run's cells run one at a time: where KEEP_ENV is set."""
+    return os.environ.get(KEEP_ENV) == "1"
 
 
 def thread() -> concurrent.futures.ThreadPoolExecutor:

@@ -95,7 +95,8 @@ def test_cells_run_at_once_on_a_users_runner_and_one_at_a_time_where_zygotes_are
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two one-thread cells on two cores: at once, each from a zygote of its own slot, as a
-    user's run has them; where zygotes are kept, one after the other from one zygote."""
+    user's run has them; where the process runs its cells one at a time (KEEP_ENV), one
+    after the other from one zygote, kept (warm-up skipped) or the run's own (warm-up on)."""
     tasks = [_task(tmp_path, SLOW, f"paced_{i}") for i in range(2)]
     monkeypatch.setenv(kept.KEEP_ENV, "0")
     apart = _drive(tasks, _two_cores())
@@ -109,6 +110,12 @@ def test_cells_run_at_once_on_a_users_runner_and_one_at_a_time_where_zygotes_are
     (_, first_end), (second, _) = _spans(together)
     assert second >= first_end
     assert len({r.worker.zygote_pid for r in together if r.worker}) == 1
+    monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "0")  # nothing kept: the run's own zygote
+    warmed = _drive(tasks, _two_cores())
+    (_, first_end), (second, _) = _spans(warmed)
+    assert second >= first_end
+    assert len(zygotes := {r.worker.zygote_pid for r in warmed if r.worker}) == 1
+    assert zygotes.isdisjoint(r.worker.zygote_pid for r in together if r.worker)
 
 
 def test_a_cell_of_the_machines_cores_runs_alone(tmp_path: Path, not_keeping: None) -> None:
