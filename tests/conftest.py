@@ -412,6 +412,12 @@ def _read_listing(url: str) -> str | None:
         return None
 
 
+# Bytecode is written (each folder's __pycache__, which git ignores) although the machine's
+# environment says not to (PYTHONDONTWRITEBYTECODE, as this one sets): the suite starts
+# hundreds of interpreters (zygotes, command lines, plain scripts), and each compiled every
+# module of the harness and of the zoo it imported afresh.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # A `harness run` with failures minimizes one cell per failure cluster afterwards (issue 27:
 # a fresh process to shrink it and another to verify the script, about 20 s a cluster here).
 # Tests of other things turn that off; tests/repro/ turns it on where it checks it.
