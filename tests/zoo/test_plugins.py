@@ -87,9 +87,11 @@ def test_a_zoo_path_inside_the_builtin_zoo_adds_nothing_twice() -> None:
 
 @pytest.mark.e2e
 def test_harness_list_shows_the_entry_point_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    installed_plugin: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in plugin_env(fake_install(tmp_path / "site")).items():
+    """In a fresh process, which finds the plugin from its PYTHONPATH at start-up; the text
+    listing in this one, where the plugin is on sys.path (`installed_plugin`)."""
+    for key, value in plugin_env(tmp_path / "site").items():
         monkeypatch.setenv(key, value)
     result = run_cli("list", "--json", timeout=120, fresh=True)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -97,7 +99,7 @@ def test_harness_list_shows_the_entry_point_model(
     assert rows["demo_gate"]["source"] == "entry-point:demo"
     assert rows["demo_gate"]["description"] == "Plugin demo: a sigmoid-gated Linear layer"
 
-    text = run_cli("list", timeout=120, fresh=True)
+    text = run_cli("list")
     line = next(ln for ln in text.stdout.splitlines() if "demo_gate" in ln)
     assert line.split()[-1] == "entry-point:demo"
 
