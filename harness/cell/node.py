@@ -86,7 +86,7 @@ class NodeLock:
     """This process's hold on the node: shared while it works, exclusive while it times."""
 
     def __init__(self, folder: Path | None = None) -> None:
-        where = folder or Path(os.environ.get(FOLDER_ENV) or default_folder())
+        where = folder or _configured_folder()
         where.mkdir(parents=True, exist_ok=True)
         self.folder = where
         self.gate = _open(where / "gate")
@@ -162,7 +162,17 @@ def default_folder() -> Path:
     return Path(tempfile.gettempdir()) / "harness-node"
 
 
+def _configured_folder() -> Path:
+    return Path(os.environ.get(FOLDER_ENV) or default_folder())
+
+
 _HELD: list[NodeLock] = []  # this process's (a cell's child holds one, for its life)
+
+
+def folder() -> Path:
+    """The node's folder: this process's hold's, else this machine's (what the cells of
+    a node share besides the locks: harness.runtime.latency.EagerShare)."""
+    return _HELD[-1].folder if _HELD else _configured_folder()
 
 
 @contextlib.contextmanager

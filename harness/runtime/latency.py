@@ -3,7 +3,10 @@ protocol's thread counts, within the protocol's time budget, with the node to it
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import hashlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -18,10 +21,11 @@ from harness.cell import node
 from harness.cell.ort import Optimisation, OrtRunner
 from harness.cell.shapes import Inputs
 from harness.cell.stages import stage
-from harness.cell.timing import time_interleaved
+from harness.cell.timing import time_calls, time_interleaved
+from harness.store.axes import AXES
 from harness.store.details import OrtRuntime
 from harness.store.protocol import Protocol
-from harness.store.records import Measurements, ShapeLatency
+from harness.store.records import CellTask, Measurements, ShapeLatency
 
 T = TypeVar("T")
 
@@ -32,6 +36,7 @@ def measure(
     shapes: dict[str, tuple[dict[str, int] | None, Inputs]],
     protocol: Protocol,
     m: Measurements,
+    share: EagerShare | None = None,
 ) -> None:
     """ORT and eager timed alternately in one loop, so that `speedup` cancels the machine's
     drift, at each shape in turn, then at the protocol's other thread counts; the first
@@ -46,7 +51,9 @@ def measure(
     user's session's do, and stop as it returns: one spinning on while eager runs would
     take its cores (docs/design.md: latency in a clean state), and one that never spins
     wakes its threads for every parallel loop of a call (Qwen3-0.6B 12-19% slower,
-    BERT-base 16%; benchmarks/README.md). The checked session is dropped first."""
+    BERT-base 16%; benchmarks/README.md). The checked session is dropped first. With a
+    `share` (the protocol's share_eager), a loop whose eager samples another exporter's
+    cell of the model wrote down on the node times ORT alone and takes them."""
     with stage("latency"):
         threads, example = runner.threads, next(iter(shapes.values()))[1]
         session = Session(runner.path, runner.device, replace(runner.optimisation, written_to=None))
@@ -56,7 +63,9 @@ def measure(
         budget = Budget(protocol, loops=len(shapes) - 1 + len(others))
         timed = session.opened(threads)
         m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
-        loops = [partial(_timed, timed, model, sizes, inputs) for sizes, inputs in shapes.values()]
+        loops = [
+            partial(_timed, timed, model, sizes, inputs, share) for sizes, inputs in shapes.values()
+        ]
         with node.alone():
             # the record's own loop to the protocol's caps; the budget for the others
             results = [loops[0](protocol), *map(budget.loop, loops[1:])]
@@ -64,9 +73,11 @@ def measure(
         del timed, loops  # the loops hold the session too: gone before the next one opens
         first = next(iter(by_shape.values()))
         m.ort = replace(m.ort, latency=first.ort_latency_ms)
-        m.eager = replace(m.eager, latency=first.eager_latency_ms)
+        m.eager = replace(m.eager, latency=first.eager_latency_ms, timed_by=first.eager_from)
         m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
-        by_threads = {str(t): _at_threads(session, t, model, example, budget) for t in others}
+        by_threads = {
+            str(t): _at_threads(session, t, model, example, budget, share) for t in others
+        }
         m.thread_latency = by_threads or None
         torch.set_num_threads(threads)
 
@@ -76,11 +87,20 @@ def _timed(
     model: torch.nn.Module,
     sizes: dict[str, int] | None,
     inputs: Inputs,
+    share: EagerShare | None,
     protocol: Protocol,
 ) -> ShapeLatency:
-    call, eager = runner.bind(inputs), _eager_call(model, inputs)
+    """One loop, with the node to itself: ORT and eager interleaved, or ORT alone where
+    `share` has this loop's eager samples already."""
+    call = runner.bind(inputs)
+    key = share.key(runner.threads, inputs) if share else ""
+    if share and (found := share.find(key)):
+        eager_ms, timed_by = found
+        return ShapeLatency.of(sizes, time_calls(call, protocol), eager_ms, timed_by)
     with torch.inference_mode():
-        ort_ms, eager_ms = time_interleaved(call, eager, protocol)
+        ort_ms, eager_ms = time_interleaved(call, _eager_call(model, inputs), protocol)
+    if share:
+        share.write(key, eager_ms)
     return ShapeLatency.of(sizes, ort_ms, eager_ms)
 
 
@@ -104,6 +124,7 @@ def _at_threads(
     model: torch.nn.Module,
     inputs: Inputs,
     budget: Budget,
+    share: EagerShare | None,
 ) -> ShapeLatency:
     """ORT (a session of `threads` intra-op threads) and eager (torch at `threads`) at the
     example shape."""
@@ -111,7 +132,7 @@ def _at_threads(
     runner = session.opened(threads)
     try:
         with node.alone():
-            return budget.loop(partial(_timed, runner, model, None, inputs))
+            return budget.loop(partial(_timed, runner, model, None, inputs, share))
     finally:
         del runner
 
@@ -158,3 +179,63 @@ def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
         return out
 
     return call_and_wait
+
+
+# Where a node's cells write their eager samples down (harness.cell.node.folder), a file a
+# run; one older than this is swept when a run begins its own.
+SHARED_EAGER, SWEPT_AFTER_S = "eager", 2 * 24 * 3600
+
+
+class EagerShare:
+    """Eager timed once per model (the protocol's share_eager): eager is the same model on
+    the same inputs whichever exporter's graph ORT runs, and took two thirds of a real-size
+    cell's latency loops, twice per model. The first cell of a run on a node to time a
+    model at a shape and thread count writes its eager samples down in the node's folder;
+    a cell of another exporter of the model (its other axes the same) that times there
+    later takes them and times ORT alone, its record naming the cell that timed eager
+    (`eager.timed_by`, a ShapeLatency's `eager_from`). Read and written with the node
+    held alone, as the loops run: a cell sees every loop that ended before its own began.
+    The cells of a model on different nodes each time their own."""
+
+    def __init__(self, task: CellTask) -> None:
+        run = hashlib.sha256(f"{task.run_id}\0{task.run_dir}".encode()).hexdigest()[:16]
+        self.path = node.folder() / SHARED_EAGER / f"{run}.jsonl"
+        cell = task.cell
+        self.model = [cell.model, *(a.json(v) for a, v in zip(AXES, cell.values, strict=True))]
+        self.label = cell.label()
+
+    @classmethod
+    def of(cls, task: CellTask) -> EagerShare | None:
+        protocol = task.protocol or Protocol()
+        return cls(task) if protocol.share_eager else None
+
+    def key(self, threads: int, inputs: Inputs) -> str:
+        shapes = [[list(t.shape), str(t.dtype), str(t.device)] for t in inputs.leaves()]
+        return json.dumps([self.model, threads, shapes])
+
+    def find(self, key: str) -> tuple[list[float], str] | None:
+        """The eager samples a cell wrote down for `key`, and its label; None if none did."""
+        with contextlib.suppress(FileNotFoundError):
+            for line in self.path.read_text().splitlines():
+                with contextlib.suppress(ValueError, KeyError, TypeError):  # a torn last line
+                    entry = json.loads(line)
+                    if entry["key"] == key and entry["eager_ms"]:
+                        return [float(x) for x in entry["eager_ms"]], str(entry["timed_by"])
+        return None
+
+    def write(self, key: str, eager_ms: list[float]) -> None:
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _sweep(self.path.parent)
+        entry = {"key": key, "eager_ms": eager_ms, "timed_by": self.label}
+        with self.path.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the files of runs that ended long ago."""
+    stale = time.time() - SWEPT_AFTER_S
+    for old in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < stale:
+                old.unlink()

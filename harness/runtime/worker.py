@@ -220,7 +220,8 @@ def _judge_graph(
         made = (request, exported, task.cell.exporter)
         graph_tokens.one_graph(runner, model, spec, made, tokens, how, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
-    latency.measure(runner, model, shapes, task.protocol or Protocol(), m)
+    share = latency.EagerShare.of(task)
+    latency.measure(runner, model, shapes, task.protocol or Protocol(), m, share)
     return runner
 
 

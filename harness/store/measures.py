@@ -122,11 +122,20 @@ class ShapeLatency:
     ort_latency_ms: Latency
     eager_latency_ms: Latency
     speedup: Ratio | None
+    # The cell whose loop timed eager here (the protocol's share_eager: another exporter's
+    # cell of the model, at the same shape and threads); None: this cell, interleaved with ORT
+    eager_from: str | None = None
 
     @classmethod
-    def of(cls, sizes: dict[str, int] | None, ort_ms: list[float], eager_ms: list[float]) -> Self:
+    def of(
+        cls,
+        sizes: dict[str, int] | None,
+        ort_ms: list[float],
+        eager_ms: list[float],
+        eager_from: str | None = None,
+    ) -> Self:
         ort, eager = Latency.from_samples(ort_ms), Latency.from_samples(eager_ms)
-        return cls(sizes, ort, eager, speedup_of(eager, ort))
+        return cls(sizes, ort, eager, speedup_of(eager, ort), eager_from)
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> ShapeLatency:
@@ -138,6 +147,7 @@ class ShapeLatency:
             "ort_latency_ms": self.ort_latency_ms.to_dict(),
             "eager_latency_ms": self.eager_latency_ms.to_dict(),
             "speedup": self.speedup,
+            **({"eager_from": self.eager_from} if self.eager_from is not None else {}),
         }
 
 
@@ -344,11 +354,16 @@ class OrtMeasures(Group):
 
 @dataclass(frozen=True)
 class EagerMeasures(Group):
-    """Eager PyTorch, timed interleaved with ORT on the same inputs."""
+    """Eager PyTorch, timed interleaved with ORT on the same inputs, or, with the protocol's
+    share_eager, by another exporter's cell of the model (`timed_by`, its label)."""
 
     latency: Latency | None = None
+    timed_by: str | None = None
 
-    FLAT: ClassVar[Mapping[str, str]] = {"eager_latency_ms": "latency"}
+    FLAT: ClassVar[Mapping[str, str]] = {
+        "eager_latency_ms": "latency",
+        "eager_timed_by": "timed_by",
+    }
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ class Protocol:
     # Time each model's graphs of every exporter together, in pairs, as the run goes on
     # (harness.pipeline.pairing): each record's speed against the fastest exporter's.
     pair_exporters: bool = False
+    # Time eager once per model, shape and thread count (harness.runtime.latency.EagerShare):
+    # another exporter's cell of the model that comes after, on the same node, times ORT
+    # alone and takes those eager samples, its record naming the cell that timed them.
+    share_eager: bool = False
 
     def numbers(self) -> dict[str, float]:
         """Every setting that is one number (the manifest's `settings.protocol`)."""
@@ -61,9 +65,12 @@ class Protocol:
                 f"{source}: unknown [protocol] key {unknown[0]!r} (known: {', '.join(sorted(known))})"
             )
         values = dict(table)
-        pair = values.pop("pair_exporters", False)
-        if not isinstance(pair, bool):
-            raise UsageError(f"{source}: [protocol] pair_exporters must be true or false")
+        flags = {
+            key: values.pop(key) for key in list(values) if isinstance(getattr(cls, key), bool)
+        }
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise UsageError(f"{source}: [protocol] {key} must be true or false")
         threads = values.pop("latency_threads", [])
         if not isinstance(threads, list) or not all(_count(t) for t in threads):
             raise UsageError(
@@ -79,7 +86,7 @@ class Protocol:
                 raise UsageError(f"{source}: [protocol] {key} must be a finite non-negative number")
             if isinstance(getattr(cls, key), int) and not isinstance(value, int):
                 raise UsageError(f"{source}: [protocol] {key} must be a whole number")
-        return {**values, "latency_threads": tuple(threads), "pair_exporters": pair}
+        return {**values, **flags, "latency_threads": tuple(threads)}
 
     @classmethod
     def given_table(cls, given: str, source: str) -> dict[str, Any]:

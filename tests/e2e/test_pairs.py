@@ -1,6 +1,7 @@
 """The exporters' graphs timed in pairs through a real run (`pair_exporters`), and what a
 resumed run keeps of them: a pair timed before the interruption stays in its records, and a
-model whose first exporter's cell ran before it is paired once the others have run."""
+model whose first exporter's cell ran before it is paired once the others have run. The run
+also times eager once per model (`share_eager`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ min_time_s = 0.02
 max_iters = 50
 max_time_s = 0.2
 pair_exporters = true
+share_eager = true
 """
 
 
@@ -52,6 +54,19 @@ def test_each_cell_gets_its_graphs_speed_against_the_fastest_exporters(paired: P
         assert sorted(s.ratio == 1.0 for s in speeds if s) == [False, True]  # one fastest
         assert {s.fastest for s in speeds if s} <= {"dynamo", "torchscript"}
     assert not (paired / LEDGER).exists()  # every speed is in its record
+
+
+def test_eager_is_timed_by_one_cell_of_each_model_and_taken_by_the_other(paired: Path) -> None:
+    for model in ("tiny_mlp", "tiny_conv"):
+        records = [r for r in read_records(paired) if r.model == model]
+        timed = [r for r in records if r.eager.timed_by is None]
+        assert len(timed) == 1, [r.eager.timed_by for r in records]
+        (taker,) = [r for r in records if r is not timed[0]]
+        assert taker.eager.timed_by == timed[0].cell.label()
+        assert taker.eager.latency == timed[0].eager.latency
+        assert taker.ort.latency is not None and timed[0].ort.latency is not None
+        assert taker.ort.latency.samples != timed[0].ort.latency.samples
+        assert taker.to_dict()["eager_timed_by"] == timed[0].cell.label()
 
 
 def test_a_resumed_run_keeps_the_pairs_it_timed_and_times_those_it_began(
