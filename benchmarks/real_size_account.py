@@ -33,12 +33,13 @@ def in_flight(records: list[Record]) -> dict[int, float]:
 
 
 def loop_seconds(records: Iterable[Record]) -> float:
-    """The latency loops' calls at every thread count, each side's warm-up about two calls."""
+    """The latency loops' calls at every thread count, each side's warm-up about two calls;
+    eager where the cell timed it itself (not where it took another cell's, `share_eager`)."""
     total = 0.0
     for r in records:
-        timed = [r.ort.latency, r.eager.latency]
+        timed = [r.ort.latency, r.eager.latency if r.eager.timed_by is None else None]
         for at in (r.thread_latency or {}).values():
-            timed += [at.ort_latency_ms, at.eager_latency_ms]
+            timed += [at.ort_latency_ms, at.eager_latency_ms if at.eager_from is None else None]
         for latency in filter(None, timed):
             total += (sum(latency.samples) + 2 * max(latency.samples)) / 1000
     return total
