@@ -1,7 +1,9 @@
 """Where a real-size run's wall time went, from its records: the span of its cells, how long
 one or two cells were in flight, and the phases that hold the node alone (exports, latency
-loops, exporter pairs) against the rest. The loops and pairs are estimates: their samples
-plus a warm-up of about two calls a side (the records keep samples, not loop times).
+loops, exporter pairs) against the rest. The loops are estimates: their samples plus a
+warm-up of about two calls a side (the records keep samples, not loop times); the pairs are
+their own seconds where the records say them (sessions opened beside other cells' work
+included), else estimates.
 
     python -m benchmarks.real_size_account RUN_DIR
 """
@@ -45,8 +47,13 @@ def loop_seconds(records: Iterable[Record]) -> float:
     return total
 
 
-def pair_seconds(records: list[Record]) -> float:
-    """Each exporter pair's calls: its pairs of ABBA blocks over the graphs' p50s, warm-up too."""
+def pair_seconds(records: list[Record]) -> tuple[float, bool]:
+    """The exporter pairs' time, and whether the records timed it: each pair's own seconds
+    where they say them (`exporter_speed.seconds`), else an estimate from their ABBA
+    blocks over the graphs' p50s, warm-up too (runs written before the records said)."""
+    timed = [r.exporter_speed.seconds for r in records if r.exporter_speed]
+    if any(s is not None for s in timed):
+        return sum(s or 0.0 for s in timed), True
     by_model: dict[str, list[Record]] = {}
     for r in records:
         by_model.setdefault(r.cell.model, []).append(r)
@@ -55,7 +62,7 @@ def pair_seconds(records: list[Record]) -> float:
         pairs = max((r.exporter_speed.pairs or 0) if r.exporter_speed else 0 for r in group)
         p50s = [r.ort.latency.p50 for r in group if r.ort.latency]
         total += (2 * pairs + 2) * sum(p50s) / 1000 if pairs else 0.0
-    return total
+    return total, False
 
 
 def main() -> None:
@@ -67,11 +74,12 @@ def main() -> None:
     other = sum(
         v for r in records for k, v in (r.stage_s or {}).items() if k not in ("export", "latency")
     )
-    loops, pairs = loop_seconds(records), pair_seconds(records)
+    loops, (pairs, pairs_timed) = loop_seconds(records), pair_seconds(records)
     print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "
           + ", ".join(f"{n} for {s:.0f} s" for n, s in sorted(flight.items())))  # fmt: skip
-    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops:.0f} s, "
-          f"exporter pairs ~{pairs:.0f} s: ~{exports + loops + pairs:.0f} s")  # fmt: skip
+    about = "" if pairs_timed else "~"
+    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops:.0f} s, exporter "
+          f"pairs {about}{pairs:.0f} s: ~{exports + loops + pairs:.0f} s")  # fmt: skip
     print(f"the other stages (build, reference, checker, sessions, ...): {other:.0f} s")
 
 

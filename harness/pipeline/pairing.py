@@ -65,7 +65,9 @@ def speeds(first: Record, results: Mapping[str, PairResult]) -> dict[CellKey, Ex
     for exporter, result in results.items():
         if exporter not in timed:
             key = first.cell.replace(exporter=exporter).key
-            found[key] = ExporterSpeed(fastest=fastest, error=result.error or "no pairs")
+            found[key] = ExporterSpeed(
+                fastest=fastest, error=result.error or "no pairs", seconds=result.seconds or None
+            )
     return found
 
 
@@ -82,6 +84,7 @@ def _speed(
         ci_high=round(math.exp(high), 4),
         pairs=result.pairs,
         verdict=result.verdict,
+        seconds=result.seconds or None,
     )
 
 

@@ -290,6 +290,9 @@ class ExporterSpeed(Open):
     pairs: int | None = None
     verdict: str | None = None  # slower | faster | same | unknown, as the pair judged it
     error: str | None = None
+    # the pair's own time (its Ray task: both sessions opened, warmed up, timed), on the
+    # cell it was timed for; none on the fastest's, which no pair of its own timed
+    seconds: Seconds | None = None
 
     def slower(self, threshold: float = SLOWER_THAN_FASTEST) -> bool:
         """Slower than the fastest exporter's graph by `threshold` or more, and surely so

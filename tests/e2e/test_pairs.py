@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from harness.pipeline.pairing import LEDGER
 from harness.store.details import ExporterSpeed
-from harness.store.rundir import read_records
+from harness.store.rundir import read_manifest, read_records
 from tests.conftest import FIXTURES, run_cli
 
 SUITE = """models = ["tiny_mlp", "tiny_conv"]
@@ -62,7 +63,17 @@ def test_each_cell_gets_its_graphs_speed_against_the_fastest_exporters(paired: P
         assert by_exporter[winner] == ExporterSpeed(fastest=winner, ratio=1.0)
         slower = by_exporter[other]
         assert slower is not None and slower.pairs and slower.ratio and slower.ratio >= 1.0
+        # the pair's own time: its sessions, warm-up and blocks, inside the run's own
+        assert slower.seconds is not None and 0 < slower.seconds < _run_seconds(paired)
     assert not (paired / LEDGER).exists()  # every speed is in its record
+
+
+def _run_seconds(run_dir: Path) -> float:
+    """The run's wall time, from its manifest (to the second: one more for the rounding)."""
+    manifest = read_manifest(run_dir)
+    assert manifest.started and manifest.finished
+    started, finished = map(datetime.fromisoformat, (manifest.started, manifest.finished))
+    return (finished - started).total_seconds() + 1
 
 
 def test_eager_is_timed_by_one_cell_of_each_model_and_taken_by_the_other(paired: Path) -> None:

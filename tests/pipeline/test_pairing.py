@@ -29,6 +29,7 @@ def _pair(estimate: float, low: float, high: float, pairs: int = 20) -> PairResu
         estimate=estimate,
         low=low,
         high=high,
+        seconds=12.5,
     )
 
 
@@ -47,6 +48,7 @@ def test_the_other_graphs_speed_is_its_pairs_ratio_over_the_fastest() -> None:
     assert (mine.fastest, mine.ratio, mine.ci_low) == ("torchscript", 1.0, None)
     assert (other.fastest, other.pairs) == ("torchscript", 20)
     assert (other.ratio, other.ci_low, other.ci_high) == pytest.approx((1.5, 1.4, 1.6), abs=1e-4)
+    assert (other.seconds, mine.seconds) == (12.5, None)  # the pair's time, on its cell
 
 
 def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
@@ -61,6 +63,7 @@ def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
     assert (mine.ratio, mine.ci_low, mine.ci_high) == pytest.approx(
         (1.25, 1 / 0.9, 1 / 0.7), abs=1e-3
     )
+    assert (mine.seconds, other.seconds) == (12.5, None)  # the one pair, counted once
 
 
 def test_a_pair_that_could_not_be_timed_says_why() -> None:
@@ -68,4 +71,8 @@ def test_a_pair_that_could_not_be_timed_says_why() -> None:
     found = speeds(first, {"torchscript": PairResult(("k",), error="OSError: no graph")})
     other = found[first.cell.replace(exporter="torchscript").key]
     assert (other.ratio, other.error, other.fastest) == (None, "OSError: no graph", "dynamo")
+    assert other.seconds is None  # a task that died before timing says no time, not 0 s
     assert found[first.cell.key].ratio == 1.0
+    late = PairResult(("k",), error="TimeoutError: session", seconds=40.0)
+    key = first.cell.replace(exporter="torchscript").key
+    assert speeds(first, {"torchscript": late})[key].seconds == 40.0  # what it spent failing
