@@ -103,12 +103,14 @@ def _time_row(r: Record) -> tuple[Text, ...]:
     other = (r.duration_s or 0.0) - sum(spent.values())
     named = [Text(fmt(spent.get(s))) for s in STAGES]
     waited = r.worker.node_wait_s if r.worker else None
+    paired = r.exporter_speed.seconds if r.exporter_speed else None
     return (
         Text(r.cell.label()),
         Text(fmt(r.duration_s)),
         *named,
         Text(fmt(max(0.0, other))),
         Text(fmt(waited)),
+        Text(fmt(paired)),
     )
 
 
@@ -121,8 +123,10 @@ def figures_table(records: Sequence[Record]) -> Table:
 
 
 def time_table(records: Sequence[Record]) -> Table:
-    # what the cell spent while another timed alone: within its stages' seconds and other's
-    headers = ("cell", "cell s", *STAGES, "other", "of which waiting for the node")
+    # what the cell spent while another timed alone: within its stages' seconds and other's;
+    # then its exporter pair's own time, after the cell (on the cell it was timed for)
+    headers = ("cell", "cell s", *STAGES, "other", "of which waiting for the node",
+               "exporter pair after")  # fmt: skip
     return table(headers, [_time_row(r) for r in records if r.duration_s is not None])
 
 

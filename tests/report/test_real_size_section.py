@@ -80,7 +80,8 @@ def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() 
     from harness.store.details import WorkerInfo
 
     big = ExportMeasures(weights_mb=2 * GB)
-    one = _record("m", "dynamo", export=big, duration_s=30.0, worker=WorkerInfo(node_wait_s=12.5))
+    one = _record("m", "dynamo", export=big, duration_s=30.0, worker=WorkerInfo(node_wait_s=12.5),
+                  exporter_speed=ExporterSpeed(fastest="torchscript", ratio=1.1, seconds=16.4))  # fmt: skip
     four = Record.finished(Cell("m", "dynamo", 18, batch=4), "r", measurements()).with_changes(
         export=big, duration_s=20.0
     )
@@ -89,5 +90,8 @@ def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() 
     figures = next(b for b in section.blocks if isinstance(b, Table))
     assert [row[2].text for row in figures.rows] == ["@18 cpu", "@18 cpu batch 4"]
     times = next(b for b in next(s for s in section.blocks if isinstance(s, Section)).blocks)
-    assert isinstance(times, Table) and times.headers[-1] == "of which waiting for the node"
-    assert [row[-1].text for row in times.rows] == ["12.5", "—"]
+    assert isinstance(times, Table)
+    waited, paired = (times.headers.index(h) for h in ("of which waiting for the node",
+                                                      "exporter pair after"))  # fmt: skip
+    assert [row[waited].text for row in times.rows] == ["12.5", "—"]
+    assert [row[paired].text for row in times.rows] == ["16.4", "—"]  # the pair's own time
