@@ -4,6 +4,7 @@ task to the worker (harness.cell.timing) and recorded in the manifest."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass
 from math import inf
@@ -97,8 +98,8 @@ class Protocol:
             table: dict[str, Any] = tomllib.loads(f"given = {{{given}}}")["given"]
         except tomllib.TOMLDecodeError:
             raise UsageError(
-                f"{source} {given!r}: give KEY=VALUE pairs separated by commas, e.g."
-                " min_time_s=0.05,max_time_s=1,latency_threads=[1,2]"
+                f"{source} {given!r}: {_unreadable_pair(given)}give KEY=VALUE pairs separated"
+                " by commas, e.g. min_time_s=0.05,max_time_s=1,latency_threads=[1,2]"
             ) from None
         cls._checked(table, source)
         return table
@@ -133,3 +134,18 @@ VERDICT_ONLY = Protocol(
 
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _unreadable_pair(given: str) -> str:
+    """The first KEY=VALUE of `given` (split at the commas outside brackets) whose value is
+    no TOML value, said as the start of a sentence; "" where each one reads alone."""
+    pieces = re.split(r",(?![^\[]*\])", given)  # a comma not inside a list
+    for piece in filter(str.strip, pieces):
+        key, _, value = (part.strip() for part in piece.partition("="))
+        try:
+            tomllib.loads(f"value = {value}")
+        except tomllib.TOMLDecodeError:
+            if not value:
+                return f"{key!r} has no value; "
+            return f"{key}'s value {value!r} is not a number, true, false or a list; "
+    return ""

@@ -171,8 +171,15 @@ def test_protocol_flag_settings_replace_only_the_keys_they_name(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ("min_iters", r"--protocol 'min_iters': give KEY=VALUE pairs separated by commas"),
-        ("min_iters=3 max_iters=4", "give KEY=VALUE pairs"),
+        ("min_iters", r"--protocol 'min_iters': 'min_iters' has no value; give KEY=VALUE pairs"),
+        ("min_iters=3 max_iters=4", "min_iters's value '3 max_iters=4' is not a number"),
+        # the pair that does not read is named, after pairs that do (a list's commas too)
+        (
+            "latency_threads=[1, 2],share_eager=maybe,min_iters=x",
+            r"share_eager's value 'maybe' is not a number, true, false or a list; give KEY=VALUE",
+        ),
+        ("min_time_s=0.1,max_time_s", r"'max_time_s' has no value"),
+        ("min_time_s=0.1,,", r"--protocol 'min_time_s=0\.1,,': give KEY=VALUE pairs"),
         ("min_itres=3", r"--protocol: unknown \[protocol\] key 'min_itres'"),
         ("min_iters=2.5", "min_iters must be a whole number"),
         ("min_time_s=9", r"min_time_s 9 is above max_time_s 2\.0"),  # against the suite's
