@@ -205,8 +205,8 @@ class EagerShare:
         self.label = cell.label()
 
     @classmethod
-    def of(cls, task: CellTask) -> EagerShare | None:
-        protocol = task.protocol or Protocol()
+    def of(cls, task: CellTask, protocol: Protocol) -> EagerShare | None:
+        """The task's share where its protocol (the one it is timed by) asks for one."""
         return cls(task) if protocol.share_eager else None
 
     def key(self, threads: int, inputs: Inputs) -> str:

@@ -220,8 +220,8 @@ def _judge_graph(
         made = (request, exported, task.cell.exporter)
         graph_tokens.one_graph(runner, model, spec, made, tokens, how, dtype, m)
     shapes = _timed_shapes(task, spec, model32, inputs32)
-    share = latency.EagerShare.of(task)
-    latency.measure(runner, model, shapes, task.protocol or Protocol(), m, share)
+    protocol = task.protocol or Protocol()
+    latency.measure(runner, model, shapes, protocol, m, latency.EagerShare.of(task, protocol))
     return runner
 
 

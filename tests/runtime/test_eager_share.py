@@ -92,8 +92,9 @@ def test_a_runs_first_write_sweeps_the_files_of_runs_long_gone(own_node: Path) -
 
 def test_only_the_protocols_share_eager_shares() -> None:
     plain = CellTask(Cell("m", "dynamo", 18), "zoo.py", "run-1", "/runs/a", protocol=Protocol())
-    assert EagerShare.of(plain) is None
-    assert EagerShare.of(task("dynamo")) is not None
+    assert EagerShare.of(plain, Protocol()) is None
+    shared = task("dynamo")
+    assert shared.protocol is not None and EagerShare.of(shared, shared.protocol) is not None
     assert Protocol.from_table({"share_eager": True}, "s.toml").share_eager
     with pytest.raises(UsageError, match=r"share_eager must be true or false"):
         Protocol.from_table({"share_eager": 1}, "s.toml")
