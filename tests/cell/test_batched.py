@@ -1,7 +1,7 @@
 """Generation on a padded batch (harness/cell/batched.py): the padding, the positions, the
 loop's bookkeeping on the left and on the right, and which row the record keeps. Hand-made
 steps whose logits say which token and position they saw; real graphs are in
-tests/exporters/test_builders.py and tests/e2e/test_builders.py."""
+tests/e2e/test_builders.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """onnxruntime_genai's Generator as the harness drives it (harness/cell/genai.py): the pad
 and end ids it reads from genai_config.json, and a row compared up to the Generator's end
-token. The Generator itself runs on real builds in tests/exporters/test_builders.py."""
+token. The Generator itself runs on real builds in tests/e2e/test_builders.py."""
 
 from __future__ import annotations
 

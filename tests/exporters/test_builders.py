@@ -1,103 +1,31 @@
-"""ONNX Runtime's model builders as exporters (issue 49; harness/exporters/builder.py): real
-builds of the decode suite's tiny models with onnxruntime-genai's builder and mobius, the
-graphs judged like any cell (prefill and decode-step numerics, 16 greedy tokens through the
-harness's loop and through onnxruntime_genai's Generator, a left-padded batch), checked
-against a plain script (benchmarks/plain_builder.py); an architecture or a precision a
-builder refuses is a skip with its words; a builder's crash is a record with its last lines.
-Each build is a real subprocess of 10-40 s."""
+"""ONNX Runtime's model builders as exporters (issue 49; harness/exporters/builder.py), in
+real cells: an architecture or a precision a builder refuses is a skip with its words; a
+builder's crash is a record with its last lines. Each build is a real subprocess of 10-40 s.
+The built Llama judged like any graph, generating eager's tokens and agreeing with a plain
+script: tests/e2e/test_builders.py, on the builds of its run."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness import exporters
-from harness.cell import generation
 from harness.runtime.worker import run_cell
-from harness.store.measures import Generation
 from harness.store.records import Cell, CellTask, Dtype, Record
 from harness.store.status import Stage, Status
-from model_zoo.transformers._decode import build_lm
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 DECODERS = REPO / "model_zoo" / "transformers" / "decoders.py"
 TINY = REPO / "tests" / "zoo_fixtures" / "precision" / "models.py"
-PLAIN = REPO / "benchmarks" / "plain_builder.py"
 BUILDERS = ("genai-builder", "mobius")
 
 
 def _cell(tmp: Path, model: str, exporter: str, **changes: object) -> Record:
     cell = Cell(model, exporter, 18, dynamic=True, family="transformers-decode", **changes)
     return run_cell(CellTask(cell, str(DECODERS), "t", str(tmp), timeout_s=600))
-
-
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Record]:
-    """hf.llama.decode built by each builder, in real cells."""
-    tmp = tmp_path_factory.mktemp("builders")
-    return {b: _cell(tmp, "hf.llama.decode", b) for b in BUILDERS}
-
-
-@pytest.mark.parametrize("builder", BUILDERS)
-def test_a_built_llama_is_judged_like_any_graph(llama: dict[str, Record], builder: str) -> None:
-    r = llama[builder]
-    assert r.status is Status.OK, r.error_message
-    assert r.export.phases is not None and set(r.export.phases) == {"checkpoint", "build"}
-    assert r.export.seconds == pytest.approx(sum(r.export.phases.values()), rel=1e-3)
-    # the builder's own process: torch and transformers imported, the checkpoint read
-    assert r.export.peak_rss_mb is not None and r.export.peak_rss_mb > 150
-    # ORT's own ops, a fact of the record (the graph is not given to onnx.checker)
-    assert r.ort.fused_ops is not None and r.ort.fused_ops["GroupQueryAttention"] == 2
-    assert r.ort.optimizers == ["exporter"]
-    # judged at the prefill and the decode step, not at the example (3 tokens after a past)
-    names = [c.name for c in r.numerics.checks or []]
-    assert names[0] == "logits@batch=1,past=0,sequence=4"
-    assert "logits@batch=3,past=9,sequence=1" in names
-    assert all(c.max_abs is not None and c.max_abs < 1e-4 for c in r.numerics.checks or [])
-    assert r.shape_latency is not None and set(r.shape_latency) == {"decode_step", "prefill"}
-    assert r.export.onnx_bytes is not None and r.export.onnx_bytes > 500_000  # weights
-
-
-@pytest.mark.parametrize("builder", BUILDERS)
-def test_a_built_llama_generates_eagers_tokens_every_way(
-    llama: dict[str, Record], builder: str
-) -> None:
-    r = llama[builder]
-    assert r.numerics.generation is not None
-    assert (r.numerics.generation.agree, r.numerics.generation.new_tokens) == (16, 16)
-    found = r.numerics.generations or {}
-    assert set(found) == {"batched", "genai", "genai-batched"}
-    single = found["genai"]
-    assert single.ok and single.ort_tokens == r.numerics.generation.eager_tokens
-    for name in ("batched", "genai-batched"):
-        batch: Generation = found[name]
-        # GroupQueryAttention reads each row's length: the rows are fed padded on the right
-        assert (batch.lengths, batch.padding) == ([8, 3, 5], "right")
-        assert batch.ok, (name, batch)
-
-
-def test_the_genai_builder_agrees_with_a_plain_script(llama: dict[str, Record]) -> None:
-    """The builder's command, ORT and the Generator, no harness code (eager through
-    transformers' own `generate`): the same tokens and the same graph."""
-    r = llama["genai-builder"]
-    prompt = generation.prompt(build_lm("llama", "causal-lm"))[0].tolist()
-    done = subprocess.run(
-        [sys.executable, str(PLAIN), "--model", "hf.llama.decode", "--builder", "genai-builder",
-         "--prompt", ",".join(map(str, prompt))],
-        capture_output=True, text=True, timeout=600, check=True, cwd=REPO,
-    )  # fmt: skip
-    plain = json.loads(done.stdout.strip().splitlines()[-1])
-    g = r.numerics.generation
-    assert g is not None and plain["built"]
-    assert plain["eager"] == g.eager_tokens == plain["ort"] == g.ort_tokens == plain["generator"]
-    assert plain["ops"] == r.export.onnx_ops
-    assert plain["prompt_max_abs"] < 1e-4
 
 
 def test_an_architecture_the_builder_does_not_support_is_skipped_in_its_words(
