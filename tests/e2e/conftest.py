@@ -15,7 +15,9 @@ from tests.conftest import FIXTURES, run_cli
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One small real run per session (the tiny suite: 3 models, both exporters, 3 opsets,
-    the dynamic cells), for tests that only read its outputs: never write into it."""
+    the dynamic cells), for tests that only read its outputs: never write into it. Its
+    readers are in one module (test_publish.py): each module here is an xdist scope of its
+    own, so a reader in another module would have it made again on another worker."""
     out = tmp_path_factory.mktemp("runs") / "tiny"
     result = run_cli(
         "run",

@@ -3,12 +3,17 @@ Playwright's Python package) on a site built from a history of real runs (the e2
 one real tiny run, tests/e2e/conftest.py, made into six nights per channel by
 tests/publish/simulate.py), served over HTTP as GitHub Pages would. Every kind of page loads with no console error, the filters change the rows
 and the URL, every internal link resolves, a record with hostile names renders as text.
-HARNESS_SITE_SCREENSHOTS=DIR also saves the screenshots the docs show."""
+HARNESS_SITE_SCREENSHOTS=DIR also saves the screenshots the docs show.
+
+The tiny run's own records are checked here too, before the site is made of them (one
+record per cell, the measurements, the failing model's stage and artifacts, the manifest
+and the report): the session fixture runs once on the worker that has this module."""
 
 from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import threading
 import urllib.request
@@ -20,6 +25,8 @@ from urllib.parse import urljoin, urlsplit
 import playwright.sync_api as playwright
 import pytest
 
+from harness.store import rundir as store
+from harness.store.manifest import Manifest
 from tests.conftest import run_cli
 from tests.publish.simulate import failed_like, real_records, write_night
 
@@ -30,6 +37,82 @@ ARGS = [
 ]  # fmt: skip
 HOSTILE = "<img src=x onerror=alert(1)>\"'&</td><script>alert(2)</script>"
 NIGHTS = 6
+
+
+# -- the tiny run the site is made of: its own records -----------------------------------------
+
+
+def _by_cell(run_dir: Path) -> dict[tuple[str, str, int, bool], object]:
+    return {(r.model, r.exporter, r.opset, r.dynamic): r for r in store.read_records(run_dir)}
+
+
+def test_every_cell_has_exactly_one_record(tiny_run: Path) -> None:
+    records = store.read_records(tiny_run)
+    manifest = store.read_manifest(tiny_run)
+    # 3 models x 2 exporters x 3 opsets, plus dynamic cells for the one dynamic model
+    assert manifest.cells == 18 + 6
+    assert len(records) == 24
+    assert len({r.cell.key for r in records}) == 24
+
+
+def test_ok_cells_have_measurements(tiny_run: Path) -> None:
+    ok = [r for r in store.read_records(tiny_run) if r.status == "ok"]
+    assert {(r.model, r.exporter) for r in ok} >= {
+        ("tiny_mlp", "dynamo"),
+        ("tiny_mlp", "torchscript"),
+        ("tiny_conv", "dynamo"),
+        ("tiny_conv", "torchscript"),
+    }
+    for r in ok:
+        assert r.export.seconds is not None and r.export.seconds > 0
+        assert r.export.peak_rss_mb is not None
+        assert r.ort.latency is not None and r.ort.latency.n >= 5
+        assert r.eager.latency is not None and r.speedup is not None and r.speedup > 0
+        assert r.numerics.checks and all(c.ok for c in r.numerics.checks)
+        assert r.export.onnx_nodes and r.export.onnx_bytes and r.export.onnx_ops
+        assert r.worker is not None and r.worker.pid > 0
+    dynamo = [r for r in ok if r.exporter == "dynamo"]
+    assert all(
+        set(r.export.phases or {}) >= {"capture", "translate", "optimize", "save"} for r in dynamo
+    )
+
+
+def test_opset_actual_is_read_from_the_saved_model(tiny_run: Path) -> None:
+    cells = _by_cell(tiny_run)
+    for opset in (17, 18, 20):
+        assert cells[("tiny_mlp", "torchscript", opset, False)].export.opset_actual == opset
+    assert cells[("tiny_mlp", "dynamo", 20, False)].export.opset_actual == 20
+
+
+def test_dynamic_cells_verify_a_second_shape(tiny_run: Path) -> None:
+    cell = _by_cell(tiny_run)[("tiny_mlp", "dynamo", 18, True)]
+    assert cell.status == "ok"
+    assert any(c.name.endswith("@second_shape") for c in cell.numerics.checks)
+
+
+def test_failing_model_is_export_failed_with_stage_and_artifacts(tiny_run: Path) -> None:
+    cells = _by_cell(tiny_run)
+    dyn = cells[("tiny_cummax", "dynamo", 18, False)]
+    ts = cells[("tiny_cummax", "torchscript", 17, False)]
+    assert (dyn.status, dyn.stage) == ("export_failed", "translate")
+    assert dyn.export.unsupported_ops == ["aten.cummax.default"]
+    assert (ts.status, ts.stage) == ("export_failed", "translate")
+    assert ts.export.unsupported_ops == ["aten.cummax"]
+    assert (tiny_run / dyn.artifacts["error"]).is_file()
+    assert any(k.startswith("report:") for k in dyn.artifacts), dyn.artifacts
+
+
+def test_manifest_and_report(tiny_run: Path) -> None:
+    manifest = json.loads((tiny_run / "manifest.json").read_text())
+    assert Manifest.from_dict(manifest).to_dict() == manifest  # the typed manifest loses nothing
+    assert manifest["finished"] is not None
+    assert manifest["versions"]["base"]["torch"].startswith("2.")
+    assert manifest["hardware"]["cores"] >= 1
+    report = (tiny_run / "report.md").read_text()
+    assert "tiny_cummax" in report and "tiny_mlp" in report
+
+
+# -- the site ----------------------------------------------------------------------------------
 
 
 def _edit(channel: str, failure: dict[str, Any]) -> Any:
