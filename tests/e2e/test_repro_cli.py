@@ -1,6 +1,9 @@
 """`harness run` makes a minimal repro for the first cell of each failure cluster, and
-`harness repro` makes them for an existing run: the real CLI, a real local Ray, real
-minimizer processes (issue 27)."""
+`harness repro` makes them for an existing run: the real CLI, real minimizer processes
+(issue 27). The run's repros of three of the deliberately broken models (a deep untranslated
+op, a graph the checker refuses, a mismatch made at capture) are also what
+tests/repro/test_minimize.py asks of a repro: a few nodes failing the same way in a fresh
+process, a plain script, a capture mismatch said as such; that module shrinks the others."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.store.details import MinimalRepro
 from harness.store.diagnosis import repro_text
+from harness.store.records import Record
 from harness.store.rundir import read_records
 from tests.conftest import FIXTURES, run_cli
 
@@ -51,7 +56,11 @@ def test_the_report_links_each_repro(run_dir: Path) -> None:
     assert "| changed by |" in text and "capture" in text
 
 
-def test_harness_repro_remakes_one_cell(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_harness_repro_remakes_one_cell(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a copy of the run: the module's run keeps the repros the run made."""
+    run_dir = Path(shutil.copytree(run_dir, tmp_path / "run"))
     record = next(r for r in read_records(run_dir) if r.model == "repro_checker_invalid")
     before = (run_dir / "records.jsonl").read_text().splitlines()
     assert main(["repro", str(run_dir), record.cell.cell_id, "--bound", "30", "--no-report"]) == 0
@@ -77,3 +86,58 @@ def test_bad_cells_and_unfinished_runs_exit_2(
     (unfinished / "manifest.json").write_text(json.dumps(manifest))
     assert main(["repro", str(unfinished)]) == 2
     assert "is not finished" in capsys.readouterr().err
+
+
+# -- what a repro is (tests/repro/test_minimize.py shrinks the other broken models) ----------
+
+
+def _made(run_dir: Path, model: str) -> tuple[Record, MinimalRepro]:
+    record = next(r for r in read_records(run_dir) if r.model == model)
+    assert record.minimal_repro is not None, record
+    return record, record.minimal_repro
+
+
+@pytest.mark.parametrize(
+    ("model", "kind", "at_least"),
+    [("repro_untranslated", "export", 150), ("repro_checker_invalid", "check", 40)],
+)
+def test_a_deep_failure_shrinks_to_a_few_nodes_that_fail_the_same_way_in_a_fresh_process(
+    run_dir: Path, model: str, kind: str, at_least: int
+) -> None:
+    record, repro = _made(run_dir, model)
+    assert repro.kind == kind
+    assert repro.nodes_before is not None and repro.nodes_before >= at_least
+    assert repro.nodes_after is not None and 1 <= repro.nodes_after <= 3
+    assert repro.reproduces is True, repro
+    assert repro.verify is not None and repro.verify["exit_code"] == 1
+    assert repro.search_complete
+    assert (run_dir / record.artifacts["minimal_repro"]).name == "repro_min.py"
+    assert (run_dir / record.artifacts["minimal_repro_inputs"]).is_file()
+
+
+def test_the_script_is_plain_torch_onnx_and_onnxruntime(run_dir: Path) -> None:
+    record, _ = _made(run_dir, "repro_untranslated")
+    text = (run_dir / record.artifacts["minimal_repro"]).read_text()
+    imports = {ln.split()[1] for ln in text.splitlines() if ln.startswith(("import ", "from "))}
+    assert imports <= {
+        "copy",
+        "re",
+        "sys",
+        "traceback",
+        "pathlib",
+        "numpy",
+        "onnx",
+        "onnxruntime",
+        "torch",
+    }
+    assert "torch.ops.aten.polygamma.default" in text
+    assert "torch 2.13" in text and "onnxruntime" in text.split('"""')[1]  # versions in the header
+
+
+def test_a_mismatch_made_at_capture_gets_no_onnx_subgraph_and_says_why(run_dir: Path) -> None:
+    _, repro = _made(run_dir, "repro_export_only")
+    assert repro.reason and repro.reason.startswith("capture changed the numbers")
+    assert "the failure is in the model's own forward (Deep.forward)" in repro.reason
+    assert "blocks.0 passes" in repro.reason
+    assert repro.method == "module" and (repro.params_before or 0) > 0
+    assert repro.reproduces is None
