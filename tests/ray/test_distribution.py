@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -93,29 +94,6 @@ def test_gpu_cells_are_scheduled_on_the_gpu_node_one_per_gpu(
     dispatch = manifest.dispatch
     assert dispatch.slots == DispatchSlots(cpu=3, gpu=1)
     assert dispatch.peak_in_flight_gpu == 1 and (dispatch.peak_in_flight or 0) <= 3
-
-
-def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(tmp_path: Path) -> None:
-    """A cell that kills its Ray worker (its zygote's parent) is `crashed`, never retried:
-    its node lives. The worker is replaced for the next cell, and Ray's "(raylet) A worker
-    died ..." lines go to stderr, never into stdout's summary table."""
-    out = tmp_path / "kills"
-    result = run_cli(
-        "run", "--zoo", str(FIXTURES / "faults"), "--models", "fault_kills_worker,fault_neighbour",
-        "--exporters", "torchscript", "--opsets", "17", "--out", str(out), "--timeout", "60",
-        "--no-report", ray=True,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    status = {r.model: r for r in _records(out)}
-    assert (status["fault_kills_worker"].status, status["fault_kills_worker"].attempt) == (
-        "crashed",
-        1,
-    )
-    assert "worker process died" in (status["fault_kills_worker"].error_message or "")
-    assert status["fault_neighbour"].status == "ok"
-    table = summary_table(_records(out))
-    assert result.stdout == f"{table}\nrun directory: {out}\n"
-    assert "(raylet)" in result.stderr
 
 
 def test_cells_are_placed_by_their_memory_need_and_one_no_node_holds_is_skipped(
@@ -242,18 +220,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def ray_start_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def ray_start_head(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, dict[str, str]]]:
     """A cluster started the way docs/guide/running.md says (`ray start --head`), with token
     authentication as Ray >= 2.59 turns on for `ray start`; its own token, so nothing in
-    ~/.ray matters. Yields its address and the environment a client needs."""
+    ~/.ray matters. Yields its address and the environment a client needs. For this
+    module's last two tests only (nothing else runs beside it)."""
     port = _free_port()
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    log = tmp_path_factory.mktemp("ray-start") / "ray-start.log"
     head = subprocess.Popen(
         ["ray", "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
          "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--include-dashboard=false"],
         env={**os.environ, **auth},
-        stdout=(tmp_path / "ray-start.log").open("w"),
+        stdout=log.open("w"),
         stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -263,8 +245,31 @@ def ray_start_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
         head.wait(timeout=60)
 
 
+@dataclass(frozen=True)
+class LocalRun:
+    out: Path
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def local_beside_the_head(
+    ray_start_head: tuple[str, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
+) -> LocalRun:
+    """A run without --address while `ray start` has a cluster on this machine: it starts
+    a Ray instance of its own. Its cells are a cell that kills its Ray worker and a
+    neighbour: one Ray boot for both tests below."""
+    _, auth = ray_start_head
+    out = tmp_path_factory.mktemp("local") / "kills"
+    result = run_cli(
+        "run", "--zoo", str(FIXTURES / "faults"), "--models", "fault_kills_worker,fault_neighbour",
+        "--exporters", "torchscript", "--opsets", "17", "--out", str(out), "--timeout", "60",
+        "--no-report", env=auth, ray=True,
+    )  # fmt: skip
+    return LocalRun(out, result)
+
+
 def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
-    ray_start_head: tuple[str, dict[str, str]], tmp_path: Path
+    ray_start_head: tuple[str, dict[str, str]], local_beside_the_head: LocalRun, tmp_path: Path
 ) -> None:
     address, auth = ray_start_head
     tiny = ["--zoo", str(FIXTURES / "tiny"), "--models", "tiny_mlp", "--exporters", "torchscript",
@@ -280,9 +285,9 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
     assert record.worker is not None and record.worker.node == cluster.nodes[0].node_id
     # Without --address the run starts its own instance, although `ray start` left a
     # cluster on this machine (plain ray.init() would join it and refuse num_cpus).
-    local = run_cli("run", *tiny, "--out", str(tmp_path / "l"), env=auth, ray=True)
+    local = local_beside_the_head.result
     assert local.returncode == 0, local.stderr[-3000:]
-    mine = store.read_manifest(tmp_path / "l").cluster
+    mine = store.read_manifest(local_beside_the_head.out).cluster
     assert mine is not None and mine.address == "local"
     assert mine.resources["CPU"] == os.cpu_count()
     assert {n.node_id for n in mine.nodes}.isdisjoint({cluster.nodes[0].node_id})
@@ -291,3 +296,24 @@ def test_a_ray_start_cluster_is_joined_and_never_captures_a_local_run(
     assert refused.returncode == 2
     assert "RAY_AUTH_MODE=token" in refused.stderr.strip().splitlines()[-1]
     assert "Traceback" not in refused.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_cell_that_kills_its_ray_worker_is_a_crash_and_the_run_goes_on(
+    local_beside_the_head: LocalRun,
+) -> None:
+    """A cell that kills its Ray worker (its zygote's parent) is `crashed`, never retried:
+    its node lives. The worker is replaced for the next cell, and Ray's "(raylet) A worker
+    died ..." lines go to stderr, never into stdout's summary table. (The run is the one
+    that starts its own Ray instance beside a `ray start` cluster, above.)"""
+    out, result = local_beside_the_head.out, local_beside_the_head.result
+    assert result.returncode == 0, result.stderr[-3000:]
+    status = {r.model: r for r in _records(out)}
+    assert (status["fault_kills_worker"].status, status["fault_kills_worker"].attempt) == (
+        "crashed",
+        1,
+    )
+    assert "worker process died" in (status["fault_kills_worker"].error_message or "")
+    assert status["fault_neighbour"].status == "ok"
+    table = summary_table(_records(out))
+    assert result.stdout == f"{table}\nrun directory: {out}\n"
+    assert "(raylet)" in result.stderr
