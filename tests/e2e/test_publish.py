@@ -1,13 +1,14 @@
 """`harness publish` in a real browser: headless Chromium (Debian's package, driven by
-Playwright's Python package) on a site built from a history of real runs (the e2e tier's
-one real tiny run, tests/e2e/conftest.py, made into six nights per channel by
-tests/publish/simulate.py), served over HTTP as GitHub Pages would. Every kind of page loads with no console error, the filters change the rows
-and the URL, every internal link resolves, a record with hostile names renders as text.
+Playwright's Python package) on a site built from a history of real runs (one real tiny
+run, `tiny_run` below, made into six nights per channel by tests/publish/simulate.py),
+served over HTTP as GitHub Pages would. Every kind of page loads with no console error,
+the filters change the rows and the URL, every internal link resolves, a record with
+hostile names renders as text.
 HARNESS_SITE_SCREENSHOTS=DIR also saves the screenshots the docs show.
 
 The tiny run's own records are checked here too, before the site is made of them (one
 record per cell, the measurements, the failing model's stage and artifacts, the manifest
-and the report): the session fixture runs once on the worker that has this module."""
+and the report)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import pytest
 
 from harness.store import rundir as store
 from harness.store.manifest import Manifest
-from tests.conftest import run_cli
+from tests.conftest import FIXTURES, run_cli
 from tests.publish.simulate import failed_like, real_records, write_night
 
 CHROMIUM = os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium")
@@ -40,6 +41,27 @@ NIGHTS = 6
 
 
 # -- the tiny run the site is made of: its own records -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One small real run (the tiny suite: 3 models, both exporters, 3 opsets, the dynamic
+    cells), for tests that only read its outputs: never write into it. Its readers are in
+    this module, an xdist scope of its own, so it is made once."""
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = run_cli(
+        "run",
+        "--suite",
+        str(FIXTURES / "tiny_suite.toml"),
+        "--zoo",
+        str(FIXTURES / "tiny"),
+        "--out",
+        str(out),
+        "--timeout",
+        "300",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
 
 
 def _by_cell(run_dir: Path) -> dict[tuple[str, str, int, bool], object]:
@@ -143,7 +165,7 @@ def _edit(channel: str, failure: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, tiny_run: Path) -> Path:
-    """The session's real tiny run (tests/e2e/conftest.py), its static cells at opset 18
+    """The real tiny run (`tiny_run` above), its static cells at opset 18
     (the tiny zoo, both exporters), made into nights: read, never written."""
     root = tmp_path_factory.mktemp("publish")
     source = [(d, r) for d, r in real_records([tiny_run]) if r["opset"] == 18 and not r["dynamic"]]
