@@ -19,6 +19,7 @@ from harness.store.diagnosis import repro_text
 from harness.store.records import Record
 from harness.store.rundir import read_records
 from tests.conftest import FIXTURES, run_cli
+from tests.repro import assert_shrunk_to_a_few_nodes_failing_alike
 
 MODELS = "repro_untranslated,repro_checker_invalid,repro_export_only"
 
@@ -105,14 +106,13 @@ def test_a_deep_failure_shrinks_to_a_few_nodes_that_fail_the_same_way_in_a_fresh
     run_dir: Path, model: str, kind: str, at_least: int
 ) -> None:
     record, repro = _made(run_dir, model)
-    assert repro.kind == kind
-    assert repro.nodes_before is not None and repro.nodes_before >= at_least
-    assert repro.nodes_after is not None and 1 <= repro.nodes_after <= 3
-    assert repro.reproduces is True, repro
-    assert repro.verify is not None and repro.verify["exit_code"] == 1
-    assert repro.search_complete
-    assert (run_dir / record.artifacts["minimal_repro"]).name == "repro_min.py"
-    assert (run_dir / record.artifacts["minimal_repro_inputs"]).is_file()
+    assert_shrunk_to_a_few_nodes_failing_alike(
+        repro,
+        kind,
+        at_least,
+        run_dir / record.artifacts["minimal_repro"],
+        run_dir / record.artifacts["minimal_repro_inputs"],
+    )
 
 
 def test_the_script_is_plain_torch_onnx_and_onnxruntime(run_dir: Path) -> None:

@@ -25,6 +25,7 @@ from harness.store.records import Cell, CellTask, Record
 from harness.store.rundir import RecordWriter, read_records
 from harness.store.status import Stage
 from tests.conftest import FIXTURES
+from tests.repro import assert_shrunk_to_a_few_nodes_failing_alike
 
 # Every test here shrinks real failing models in fresh processes (tens of seconds each).
 pytestmark = pytest.mark.slow
@@ -76,15 +77,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_a_deep_failure_shrinks_to_a_few_nodes_that_fail_the_same_way_in_a_fresh_process(
     run: Run, model: str, exporter: str, kind: str, at_least: int
 ) -> None:
-    repro = run.repro(model, exporter)
-    assert repro.kind == kind
-    assert repro.nodes_before is not None and repro.nodes_before >= at_least
-    assert repro.nodes_after is not None and 1 <= repro.nodes_after <= 3
-    assert repro.reproduces is True, repro
-    assert repro.verify is not None and repro.verify["exit_code"] == 1
-    assert repro.search_complete
-    assert run.artifact(model, "minimal_repro", exporter).name == "repro_min.py"
-    assert run.artifact(model, "minimal_repro_inputs", exporter).is_file()
+    assert_shrunk_to_a_few_nodes_failing_alike(
+        run.repro(model, exporter),
+        kind,
+        at_least,
+        run.artifact(model, "minimal_repro", exporter),
+        run.artifact(model, "minimal_repro_inputs", exporter),
+    )
 
 
 def test_the_numerics_script_fails_with_an_assertion_naming_the_node(run: Run) -> None:
