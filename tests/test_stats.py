@@ -95,3 +95,18 @@ def test_is_stable_compares_half_medians() -> None:
 def test_empty_samples_are_refused() -> None:
     with pytest.raises(ValueError, match="empty sample"):
         summarize([])
+
+
+def test_summarising_samples_imports_no_scipy() -> None:
+    """Every cell's process summarises its samples and every command starts with this
+    module: scipy.special cost each of them 0.3 CPU-s to import (benchmarks/README.md,
+    "Imports"). In a fresh interpreter, the median interval of a real-size loop's samples."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from harness.stats import median_interval; "
+        "print(median_interval([float(v) for v in range(1, 41)]), 'scipy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["(14.0,", "27.0)", "False"]
