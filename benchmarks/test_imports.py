@@ -13,11 +13,12 @@ import sys
 import pytest
 
 from benchmarks.conftest import REPO, Figures
+from harness import stats
 
 ROUNDS = 5
 
-# The interpreter's own start and numpy (which every one of these imports) are paid first,
-# outside the clock.
+# The interpreter's own start and numpy (which torch, onnx and onnxruntime import) are paid
+# first, outside the clock.
 PROBE = """
 import json, sys, time
 import numpy
@@ -53,11 +54,10 @@ def test_import_cpu(benchmark, figures: Figures, what: str) -> None:  # type: ig
     rounds = benchmark.pedantic(
         lambda: [import_cpu_s(IMPORTS[what]) for _ in range(ROUNDS)], rounds=1, iterations=1
     )
-    rounds.sort()
-    median = rounds[len(rounds) // 2]
+    median = stats.median(rounds)
     benchmark.extra_info.update(cpu_s=rounds)
     figures.add(
         f"Import CPU: {what}",
-        [f"{median:.3f} CPU-s (median of {ROUNDS}; {rounds[0]:.3f}-{rounds[-1]:.3f})"],
+        [f"{median:.3f} CPU-s (median of {ROUNDS}; {min(rounds):.3f}-{max(rounds):.3f})"],
     )
     assert all(r >= 0 for r in rounds) and median > 0

@@ -1,5 +1,8 @@
 """Pure statistics over raw samples (no torch), tested with hand-computed numbers; the tests
-of significance and the confidence intervals are scipy's."""
+of significance and the paired verdict's bootstrap interval are scipy's, imported where they
+run: every cell's process summarises its samples and every command line starts with this
+module (scipy.special took 0.3 CPU-s to import, scipy.stats 0.6). The median's interval is
+counted exactly (`_median_rank`)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-
-# No scipy at import: every cell's process summarises its samples, and every command line
-# starts with this module (scipy.special took 0.3 CPU-s to import, scipy.stats 0.6).
-# scipy.stats, for the tests of significance, is imported where they run.
 
 # The fewest samples a percentile is published from: below them its value would be the
 # largest sample's, or an extrapolation past it (p99 of 20 samples is their maximum).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -101,9 +103,6 @@ def test_summarising_samples_imports_no_scipy() -> None:
     """Every cell's process summarises its samples and every command starts with this
     module: scipy.special cost each of them 0.3 CPU-s to import (benchmarks/README.md,
     "Imports"). In a fresh interpreter, the median interval of a real-size loop's samples."""
-    import subprocess
-    import sys
-
     probe = (
         "import sys; from harness.stats import median_interval; "
         "print(median_interval([float(v) for v in range(1, 41)]), 'scipy' in sys.modules)"
