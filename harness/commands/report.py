@@ -92,7 +92,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     try:
-        from harness.history.db import HistoryError, comparability_key, load_runs
+        from harness.history.db import HistoryError, load_runs
     except ModuleNotFoundError as exc:
         if exc.name != "harness.history.db":
             raise
@@ -100,6 +100,7 @@ def _history(args: argparse.Namespace) -> int:
             "report --history: this harness has no history database support yet"
         ) from None
     from harness.report import write_trend_report
+    from harness.store.runs import comparability_differences
 
     if not args.db.is_file():
         raise UsageError(f"--db {args.db}: no such history database (harness history writes it)")
@@ -110,8 +111,8 @@ def _history(args: argparse.Namespace) -> int:
     # Trends only mean something between runs measured alike (hardware, threads, protocol):
     # keep the runs comparable with the latest one.
     if runs:
-        key = comparability_key(runs[-1].manifest)
-        kept = [r for r in runs if comparability_key(r.manifest) == key]
+        latest = runs[-1].manifest
+        kept = [r for r in runs if not comparability_differences(r.manifest, latest)]
         if len(kept) < len(runs):
             print(f"{len(runs) - len(kept)} runs measured differently from the latest left out")
         runs = kept

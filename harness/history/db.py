@@ -34,7 +34,7 @@ from harness.history.summary import (
     summarize_line,
 )
 from harness.store import rundir
-from harness.store.manifest import Manifest
+from harness.store.manifest import JsonValue, Manifest
 from harness.store.records import CellKey, Record
 from harness.store.rundir import RunDirError, read_manifest, records_path
 from harness.store.runs import Run, comparability, read_run
@@ -91,7 +91,18 @@ class RunSummary:
 
 def comparability_key(manifest: Manifest) -> str:
     """A short stable hash of `compare.comparability(manifest)`."""
-    canonical = json.dumps(comparability(manifest), sort_keys=True, separators=(",", ":"))
+    return _hashed(comparability(manifest))
+
+
+def comparable_keys(manifest: Manifest) -> tuple[str, str]:
+    """The keys of the runs comparable with `manifest`: its own, and that of the runs alike
+    but for the CPU identity they did not record (written before the manifest said it)."""
+    found = comparability(manifest)
+    return _hashed(found), _hashed({k: v for k, v in found.items() if k != "cpu_id"})
+
+
+def _hashed(comparable: dict[str, JsonValue]) -> str:
+    canonical = json.dumps(comparable, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -315,9 +326,9 @@ def load_comparable(db_path: Path, manifest: Manifest, *, last: int) -> list[His
     (the run itself excluded, so a candidate already ingested is not its own baseline)."""
     with _connect(db_path, create=False) as conn:
         rows = conn.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE comparability_key = ? AND started < ? AND run_id != ? ORDER BY started DESC, run_id DESC LIMIT ?",
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE comparability_key IN (?, ?) AND started < ? AND run_id != ? ORDER BY started DESC, run_id DESC LIMIT ?",
             (
-                comparability_key(manifest),
+                *comparable_keys(manifest),
                 manifest.started or "",
                 str(manifest.run_id),
                 last,
@@ -330,7 +341,8 @@ def count_other_keys(db_path: Path, manifest: Manifest) -> int:
     """How many runs in the database have another comparability key (for error messages)."""
     with _connect(db_path, create=False) as conn:
         row = conn.execute(
-            "SELECT COUNT(*) FROM runs WHERE comparability_key != ?", (comparability_key(manifest),)
+            "SELECT COUNT(*) FROM runs WHERE comparability_key NOT IN (?, ?)",
+            comparable_keys(manifest),
         ).fetchone()
         return int(row[0])
 

@@ -61,6 +61,8 @@ def _hardware(hw: Hardware | None) -> str:
     if hw is None:
         return ""
     parts = [hw.cpu] if hw.cpu else []
+    if hw.cpu_id:
+        parts.append(f"({hw.cpu_id})")
     if hw.cores is not None:
         parts.append(f"{hw.cores} cores")
     if hw.memory_gb is not None:

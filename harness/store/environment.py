@@ -172,6 +172,7 @@ def memory_share_gb(slots: int) -> float | None:
 def hardware() -> dict[str, Any]:
     return {
         "cpu": _cpu_model(),
+        "cpu_id": cpu_id(_read("/proc/cpuinfo")),
         "cores": os.cpu_count(),
         "memory_gb": _memory_gb(),
         "gpus": _gpus(),
@@ -188,6 +189,36 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+# The instruction sets ORT's and torch's kernels choose between: a host without one runs
+# the same graph on other kernels. (BERT-base's graph took 168 ms, then 314 ms four days
+# later, on a machine that said "AMD EPYC" both times.)
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
+                "amx_tile", "sve", "sve2", "asimddp", "i8mm", "bf16")  # fmt: skip
+
+
+def cpu_id(cpuinfo: str) -> str | None:
+    """What tells two CPUs of one brand string apart: x86's family, model and stepping (or
+    Arm's implementer and part), and the kernel-choosing instruction sets it has; None
+    where /proc/cpuinfo says none of it."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    x86 = "cpu family" in fields
+    names = ("cpu family", "model", "stepping") if x86 else ("CPU implementer", "CPU part")
+    found = [f"{n.split()[-1]} {fields[n]}" for n in names if fields.get(n)]
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    found += [f for f in KERNEL_FLAGS if f in flags]
+    return " ".join(found) or None
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 def _memory_gb() -> float | None:

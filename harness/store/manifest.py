@@ -75,6 +75,9 @@ class Hardware(Part):
     """The driver's machine (harness.store.environment.hardware)."""
 
     cpu: str | None = None
+    # family, model, stepping and kernel instruction sets (environment.cpu_id): two hosts
+    # with one brand string can run ORT's kernels at half the speed of each other
+    cpu_id: str | None = None
     cores: int | None = None
     memory_gb: GiB | None = None
     gpus: Annotated[tuple[str, ...], NullIsEmpty()] = ()

@@ -80,16 +80,20 @@ def comparability(manifest: Manifest) -> dict[str, JsonValue]:
     """
     hardware = manifest.hardware or Hardware()
     settings = manifest.settings or Settings()
-    return {
+    found: dict[str, JsonValue] = {
         "cpu": hardware.cpu,
         "cores": hardware.cores,
         "gpus": list(hardware.gpus),
         "threads": settings.threads,
         "protocol": dict(settings.protocol),
     }
+    if hardware.cpu_id:  # a run written before the manifest said it matches on the rest
+        found["cpu_id"] = hardware.cpu_id
+    return found
 
 
 def comparability_differences(a: Manifest, b: Manifest) -> list[str]:
-    """Human-readable differences between two manifests' comparability, e.g. 'cores 8 vs 4'."""
+    """Human-readable differences between two manifests' comparability, e.g. 'cores 8 vs 4'
+    (what only one of them says, a run's CPU identity, is no difference)."""
     ca, cb = comparability(a), comparability(b)
-    return [f"{k} {ca[k]!r} vs {cb[k]!r}" for k in ca if ca[k] != cb[k]]
+    return [f"{k} {ca[k]!r} vs {cb[k]!r}" for k in ca if k in cb and ca[k] != cb[k]]

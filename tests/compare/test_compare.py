@@ -404,3 +404,16 @@ def test_a_cell_is_keyed_by_its_dtype_and_a_reduced_one_regresses_on_its_own():
     missing = half.with_changes(status=Status.RUNTIME_MISSING, stage=Stage.ORT_SESSION)
     g = one(compare_runs(run("A", [plain, half]), run("B", [plain, missing])), "status_regressed")
     assert g.severity == BLOCKING and "ok -> runtime_missing" in g.message
+
+
+def test_two_hosts_of_one_cpu_brand_are_not_comparable_and_an_older_run_still_is() -> None:
+    zen4 = {"cpu": "AMD EPYC", "cpu_id": "family 25 model 17 stepping 1 avx512f", "cores": 2}
+    zen5 = {**zen4, "cpu_id": "family 26 model 2 stepping 0 avx512f avx_vnni"}
+    older = {"cpu": "AMD EPYC", "cores": 2}  # written before the manifest named the CPU's identity
+    a, b = run("A", [record()], hardware=zen4), run("B", [record()], hardware=zen5)
+    with pytest.raises(CompareError, match="not comparable: cpu_id 'family 25 model 17"):
+        check_comparable(a, b, allow_different_hardware=False)
+    assert (
+        check_comparable(run("O", [record()], hardware=older), b, allow_different_hardware=False)
+        == []
+    )

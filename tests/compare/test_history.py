@@ -234,3 +234,20 @@ def test_history_cli_errors(tmp_path: Path, nights, capsys):
     assert main(["compare", "--history", "--db", db, str(elsewhere)]) == 2
     assert "no comparable run" in capsys.readouterr().err
     assert main(["history", "--db", db, "add", str(tmp_path / "missing")]) == 2
+
+
+def test_history_compares_a_run_with_runs_of_its_host_and_older_runs_not_another_hosts(
+    tmp_path: Path, nights
+) -> None:
+    db = tmp_path / "h.sqlite"
+    zen4 = {**HARDWARE, "cpu_id": "family 25 model 17 stepping 1 avx512f"}
+    zen5 = {**HARDWARE, "cpu_id": "family 26 model 2 stepping 0 avx512f avx_vnni"}
+    on_zen5 = [night(tmp_path, i, {}, hardware=zen5) for i in (8, 9)]
+    history.add_runs(db, [*nights[:4], *on_zen5])
+    candidate = read_run(night(tmp_path, 10, {}, hardware=zen4)).manifest
+    found = [r.run_id for r in history.load_comparable(db, candidate, last=10)]
+    assert found == ["night00", "night01", "night02", "night03"]
+    assert history.count_other_keys(db, candidate) == 2
+    later = read_run(night(tmp_path, 11, {}, hardware=zen5)).manifest
+    found = [r.run_id for r in history.load_comparable(db, later, last=3)]
+    assert found == ["night03", "night08", "night09"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -295,6 +296,26 @@ def test_cli_report_history_draws_trends_from_the_database(tmp_path: Path) -> No
     assert main(["report", "--history", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "plots" / "trends.png").is_file()
     assert (tmp_path / "out" / "trends.md").read_text().startswith("6 runs from 2025-06-01")
+
+
+def test_trends_leave_out_runs_of_another_host_and_keep_runs_that_did_not_name_theirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = pytest.importorskip("harness.history.db")
+    runs = history_runs()  # nights 1-3 name no CPU identity; 4 on another host; 5-6 on this
+    hosts = {3: "family 26 model 2 avx512f", 4: "family 25 model 17 avx512f"}
+    hosts[5] = hosts[4]
+    for i, host in hosts.items():
+        hardware = dataclasses.replace(runs[i].manifest.hardware, cpu_id=host)
+        manifest = dataclasses.replace(runs[i].manifest, hardware=hardware)
+        runs[i] = dataclasses.replace(runs[i], manifest=manifest)
+    db = tmp_path / "history.sqlite"
+    history.add_runs(db, [write_run(tmp_path / r.run_id, r.records, r.manifest) for r in runs])
+    assert main(["report", "--history", "--db", str(db), "--out", str(tmp_path / "out")]) == 0
+    assert "1 runs measured differently from the latest left out" in capsys.readouterr().out
+    trends = (tmp_path / "out" / "trends.md").read_text()
+    assert trends.startswith("5 runs from 2025-06-01 to 2025-06-06")
+    assert "| 2025-06-04T02-00-00 |" not in trends and "| 2025-06-05T02-00-00 |" in trends
 
 
 # -- links from a records file -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """What a runtime_env's worker reports about the packages `harness bisect` asked for: their
 installed version and whether they import (real packages of this environment, and a
-package made here that raises at import)."""
+package made here that raises at import), and what the manifest says of the CPU."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.store.environment import (
+    cpu_id,
     distribution_status,
+    hardware,
     requested_distributions,
     versions,
     with_requested,
@@ -79,3 +81,38 @@ def test_the_manifest_lists_what_each_variant_asked_for_under_the_name_it_has() 
     }
     assert with_requested(found) == {"python": "3.11.7", "onnx-ir": "0.1.12", "probe": "1.5"}
     assert with_requested({"error": "runtime_env failed"}) == {"error": "runtime_env failed"}
+
+
+ZEN4 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+flags\t\t: fpu sse avx avx2 fma avx512f avx512dq avx512_vnni avx512_bf16 sha_ni
+processor\t: 1
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC
+stepping\t: 1
+"""
+
+
+def test_two_cpus_of_one_brand_string_are_told_apart() -> None:
+    zen4 = cpu_id(ZEN4)
+    assert zen4 == "family 25 model 17 stepping 1 avx2 avx512f avx512_vnni avx512_bf16"
+    zen5 = ZEN4.replace(": 25", ": 26").replace(": 17", ": 2").replace("sha_ni", "avx_vnni")
+    assert (
+        cpu_id(zen5) == "family 26 model 2 stepping 1 avx2 avx512f avx512_vnni avx512_bf16 avx_vnni"
+    )
+    arm = "processor\t: 0\nFeatures\t: fp asimd sve sve2 i8mm bf16\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
+    assert cpu_id(arm) == "implementer 0x41 part 0xd4f sve sve2 i8mm bf16"
+    assert cpu_id("") is None  # no /proc/cpuinfo: the manifest says nothing
+
+
+def test_this_machines_manifest_names_its_cpu_identity() -> None:
+    found = hardware()["cpu_id"]
+    if sys.platform != "linux":
+        assert found is None
+    else:
+        assert found.startswith(("family ", "implementer ")), found
