@@ -26,6 +26,7 @@ from harness.dispatch.cluster import ClusterInfo, Runner, VersionProbe
 from harness.dispatch.flight import Start
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import GPU, DispatchStats, Failure, Options, RayNode, TaskFailure, kind
+from harness.plan.memory import pair_need_gb
 from harness.runtime import kept
 from harness.runtime.zygote import Zygotes
 from harness.store.details import WorkerInfo
@@ -37,6 +38,7 @@ NODE = "local"  # the one node's id, as records and the manifest name it
 ADDRESS = "local (in-process, no Ray)"
 
 Ref = concurrent.futures.Future[Record]
+_MEMORY: dict[float, _Reservations] = {}  # by capacity: `machine_memory`
 
 
 def _cell_threads(workers: int, *, kept_here: bool) -> concurrent.futures.ThreadPoolExecutor:
@@ -135,7 +137,7 @@ class LocalTasks:
         for index in range(int(resources.get("GPU", 0))):
             self.gpus.put(str(index))
         self.seats: dict[Ref, _Seat] = {}
-        self.memory = _Reservations(resources.get("memory", 0.0) / 1024**3)
+        self.memory = machine_memory(resources.get("memory", 0.0) / 1024**3)
         self.starts: list[Start] = []
         self.lock = threading.Lock()
         self.every: list[Zygotes] = []
@@ -245,6 +247,15 @@ def logs_of(run_id: str) -> Path:
     return Path(tempfile.gettempdir()) / "harness-local" / run_id
 
 
+def machine_memory(capacity_gb: float | None = None) -> _Reservations:
+    """This machine's memory as a local run's cells and exporter pairs reserve it (of
+    `capacity_gb`: the machine's share, `this_node`), one account a process: a pair waits
+    for the cells' memory, as a cell does for another's."""
+    if capacity_gb is None:
+        capacity_gb = this_node()["Resources"].get("memory", 0.0) / 1024**3
+    return _MEMORY.setdefault(capacity_gb, _Reservations(capacity_gb))
+
+
 class _Reservations:
     """The machine's memory as cells reserve it (their `memory_gb`): a cell waits until
     what it needs is free, as Ray holds a task whose `memory` no node has free. One that
@@ -299,7 +310,8 @@ class _Seat:
 
 def time_pairs(tasks: Iterable[PairTask], on_result: Callable[[PairResult], None]) -> None:
     """Time each cell's two graphs together, one process at a time per slot of the task's
-    threads, results in completion order; a process that dies is a result with its error."""
+    threads, each once the machine's memory holds its need beside the cells' (as Ray places
+    a pair), results in completion order; a process that dies is a result with its error."""
     import multiprocessing
 
     tasks = list(tasks)
@@ -307,9 +319,18 @@ def time_pairs(tasks: Iterable[PairTask], on_result: Callable[[PairResult], None
         return
     threads = max(t.threads for t in tasks)
     workers = max(1, (os.cpu_count() or 1) // threads)
+    memory = machine_memory()
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = {pool.submit(_time_pair, t): t for t in tasks}
+    with (
+        concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool,
+        concurrent.futures.ThreadPoolExecutor(workers) as seats,
+    ):
+
+        def reserved(task: PairTask) -> PairResult:
+            with memory.reserved(pair_need_gb(task)):
+                return pool.submit(_time_pair, task).result()
+
+        futures = {seats.submit(reserved, t): t for t in tasks}
         for future in concurrent.futures.as_completed(futures):
             try:
                 on_result(future.result())

@@ -33,6 +33,7 @@ from harness.dispatch.policy import (
     kind,
     node_in_message,
 )
+from harness.plan.memory import GIB, pair_need_gb
 from harness.store.details import WorkerInfo
 from harness.store.error_text import first_line, message_line
 from harness.store.paired import PairResult, PairTask
@@ -187,9 +188,20 @@ def _time_pair_remote(task: PairTask) -> PairResult:
 
 def submit_pair(task: PairTask) -> ray.ObjectRef[PairResult]:
     """Time a cell's two graphs together on the task's reserved cores (`num_cpus` = its
-    threads, so two never share cores)."""
-    ref: ray.ObjectRef[PairResult] = _time_pair_remote.options(num_cpus=task.threads).remote(task)
+    threads, so two never share cores) and its memory need (both sessions, beside the
+    cells' reservations), at most what the largest node offers: a pair is never left
+    waiting for a node that cannot exist."""
+    options = pair_options(task, nodes())
+    ref: ray.ObjectRef[PairResult] = _time_pair_remote.options(**options).remote(task)
     return ref
+
+
+def pair_options(task: PairTask, cluster: list[RayNode]) -> dict[str, float]:
+    """A pair task's Ray resources: its threads, and its memory need capped at the largest
+    alive node's memory."""
+    largest = max((n["Resources"].get("memory", 0.0) for n in cluster if n["Alive"]), default=0.0)
+    memory = min(pair_need_gb(task) * GIB, largest)
+    return {"num_cpus": task.threads, **({"memory": int(memory)} if memory > 0 else {})}
 
 
 # -- what a task's Ray error says ------------------------------------------------------------

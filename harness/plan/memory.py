@@ -7,8 +7,10 @@ exporter registry and the measurements behind them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from harness import exporters
+from harness.store.paired import PairTask
 
 GIB = 1024**3
 # A cell's process without its model: torch, onnx, onnxruntime and the harness, as a forked
@@ -29,6 +31,25 @@ def memory_need_gb(metadata: Mapping[str, object], exporter: str) -> float | Non
         return None
     factor = max(_export_memory(exporter), ORT_MEMORY)
     return round(BASE_GB + weight_bytes / GIB * (1 + factor), 2)
+
+
+def pair_need_gb(task: PairTask) -> float:
+    """What an exporter pair needs at its peak (harness.cell.paired: both graphs' sessions
+    open in one process): its process, each session's weights, and the second session's
+    build on top of them (ORT_MEMORY). Sized from the graphs' files (a graph and its
+    external data: its folder in the graph store); a Llama-3.2-1B pair holds two 4.9 GB
+    graphs, beside whatever cells the node runs."""
+    sizes = [
+        _folder_bytes(Path(m).parent) / GIB for m in (task.baseline_model, task.candidate_model)
+    ]
+    return round(BASE_GB + sum(sizes) + max(sizes) * (ORT_MEMORY - 1), 2)
+
+
+def _folder_bytes(folder: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    except OSError:  # gone: the pair's own error says so
+        return 0
 
 
 def _export_memory(exporter: str) -> float:

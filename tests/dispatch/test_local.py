@@ -3,7 +3,9 @@ in real zygotes on this machine, no Ray. Nothing is mocked."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +15,10 @@ import pytest
 from harness.dispatch import local
 from harness.dispatch.loop import Driver
 from harness.dispatch.policy import Options, RayNode
+from harness.plan.memory import pair_need_gb
 from harness.runtime import kept
 from harness.runtime.zygote import Work
+from harness.store.paired import PairResult, PairTask
 from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
@@ -230,3 +234,30 @@ def test_work_on_a_runs_cells_takes_the_zygote_the_run_kept_and_keeps_it(
     assert work_forks_from() == record.worker.zygote_pid  # kept again by the first work
     monkeypatch.setenv("HARNESS_SKIP_WARM_UP", "0")
     assert work_forks_from() not in (record.worker.zygote_pid, None, os.getpid())
+
+
+def test_an_exporter_pair_waits_for_the_memory_the_cells_hold(tmp_path: Path) -> None:
+    """A local run's exporter pairs reserve their need from the account its cells reserve
+    from (two 4.9 GB graphs of a pair beside a cell's reservation overran the machine): held
+    by a stand-in for the cells, the machine's memory leaves the pair no room, and no pair
+    process starts until it is given back."""
+    from tests.cell.test_paired import KEY, matmul_chain
+    from tests.cell.test_paired import QUICK as PAIR_PLAN
+
+    memory = local.machine_memory()
+    cells = local.LocalTasks()
+    assert cells.memory is memory
+    cells.close()
+    task = PairTask(KEY, "m", matmul_chain(tmp_path, 4), matmul_chain(tmp_path, 4, identity=True),
+                    plan=PAIR_PLAN)  # fmt: skip
+    results: list[PairResult] = []
+    children = len(multiprocessing.active_children())
+    with memory.reserved(memory.capacity - pair_need_gb(task) / 2):
+        pairs = threading.Thread(target=local.time_pairs, args=([task], results.append))
+        pairs.start()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert len(multiprocessing.active_children()) == children and not results
+            time.sleep(0.05)
+    pairs.join(timeout=120)
+    assert len(results) == 1 and results[0].error is None and results[0].pairs >= 20
