@@ -147,8 +147,8 @@ class Adapter:
         r = request
         with (
             quiet(),
-            memoised_registry(),
-            memoised_cia_materialisation(),
+            memoised_registry(wanted=r.registry_memo),
+            memoised_cia_materialisation(wanted=r.registry_memo),
             observe(HOOKS, PHASES) as clock,
         ):
             start = time.perf_counter()

@@ -19,7 +19,8 @@ registry (the exporter cold start, a process's first export, still does). The fi
 miss in a process checks that the key reads the same functions the exporter's own
 registry source lists; where it does not (another onnxscript), the memo turns itself off.
 `HARNESS_REGISTRY_MEMO=0` turns it off for a run (the harness passes HARNESS_* variables
-on to its workers).
+on to its workers); a suite's protocol turns it off for its cells (`registry_memo = false`:
+the real-size suite, whose export times are held to a plain script's).
 
 The same switch covers a second, smaller repetition: every call also materialises each
 CompositeImplicitAutograd op the C++ dispatcher lists into `torch.ops` (torch's
@@ -68,9 +69,10 @@ class _State:
 
 
 @contextlib.contextmanager
-def memoised_registry() -> Iterator[None]:
-    """Within the block, `ONNXRegistry.from_torchlib` answers from the memo (when enabled)."""
-    if not enabled() or _State.trusted is False:
+def memoised_registry(*, wanted: bool = True) -> Iterator[None]:
+    """Within the block, `ONNXRegistry.from_torchlib` answers from the memo (when wanted and
+    enabled)."""
+    if not (wanted and enabled()) or _State.trusted is False:
         yield
         return
     try:
@@ -87,10 +89,11 @@ def memoised_registry() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def memoised_cia_materialisation() -> Iterator[None]:
+def memoised_cia_materialisation(*, wanted: bool = True) -> Iterator[None]:
     """Within the block, torch's `_materialize_cpp_cia_ops` runs only where the dispatcher's
-    list of CompositeImplicitAutograd ops changed since it last ran (when enabled)."""
-    if not enabled():
+    list of CompositeImplicitAutograd ops changed since it last ran (when wanted and
+    enabled)."""
+    if not (wanted and enabled()):
         yield
         return
     try:

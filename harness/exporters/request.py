@@ -93,6 +93,9 @@ class ExportRequest:
     dtype: Dtype = Dtype.FLOAT32
     device: str = "cpu"
     timeout_s: float | None = None
+    # dynamo's registry built once per process (the protocol's `registry_memo`), or afresh
+    # in every call as a user's call builds it
+    registry_memo: bool = True
 
 
 @dataclass(frozen=True)

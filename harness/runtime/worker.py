@@ -270,6 +270,7 @@ def _request(
         dtype=task.cell.dtype,
         device=task.cell.device,
         timeout_s=None if task.timeout_s is None else task.timeout_s * EXPORT_SHARE,
+        registry_memo=(task.protocol or Protocol()).registry_memo,
     )
 
 

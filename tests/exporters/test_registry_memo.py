@@ -190,3 +190,29 @@ def test_a_listing_other_than_what_the_key_reads_turns_the_memo_off(
     assert registry_memo._State.trusted is False
     assert len(calls) == 2  # each export built its own registry
     assert registry_memo.stats()["registries"] == 0
+
+
+@pytest.mark.slow
+def test_a_protocol_without_the_memo_exports_as_a_users_call_builds_its_registry(
+    memo: None, tmp_path: Path
+) -> None:
+    """The real-size suites' `registry_memo = false`: the cell's export builds the registry
+    and materialises the ops itself, where the default protocol's cell takes the memo's."""
+    from harness.runtime.worker import run_cell
+    from harness.store.protocol import Protocol
+    from harness.store.records import Cell, CellTask
+    from tests.conftest import FIXTURES
+
+    def cell(protocol: Protocol) -> None:
+        task = CellTask(Cell("tiny_mlp", "dynamo", 18), str(FIXTURES / "tiny" / "models.py"),
+                        "t", str(tmp_path), protocol=protocol)  # fmt: skip
+        assert run_cell(task).status == "ok"
+
+    cell(Protocol())  # the memo holds the opset's registry now
+    before = registry_memo.stats()
+    cell(Protocol().overridden("registry_memo=false"))  # as `--protocol` gives it
+    assert registry_memo.stats() == before
+    cell(Protocol())
+    after = registry_memo.stats()
+    assert after["hits"] > before["hits"]
+    assert after["materialisations_skipped"] > before["materialisations_skipped"]
