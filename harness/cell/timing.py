@@ -3,7 +3,8 @@
 Latency: warm up until the timings settle (or `warmup_max_s`), then time at least
 `min_iters` calls and `min_time_s` seconds, keeping every raw sample.
 Memory: reset the kernel's peak-RSS mark (`/proc/self/clear_refs` with 5), and read
-VmHWM after the measured region; report peak minus the RSS at reset.
+VmHWM after the measured region; report peak minus the RSS at reset, less the file-backed
+pages mapped meanwhile (`PeakRss`).
 """
 
 from __future__ import annotations
@@ -200,12 +201,17 @@ def _release_free_memory() -> None:
 
 
 class PeakRss:
-    """Peak resident memory over a region, relative to the RSS at its start (MiB).
+    """Peak resident memory over a region, relative to the RSS at its start (MiB), less
+    the file-backed pages mapped meanwhile (RssFile: shared libraries' code and data, page
+    cache the region did not allocate). A forked cell maps again the pages its zygote had
+    mapped as it first runs them: during BERT-base's dynamo export 28.6 MB of them, against
+    2.3 in a fresh process, whose anonymous growth was the same (18.5 and 18.9 MB).
 
     `None` where the kernel offers no resettable peak (not Linux, or no permission)."""
 
     def __init__(self) -> None:
         self.baseline_kib: int | None = None
+        self.file_kib: int | None = None
         self.peak_mb: float | None = None
 
     def __enter__(self) -> PeakRss:
@@ -215,12 +221,14 @@ class PeakRss:
             self.baseline_kib = _status_kib("VmRSS")
         except OSError:
             self.baseline_kib = None
+        self.file_kib = _status_kib("RssFile")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        hwm = _status_kib("VmHWM")
+        hwm, file_kib = _status_kib("VmHWM"), _status_kib("RssFile")
+        mapped = max(0, file_kib - self.file_kib) if file_kib and self.file_kib else 0
         if self.baseline_kib is not None and hwm is not None:
-            self.peak_mb = max(0, hwm - self.baseline_kib) / 1024.0
+            self.peak_mb = max(0, hwm - self.baseline_kib - mapped) / 1024.0
 
 
 class PeakCuda:

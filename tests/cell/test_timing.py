@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import gc
 import itertools
+import mmap
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from harness.cell.timing import STABLE_WINDOW, _warm_up, freeze_survivors, gc_paused, time_calls
+from harness.cell.timing import (
+    STABLE_WINDOW,
+    PeakRss,
+    _warm_up,
+    freeze_survivors,
+    gc_paused,
+    time_calls,
+)
 from harness.store.protocol import Protocol
 
 
@@ -190,3 +199,25 @@ def test_an_interleaved_loop_of_fast_calls_keeps_to_max_iters(max_iters: int) ->
     )  # fmt: skip
     a, b = time_interleaved(lambda: None, lambda: None, protocol)
     assert max_iters <= len(a) <= max_iters + 1 and max_iters <= len(b) <= max_iters + 1
+
+
+def test_a_regions_peak_counts_what_it_allocates_not_the_library_pages_it_maps(
+    tmp_path: Path,
+) -> None:
+    """Reading a mapped file raises RSS (RssFile) without allocating, as a forked cell's
+    first run of its zygote's library code does: 32 MiB of a mapping read count nothing;
+    32 MiB written into the heap count."""
+    size = 32 * 1024 * 1024
+    library = tmp_path / "library.so"
+    library.write_bytes(bytes(range(256)) * (size // 256))
+    with (
+        library.open("rb") as f,
+        mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pages,
+        PeakRss() as mapped,  # ends first: the mapping outlives it, as a library's does
+    ):
+        assert sum(pages[i] for i in range(0, size, 4096)) == 0  # each page's first byte
+    with PeakRss() as allocated:
+        block = b"\x01" * size
+    assert len(block) == size
+    assert mapped.peak_mb is not None and allocated.peak_mb is not None
+    assert mapped.peak_mb < 4 < 28 < allocated.peak_mb
