@@ -2,8 +2,8 @@
 would write. Build the zoo entry (the very same model and inputs), give the allocator's
 free pages back and reset the kernel's peak-RSS mark, export with `torch.onnx.export` and
 save (external data past 2 GB, as the exporters do by themselves), read the peak (less the
-library pages the export mapped, as the harness counts it), then
-time an ONNX Runtime session on the node's cores for as many calls as the harness took.
+library pages the export mapped, as the harness counts it), then time an ONNX Runtime
+session on the node's cores for as many calls as the harness took.
 
     python benchmarks/plain_real_size.py --model real.bert_base --exporter dynamo \
         --ort-iters 40 --threads 2

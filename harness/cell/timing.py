@@ -226,7 +226,9 @@ class PeakRss:
 
     def __exit__(self, *exc: object) -> None:
         hwm, file_kib = _status_kib("VmHWM"), _status_kib("RssFile")
-        mapped = max(0, file_kib - self.file_kib) if file_kib and self.file_kib else 0
+        mapped = 0
+        if file_kib is not None and self.file_kib is not None:
+            mapped = max(0, file_kib - self.file_kib)
         if self.baseline_kib is not None and hwm is not None:
             self.peak_mb = max(0, hwm - self.baseline_kib - mapped) / 1024.0
 

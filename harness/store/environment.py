@@ -170,9 +170,10 @@ def memory_share_gb(slots: int) -> float | None:
 
 
 def hardware() -> dict[str, Any]:
+    cpuinfo = _read("/proc/cpuinfo")
     return {
-        "cpu": _cpu_model(),
-        "cpu_id": cpu_id(_read("/proc/cpuinfo")),
+        "cpu": _cpu_model(cpuinfo),
+        "cpu_id": cpu_id(cpuinfo),
         "cores": os.cpu_count(),
         "memory_gb": _memory_gb(),
         "gpus": _gpus(),
@@ -181,13 +182,10 @@ def hardware() -> dict[str, Any]:
     }
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+def _cpu_model(cpuinfo: str) -> str:
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
 
 
