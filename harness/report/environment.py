@@ -60,9 +60,8 @@ def _flatten(d: Mapping[str, JsonValue], prefix: str = "") -> dict[str, JsonValu
 def _hardware(hw: Hardware | None) -> str:
     if hw is None:
         return ""
-    parts = [hw.cpu] if hw.cpu else []
-    if hw.cpu_id:
-        parts.append(f"({hw.cpu_id})")
+    cpu = " ".join(filter(None, (hw.cpu, f"({hw.cpu_id})" if hw.cpu_id else None)))
+    parts = [cpu] if cpu else []
     if hw.cores is not None:
         parts.append(f"{hw.cores} cores")
     if hw.memory_gb is not None:
