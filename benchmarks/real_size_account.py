@@ -3,7 +3,7 @@ one or two cells were in flight, and the phases that hold the node alone (export
 loops, exporter pairs) against the rest. The loops are estimates: their samples plus a
 warm-up of about two calls a side (the records keep samples, not loop times); the pairs are
 their own seconds where the records say them (sessions opened beside other cells' work
-included), else estimates.
+included, their waits for the node left out where the records say those), else estimates.
 
     python -m benchmarks.real_size_account RUN_DIR
 """
@@ -49,11 +49,12 @@ def loop_seconds(records: Iterable[Record]) -> float:
 
 def pair_seconds(records: list[Record]) -> tuple[float, bool]:
     """The exporter pairs' time, and whether the records timed it: each pair's own seconds
-    where they say them (`exporter_speed.seconds`), else an estimate from their ABBA
-    blocks over the graphs' p50s, warm-up too (runs written before the records said)."""
-    timed = [r.exporter_speed.seconds for r in records if r.exporter_speed]
-    if any(s is not None for s in timed):
-        return sum(s or 0.0 for s in timed), True
+    where they say them (`exporter_speed.seconds`), less its waits for the node where they
+    say those (`node_wait_s`), else an estimate from their ABBA blocks over the graphs'
+    p50s, warm-up too (runs written before the records said)."""
+    speeds = [r.exporter_speed for r in records if r.exporter_speed]
+    if any(s.seconds is not None for s in speeds):
+        return sum((s.seconds or 0.0) - (s.node_wait_s or 0.0) for s in speeds), True
     by_model: dict[str, list[Record]] = {}
     for r in records:
         by_model.setdefault(r.cell.model, []).append(r)
@@ -80,6 +81,11 @@ def main() -> None:
     about = "" if pairs_timed else "~"
     print(f"node alone: exports {exports:.0f} s, latency loops ~{loops:.0f} s, exporter "
           f"pairs {about}{pairs:.0f} s: ~{exports + loops + pairs:.0f} s")  # fmt: skip
+    waits = [r.exporter_speed.node_wait_s for r in records if r.exporter_speed]
+    if any(w is not None for w in waits):
+        print(
+            f"the pairs' waits for the node (not counted above): {sum(filter(None, waits)):.0f} s"
+        )
     print(f"the other stages (build, reference, checker, sessions, ...): {other:.0f} s")
 
 

@@ -15,6 +15,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -45,8 +46,6 @@ def time_pair(task: PairTask) -> PairResult:
 
 
 def _with_seconds(result: PairResult, seconds: float) -> PairResult:
-    from dataclasses import replace
-
     return replace(result, seconds=round(seconds, 3))
 
 
@@ -59,16 +58,20 @@ def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runti
 
 def _time_pair(task: PairTask) -> PairResult:
     plan = task.plan
+    start = time.perf_counter()
     # the node held shared, as a cell holds it: the sessions open beside other cells' work
     # (two 4 GB graphs' took 30 s of the node alone), never beside their timing
-    with node.holding():
+    with node.holding() as lock:
+        waited_to_hold, waits_before = time.perf_counter() - start, lock.waited_s
         call_a, runtime = _session_call(task.baseline_model, task.threads)
         call_b, _ = _session_call(task.candidate_model, task.threads)
         # timed with the node to itself, as a cell's latency is
         with node.alone(), gc_paused():
             repeat = _calls_per_unit(call_a, call_b, plan)
             unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
-            return _blocks(task, unit_a, unit_b, runtime)
+            result = _blocks(task, unit_a, unit_b, runtime)
+        waited = waited_to_hold + lock.waited_s - waits_before  # to time, and back to work
+    return replace(result, node_wait_s=round(waited, 3))
 
 
 def _calls_per_unit(

@@ -66,7 +66,10 @@ def speeds(first: Record, results: Mapping[str, PairResult]) -> dict[CellKey, Ex
         if exporter not in timed:
             key = first.cell.replace(exporter=exporter).key
             found[key] = ExporterSpeed(
-                fastest=fastest, error=result.error or "no pairs", seconds=result.seconds or None
+                fastest=fastest,
+                error=result.error or "no pairs",
+                seconds=result.seconds or None,
+                node_wait_s=result.node_wait_s or None,
             )
     return found
 
@@ -85,6 +88,7 @@ def _speed(
         pairs=result.pairs,
         verdict=result.verdict,
         seconds=result.seconds or None,
+        node_wait_s=result.node_wait_s or None,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from harness.report.document import Paragraph, Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
 from harness.report.measures import latency_text
-from harness.store.details import SLOWER_THAN_FASTEST
+from harness.store.details import SLOWER_THAN_FASTEST, ExporterSpeed
 from harness.store.records import Record
 
 SLOWER = SLOWER_THAN_FASTEST  # flagged in the report, as `harness compare` flags it
@@ -103,15 +103,22 @@ def _time_row(r: Record) -> tuple[Text, ...]:
     other = (r.duration_s or 0.0) - sum(spent.values())
     named = [Text(fmt(spent.get(s))) for s in STAGES]
     waited = r.worker.node_wait_s if r.worker else None
-    paired = r.exporter_speed.seconds if r.exporter_speed else None
     return (
         Text(r.cell.label()),
         Text(fmt(r.duration_s)),
         *named,
         Text(fmt(max(0.0, other))),
         Text(fmt(waited)),
-        Text(fmt(paired)),
+        Text(_pair_time_text(r.exporter_speed)),
     )
+
+
+def _pair_time_text(speed: ExporterSpeed | None) -> str:
+    """The pair's own seconds, and of them its waits for the node where it waited."""
+    if speed is None or speed.seconds is None:
+        return fmt(None)
+    waited = f" ({fmt(speed.node_wait_s)} waiting for the node)" if speed.node_wait_s else ""
+    return fmt(speed.seconds) + waited
 
 
 def figures_table(records: Sequence[Record]) -> Table:

@@ -293,6 +293,8 @@ class ExporterSpeed(Open):
     # the pair's own time (its Ray task: both sessions opened, warmed up, timed), on the
     # cell it was timed for; none on the fastest's, which no pair of its own timed
     seconds: Seconds | None = None
+    # of those, the pair's waits for its turn on the node (other cells' exports and loops)
+    node_wait_s: Seconds | None = None
 
     def slower(self, threshold: float = SLOWER_THAN_FASTEST) -> bool:
         """Slower than the fastest exporter's graph by `threshold` or more, and surely so

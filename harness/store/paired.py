@@ -56,6 +56,7 @@ class PairResult:
     high: float = 0.0
     p_value: float | None = None
     seconds: float = 0.0
+    node_wait_s: float = 0.0  # of `seconds`, those spent waiting for its turn on the node
     runtime: dict[str, Any] | None = None
     error: str | None = None
 

@@ -119,3 +119,4 @@ def test_the_graphs_sessions_open_only_once_no_other_cell_times(
     assert r.error is None and r.pairs >= QUICK.min_pairs
     assert len(opened) == 2 and min(o.at for o in opened) >= let_go
     assert r.seconds is not None and r.seconds > 1.0  # it waited for the node
+    assert 1.0 < r.node_wait_s < r.seconds  # and says which of its seconds were the wait

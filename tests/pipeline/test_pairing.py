@@ -30,6 +30,7 @@ def _pair(estimate: float, low: float, high: float, pairs: int = 20) -> PairResu
         low=low,
         high=high,
         seconds=12.5,
+        node_wait_s=4.5,
     )
 
 
@@ -49,6 +50,7 @@ def test_the_other_graphs_speed_is_its_pairs_ratio_over_the_fastest() -> None:
     assert (other.fastest, other.pairs) == ("torchscript", 20)
     assert (other.ratio, other.ci_low, other.ci_high) == pytest.approx((1.5, 1.4, 1.6), abs=1e-4)
     assert (other.seconds, mine.seconds) == (12.5, None)  # the pair's time, on its cell
+    assert (other.node_wait_s, mine.node_wait_s) == (4.5, None)  # of which it waited
 
 
 def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
@@ -73,6 +75,7 @@ def test_a_pair_that_could_not_be_timed_says_why() -> None:
     assert (other.ratio, other.error, other.fastest) == (None, "OSError: no graph", "dynamo")
     assert other.seconds is None  # a task that died before timing says no time, not 0 s
     assert found[first.cell.key].ratio == 1.0
-    late = PairResult(("k",), error="TimeoutError: session", seconds=40.0)
+    late = PairResult(("k",), error="TimeoutError: session", seconds=40.0, node_wait_s=30.0)
     key = first.cell.replace(exporter="torchscript").key
-    assert speeds(first, {"torchscript": late})[key].seconds == 40.0  # what it spent failing
+    failed = speeds(first, {"torchscript": late})[key]
+    assert (failed.seconds, failed.node_wait_s) == (40.0, 30.0)  # what it spent failing
