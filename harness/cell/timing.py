@@ -158,18 +158,23 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-def _status_kib(field: str) -> int | None:
+def _status_kib(*fields: str) -> dict[str, int]:
+    """The named fields of /proc/self/status (KiB), from one read: one moment's figures.
+    Those the kernel does not give are left out."""
     try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
+        text = _STATUS.read_text()
     except OSError:
-        return None
-    return None
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name in fields:
+            found[name] = int(value.split()[0])
+    return found
 
 
 def rss_mb() -> float | None:
-    kib = _status_kib("VmRSS")
+    kib = _status_kib("VmRSS").get("VmRSS")
     return None if kib is None else kib / 1024.0
 
 
@@ -218,14 +223,15 @@ class PeakRss:
         _release_free_memory()
         try:
             _CLEAR_REFS.write_text("5")
-            self.baseline_kib = _status_kib("VmRSS")
         except OSError:
-            self.baseline_kib = None
-        self.file_kib = _status_kib("RssFile")
+            return self  # no resettable peak: nothing to measure from
+        start = _status_kib("VmRSS", "RssFile")
+        self.baseline_kib, self.file_kib = start.get("VmRSS"), start.get("RssFile")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        hwm, file_kib = _status_kib("VmHWM"), _status_kib("RssFile")
+        end = _status_kib("VmHWM", "RssFile")
+        hwm, file_kib = end.get("VmHWM"), end.get("RssFile")
         mapped = 0
         if file_kib is not None and self.file_kib is not None:
             mapped = max(0, file_kib - self.file_kib)
