@@ -81,6 +81,15 @@ def report_waits_to(meter: WaitMeter) -> None:
 
 os.register_at_fork(after_in_child=_METER.clear)
 
+_WAITED_S = [0.0]  # what this process has waited for the node, all its locks together
+
+
+def waited_s() -> float:
+    """The seconds this process has waited for its turn on the node so far (every hold's:
+    to start work, to time alone, to go back to work); what a piece of work waited is the
+    difference across it."""
+    return _WAITED_S[0]
+
 
 class NodeLock:
     """This process's hold on the node: shared while it works, exclusive while it times."""
@@ -97,7 +106,7 @@ class NodeLock:
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
         """Hold the node shared: other cells may work beside this one, none may time."""
-        self._pass_gate(fcntl.LOCK_SH)
+        self._wait(fcntl.LOCK_SH)
         try:
             yield
         finally:
@@ -128,7 +137,9 @@ class NodeLock:
         """Pass the gate in `mode`, counting the wait as this cell's."""
         start = time.perf_counter()
         self._pass_gate(mode)
-        self.waited_s += time.perf_counter() - start
+        waited = time.perf_counter() - start
+        self.waited_s += waited
+        _WAITED_S[0] += waited
 
     def _pass_gate(self, mode: int) -> None:
         """Take the work lock in `mode` through the gate: a cell waiting to time holds the

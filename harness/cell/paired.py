@@ -36,17 +36,16 @@ Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
 
 def time_pair(task: PairTask) -> PairResult:
-    """Time the task's two graphs together; every failure is a result with its error."""
-    start = time.perf_counter()
+    """Time the task's two graphs together; every failure is a result with its error. Both
+    say what the pair took, and of that its waits for the node (to hold it, to time alone,
+    to go back to work), a pair that failed after waiting too."""
+    start, waits_before = time.perf_counter(), node.waited_s()
     try:
         result = _time_pair(task)
     except Exception as exc:  # a graph that no longer loads is a result, not a crash
         result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
-    return _with_seconds(result, time.perf_counter() - start)
-
-
-def _with_seconds(result: PairResult, seconds: float) -> PairResult:
-    return replace(result, seconds=round(seconds, 3))
+    seconds, waited = time.perf_counter() - start, node.waited_s() - waits_before
+    return replace(result, seconds=round(seconds, 3), node_wait_s=round(waited, 3))
 
 
 def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runtime]:
@@ -58,20 +57,16 @@ def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runti
 
 def _time_pair(task: PairTask) -> PairResult:
     plan = task.plan
-    start = time.perf_counter()
     # the node held shared, as a cell holds it: the sessions open beside other cells' work
     # (two 4 GB graphs' took 30 s of the node alone), never beside their timing
-    with node.holding() as lock:
-        waited_to_hold, waits_before = time.perf_counter() - start, lock.waited_s
+    with node.holding():
         call_a, runtime = _session_call(task.baseline_model, task.threads)
         call_b, _ = _session_call(task.candidate_model, task.threads)
         # timed with the node to itself, as a cell's latency is
         with node.alone(), gc_paused():
             repeat = _calls_per_unit(call_a, call_b, plan)
             unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
-            result = _blocks(task, unit_a, unit_b, runtime)
-        waited = waited_to_hold + lock.waited_s - waits_before  # to time, and back to work
-    return replace(result, node_wait_s=round(waited, 3))
+            return _blocks(task, unit_a, unit_b, runtime)
 
 
 def _calls_per_unit(

@@ -17,7 +17,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.store.details import ExporterSpeed
@@ -65,12 +65,8 @@ def speeds(first: Record, results: Mapping[str, PairResult]) -> dict[CellKey, Ex
     for exporter, result in results.items():
         if exporter not in timed:
             key = first.cell.replace(exporter=exporter).key
-            found[key] = ExporterSpeed(
-                fastest=fastest,
-                error=result.error or "no pairs",
-                seconds=result.seconds or None,
-                node_wait_s=result.node_wait_s or None,
-            )
+            failed = ExporterSpeed(fastest=fastest, error=result.error or "no pairs")
+            found[key] = _with_time(failed, result)
     return found
 
 
@@ -80,16 +76,20 @@ def _speed(
     estimate, low, high = logs
     if result is None or (estimate, low, high) == (0.0, 0.0, 0.0):
         return ExporterSpeed(fastest=fastest, ratio=1.0)
-    return ExporterSpeed(
+    speed = ExporterSpeed(
         fastest=fastest,
         ratio=round(math.exp(estimate), 4),
         ci_low=round(math.exp(low), 4),
         ci_high=round(math.exp(high), 4),
         pairs=result.pairs,
         verdict=result.verdict,
-        seconds=result.seconds or None,
-        node_wait_s=result.node_wait_s or None,
     )
+    return _with_time(speed, result)
+
+
+def _with_time(speed: ExporterSpeed, result: PairResult) -> ExporterSpeed:
+    """`speed` with what its pair took, and of that its waits for the node."""
+    return replace(speed, seconds=result.seconds or None, node_wait_s=result.node_wait_s or None)
 
 
 @dataclass

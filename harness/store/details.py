@@ -204,8 +204,9 @@ class WorkerInfo(Open):
     cell_pss_mb: WorkerMiB | None = None
     cell_uss_mb: WorkerMiB | None = None
     cold_start: ColdStart | None = None
-    # The seconds the cell waited for the node to itself before its timed phases (its
-    # export and latency loops never ran beside another cell's work: harness.cell.node)
+    # The seconds the cell waited for its turn on the node: to start work while another
+    # cell timed, to time alone, to go back to work (its export and latency loops never
+    # ran beside another cell's work: harness.cell.node)
     node_wait_s: Taken | None = None
 
     def with_facts(self, facts: WorkerInfo) -> WorkerInfo:
