@@ -11,10 +11,12 @@ included, their waits for the node left out where the records say those), else e
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from harness.store import rundir
+from harness.store.measures import Latency
 from harness.store.records import Record
 
 
@@ -34,17 +36,36 @@ def in_flight(records: list[Record]) -> dict[int, float]:
     return seconds
 
 
-def loop_seconds(records: Iterable[Record]) -> float:
-    """The latency loops' calls at every thread count, each side's warm-up about two calls;
-    eager where the cell timed it itself (not where it took another cell's, `share_eager`)."""
-    total = 0.0
+def loops(records: Iterable[Record]) -> Iterator[tuple[str, Latency]]:
+    """Each latency loop's side and thread count, and what it timed; eager where the cell
+    timed it itself (not where it took another cell's, `share_eager`)."""
     for r in records:
-        timed = [r.ort.latency, r.eager.latency if r.eager.timed_by is None else None]
-        for at in (r.thread_latency or {}).values():
-            timed += [at.ort_latency_ms, at.eager_latency_ms if at.eager_from is None else None]
-        for latency in filter(None, timed):
-            total += (sum(latency.samples) + 2 * max(latency.samples)) / 1000
-    return total
+        own = [("ORT", r.ort.latency), ("eager", r.eager.latency if not r.eager.timed_by else None)]
+        for what, latency in own:
+            if latency:
+                yield f"{what} at the record's threads", latency
+        for threads, at in (r.thread_latency or {}).items():
+            yield f"ORT at {threads} threads", at.ort_latency_ms
+            if at.eager_from is None:
+                yield f"eager at {threads} threads", at.eager_latency_ms
+
+
+def loop_seconds(latency: Latency) -> float:
+    """A loop's calls, and its warm-up of about two calls (the records keep samples only)."""
+    return (sum(latency.samples) + 2 * max(latency.samples, default=0.0)) / 1000
+
+
+def loop_lines(records: list[Record]) -> list[str]:
+    """Per kind of loop: the seconds of its calls, how many loops, their median calls."""
+    kinds: dict[str, list[Latency]] = {}
+    for kind, latency in loops(records):
+        kinds.setdefault(kind, []).append(latency)
+    return [
+        f"  {kind}: {sum(sum(x.samples) for x in found) / 1000:.0f} s of calls in "
+        f"{len(found)} loops, {statistics.median(len(x.samples) for x in found):g} calls each"
+        f" (median)"
+        for kind, found in sorted(kinds.items())
+    ]
 
 
 def pair_seconds(records: list[Record]) -> tuple[float, bool]:
@@ -75,12 +96,14 @@ def main() -> None:
     other = sum(
         v for r in records for k, v in (r.stage_s or {}).items() if k not in ("export", "latency")
     )
-    loops, (pairs, pairs_timed) = loop_seconds(records), pair_seconds(records)
+    loops_s = sum(loop_seconds(latency) for _, latency in loops(records))
+    pairs, pairs_timed = pair_seconds(records)
     print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "
           + ", ".join(f"{n} for {s:.0f} s" for n, s in sorted(flight.items())))  # fmt: skip
     about = "" if pairs_timed else "~"
-    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops:.0f} s, exporter "
-          f"pairs {about}{pairs:.0f} s: ~{exports + loops + pairs:.0f} s")  # fmt: skip
+    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops_s:.0f} s, exporter "
+          f"pairs {about}{pairs:.0f} s: ~{exports + loops_s + pairs:.0f} s")  # fmt: skip
+    print("\n".join(loop_lines(records)))
     waits = [r.exporter_speed.node_wait_s for r in records if r.exporter_speed]
     if any(w is not None for w in waits):
         print(

@@ -1,0 +1,38 @@
+"""benchmarks/real_size_account.py, the accountant benchmarks/README.md's real-size figures
+come from: its loops by side and thread count, on records as a run writes them."""
+
+from __future__ import annotations
+
+from benchmarks.real_size_account import loop_lines, loop_seconds, loops
+from harness.store.measures import EagerMeasures, OrtMeasures, ShapeLatency
+from harness.store.records import Cell, Latency, Record
+from tests.fixtures_compare import measurements
+
+
+def _record(exporter: str, ort: list[float], eager: list[float], timed_by: str | None) -> Record:
+    """A cell timed at its own thread count and at 2; eager taken from `timed_by`'s cell."""
+    at_two = ShapeLatency.of(None, [x / 2 for x in ort], [x / 2 for x in eager], timed_by)
+    return Record.finished(Cell("real.m", exporter, 18), "r", measurements()).with_changes(
+        ort=OrtMeasures(latency=Latency.from_samples(ort)),
+        eager=EagerMeasures(latency=Latency.from_samples(eager), timed_by=timed_by),
+        thread_latency={"2": at_two},
+    )
+
+
+def test_each_loop_is_counted_once_and_taken_eager_not_at_all() -> None:
+    """The second exporter's cell took its eager samples from the first's: its eager loops
+    were not run, so they are neither seconds nor loops of the account."""
+    first = _record("dynamo", [100.0, 300.0, 200.0], [400.0, 400.0, 400.0], None)
+    second = _record("torchscript", [1000.0, 1000.0], [400.0, 400.0, 400.0], "dynamo@18")
+    assert sorted(kind for kind, _ in loops([first, second])) == [
+        "ORT at 2 threads", "ORT at 2 threads", "ORT at the record's threads",
+        "ORT at the record's threads", "eager at 2 threads", "eager at the record's threads",
+    ]  # fmt: skip
+    assert first.ort.latency is not None
+    assert loop_seconds(first.ort.latency) == (600 + 2 * 300) / 1000  # calls and warm-up
+    assert loop_lines([first, second]) == [
+        "  ORT at 2 threads: 1 s of calls in 2 loops, 2.5 calls each (median)",
+        "  ORT at the record's threads: 3 s of calls in 2 loops, 2.5 calls each (median)",
+        "  eager at 2 threads: 1 s of calls in 1 loops, 3 calls each (median)",
+        "  eager at the record's threads: 1 s of calls in 1 loops, 3 calls each (median)",
+    ]
