@@ -40,7 +40,10 @@ def loops(records: Iterable[Record]) -> Iterator[tuple[str, Latency]]:
     """Each latency loop's side and thread count, and what it timed; eager where the cell
     timed it itself (not where it took another cell's, `share_eager`)."""
     for r in records:
-        own = [("ORT", r.ort.latency), ("eager", r.eager.latency if not r.eager.timed_by else None)]
+        own = [
+            ("ORT", r.ort.latency),
+            ("eager", r.eager.latency if r.eager.timed_by is None else None),
+        ]
         for what, latency in own:
             if latency:
                 yield f"{what} at the record's threads", latency

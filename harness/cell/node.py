@@ -84,11 +84,18 @@ os.register_at_fork(after_in_child=_METER.clear)
 _WAITED_S = [0.0]  # what this process has waited for the node, all its locks together
 
 
-def waited_s() -> float:
+def process_waited_s() -> float:
     """The seconds this process has waited for its turn on the node so far (every hold's:
-    to start work, to time alone, to go back to work); what a piece of work waited is the
-    difference across it."""
+    to start work, to time alone, to go back to work; a forked process starts from none);
+    what a piece of work waited is the difference across it."""
     return _WAITED_S[0]
+
+
+def _forget_waits() -> None:
+    _WAITED_S[0] = 0.0
+
+
+os.register_at_fork(after_in_child=_forget_waits)
 
 
 class NodeLock:
@@ -136,10 +143,12 @@ class NodeLock:
     def _wait(self, mode: int) -> None:
         """Pass the gate in `mode`, counting the wait as this cell's."""
         start = time.perf_counter()
-        self._pass_gate(mode)
-        waited = time.perf_counter() - start
-        self.waited_s += waited
-        _WAITED_S[0] += waited
+        try:
+            self._pass_gate(mode)
+        finally:  # a wait that raised was waited all the same (the zygote's meter counts it)
+            waited = time.perf_counter() - start
+            self.waited_s += waited
+            _WAITED_S[0] += waited
 
     def _pass_gate(self, mode: int) -> None:
         """Take the work lock in `mode` through the gate: a cell waiting to time holds the

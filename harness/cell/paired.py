@@ -39,12 +39,12 @@ def time_pair(task: PairTask) -> PairResult:
     """Time the task's two graphs together; every failure is a result with its error. Both
     say what the pair took, and of that its waits for the node (to hold it, to time alone,
     to go back to work), a pair that failed after waiting too."""
-    start, waits_before = time.perf_counter(), node.waited_s()
+    start, waits_before = time.perf_counter(), node.process_waited_s()
     try:
         result = _time_pair(task)
     except Exception as exc:  # a graph that no longer loads is a result, not a crash
         result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
-    seconds, waited = time.perf_counter() - start, node.waited_s() - waits_before
+    seconds, waited = time.perf_counter() - start, node.process_waited_s() - waits_before
     return replace(result, seconds=round(seconds, 3), node_wait_s=round(waited, 3))
 
 

@@ -72,11 +72,12 @@ def run_cell(task: CellTask) -> Record:
     freeze_survivors()
     notes = limits.stage_notes_path(task.run_dir, task.cell.cell_id)
     notes.unlink(missing_ok=True)  # an earlier attempt's (its worker lost): not this one's
-    with clocked(notes) as clock, node.holding() as held:
+    waits_before = node.process_waited_s()  # debt's tries run cells in one hold: each its own
+    with clocked(notes) as clock, node.holding():
         record = _record(task, measured)
     notes.unlink(missing_ok=True)  # it ended with its record: nothing to tell
     cold = take_cold_start(task.cell.exporter)
-    waited = round(held.waited_s, 4) if held.waited_s else None
+    waited = round(node.process_waited_s() - waits_before, 4) or None
     return record.with_changes(
         duration_s=time.perf_counter() - start,
         stage_s={name: round(seconds, 4) for name, seconds in clock.items()} or None,

@@ -294,7 +294,8 @@ class ExporterSpeed(Open):
     # the pair's own time (its Ray task: both sessions opened, warmed up, timed), on the
     # cell it was timed for; none on the fastest's, which no pair of its own timed
     seconds: Seconds | None = None
-    # of those, the pair's waits for its turn on the node (other cells' exports and loops)
+    # of those, the pair's waits for its turns on the node (to hold it, to time alone while
+    # no other cell works, to go back to work)
     node_wait_s: Seconds | None = None
 
     def slower(self, threshold: float = SLOWER_THAN_FASTEST) -> bool:

@@ -173,7 +173,7 @@ def test_the_wait_to_start_work_is_the_cells_own(
     """A cell that starts while another times alone waits for its first share of the node;
     its lock counts that wait, and so does the process's count of its waits (a cell's
     `worker.node_wait_s` is its lock's: it left this wait out)."""
-    before = node.waited_s()
+    before = node.process_waited_s()
     with node_held_alone(monkeypatch, tmp_path / "locks", HOLD_S * 2) as released:
         asked = time.monotonic()
         with node.holding() as lock:
@@ -181,7 +181,7 @@ def test_the_wait_to_start_work_is_the_cells_own(
         let_go = released()
     assert started >= let_go
     assert lock.waited_s > HOLD_S and abs(lock.waited_s - (started - asked)) < 0.1
-    assert node.waited_s() - before == pytest.approx(lock.waited_s)
+    assert node.process_waited_s() - before == pytest.approx(lock.waited_s)
 
 
 def _waits_then_forks(meter: node.WaitMeter, folder: Path, out: Queue[Any]) -> None:

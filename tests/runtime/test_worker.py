@@ -319,3 +319,21 @@ def test_the_timed_session_opens_while_another_cell_holds_the_node(
         let_go = released()
     assert len(opened) == 1 and opened[0].at < let_go
     assert m.ort.latency and m.ort.latency.n >= QUICK.min_iters
+
+
+def test_cells_run_in_one_hold_each_record_only_their_own_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debt's tries run cells inside one hold of the node: the hold's wait to start (here
+    behind a real holder process timing alone for 1 s) is the work's, and no cell's record
+    carries it or a cell before it's (each took the lock's running total)."""
+    from harness.cell import node
+    from tests.conftest import node_held_alone
+
+    task = _task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp")
+    with node_held_alone(monkeypatch, tmp_path / "locks", 1.0), node.holding() as work:
+        records = [run_cell(task), run_cell(task)]
+    assert work.waited_s > 0.5  # the work waited for the holder
+    assert [r.status for r in records] == ["ok", "ok"]
+    waits = [r.worker.node_wait_s if r.worker else None for r in records]
+    assert all(w is None or w < 0.2 for w in waits), waits
