@@ -107,7 +107,6 @@ class NodeLock:
         self.folder = where
         self.gate = _open(where / "gate")
         self.work = _open(where / "work")
-        self.waited_s = 0.0
         self.depth = 0
 
     @contextlib.contextmanager
@@ -141,14 +140,12 @@ class NodeLock:
             self._wait(fcntl.LOCK_SH)  # back to working, behind a cell waiting to time
 
     def _wait(self, mode: int) -> None:
-        """Pass the gate in `mode`, counting the wait as this cell's."""
+        """Pass the gate in `mode`, counting the wait as this process's."""
         start = time.perf_counter()
         try:
             self._pass_gate(mode)
         finally:  # a wait that raised was waited all the same (the zygote's meter counts it)
-            waited = time.perf_counter() - start
-            self.waited_s += waited
-            _WAITED_S[0] += waited
+            _WAITED_S[0] += time.perf_counter() - start
 
     def _pass_gate(self, mode: int) -> None:
         """Take the work lock in `mode` through the gate: a cell waiting to time holds the
