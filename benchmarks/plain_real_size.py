@@ -12,7 +12,10 @@ Prints one JSON object: export_s, export_peak_rss_mb (VmHWM over the RSS before 
 export), ort_p50_ms, onnx_bytes. With `--warm-up`, a small model is exported first (an
 engineer timing the export itself, not the process's first export: the harness's export
 figures are taken after its warm-up, the one-time start reported apart as `cold_start`),
-and its seconds printed as warm_up_s.
+and its seconds printed as warm_up_s. The warm-up comes before the model is built, in the
+order a cell's process sees them (its zygote warmed up before the cell built its model):
+the other order left the allocator otherwise, and the export's peak read 2.8 MB lower for
+BERT-base and 2.3-3.8 MB lower for Whisper-base, as much as the gap it was taken for.
 """
 
 from __future__ import annotations
@@ -94,15 +97,15 @@ def main() -> None:
     p.add_argument("--warm-up", action="store_true", help="export a small model first")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    model, args = built(a.model)
     out: dict[str, object] = {"model": a.model, "exporter": a.exporter}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        if a.warm_up:
+        if a.warm_up:  # before the model is built, as a zygote warms up before its cells
             (Path(tmp) / "warm-up").mkdir()
             start = time.perf_counter()
             _warm_up(a.exporter, Path(tmp) / "warm-up")
             out["warm_up_s"] = time.perf_counter() - start
+        model, args = built(a.model)
         _release_free_memory()
         CLEAR_REFS.write_text("5")
         before, files = _kib("VmRSS"), _kib("RssFile")
