@@ -104,10 +104,7 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
     records that no pair has timed yet are the groups' first (their graphs still wait)."""
     if not plan.protocol.pair_exporters:
         return None
-    expected: dict[GroupKey, set[str]] = {}
-    for cell in plan.matrix.cells:
-        expected.setdefault(group_of(cell), set()).add(cell.exporter)
-    groups = {g: e for g, e in expected.items() if len(e) > 1}
+    groups = _pair_groups(plan)
     # Judged every 10 pairs, more while "unknown" and the bound allows; a pair of long calls
     # stops at 5 once past the bound (10 at least held Whisper-small's, 2 s a call, 90 s
     # with the node to itself), while short calls keep 10 (5 of 60-ms calls gave a
@@ -126,6 +123,16 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
         if record.exporter_speed is None and record.cell.cell_id not in timed:
             pairs.observe(record)
     return pairs
+
+
+def _pair_groups(plan: RunPlan) -> dict[GroupKey, set[str]]:
+    """The groups of the run's cells (a model at one opset, device, shape, ...) that two
+    exporters or more run, with their exporters: where the protocol pairs exporters, each
+    group's graphs are timed in pairs."""
+    expected: dict[GroupKey, set[str]] = {}
+    for cell in plan.matrix.cells:
+        expected.setdefault(group_of(cell), set()).add(cell.exporter)
+    return {g: e for g, e in expected.items() if len(e) > 1}
 
 
 def _record_speeds(plan: RunPlan, pairs: ExporterPairs) -> None:
@@ -204,7 +211,7 @@ def _manifest(plan: RunPlan, argv: list[str], runner: Runner) -> Manifest:
             threads=plan.options.threads,
             timeout_s=plan.options.timeout_s,
             keep_onnx=plan.options.keep_onnx,
-            graph_store=_graph_store(plan),
+            graph_store=_graph_store(plan, paired=bool(_pair_groups(plan))),
             protocol=plan.protocol.numbers(),
             latency_threads=plan.protocol.latency_threads,
             max_memory_gb=memory,
@@ -288,6 +295,7 @@ def _skip_unplaceable(
 
 
 def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
+    paired = _pair_groups(plan) if plan.protocol.pair_exporters else {}
     for cell in cells:
         spec = plan.specs[cell.model]
         need = memory_need_gb(spec.metadata, cell.exporter)
@@ -303,7 +311,7 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
             memory_gb=need,
             timeout_s=plan.options.timeout_s,
             requires=spec.requires,
-            graph_store=_graph_store(plan),
+            graph_store=_graph_store(plan, paired=group_of(cell) in paired),
         )
 
 
@@ -315,11 +323,13 @@ def _ceiling(plan: RunPlan, need: float | None, share: float | None) -> float | 
     return max(need, share or 0.0)
 
 
-def _graph_store(plan: RunPlan) -> str | None:
+def _graph_store(plan: RunPlan, *, paired: bool) -> str | None:
     """The folder of the content-addressed graph store, absolute (workers write to it):
-    the run's own where its exporter pairs need the graphs and it keeps none."""
+    the run's own where its exporter pairs need the graphs and it keeps none, for the cells
+    a pair times (`paired`): a cell no pair times keeps its graph only where the user asks
+    (a real-size run of one exporter kept every graph: 2.3 GB for one Qwen3-0.6B cell)."""
     where = plan.options.keep_graphs
-    if where is None and plan.protocol.pair_exporters:
+    if where is None and plan.protocol.pair_exporters and paired:
         where = "run"
     if where is None:
         return None

@@ -121,3 +121,21 @@ def test_a_resumed_run_keeps_the_pairs_it_timed_and_times_those_it_began(
     assert all(s is not None and s.error is None for s in conv), conv
     assert sorted(bool(s and s.pairs) for s in conv) == [False, True]  # the other was timed
     assert not (cut / LEDGER).exists()
+
+
+def test_a_run_of_one_exporter_keeps_no_graph_for_pairs_it_never_times(tmp_path: Path) -> None:
+    """The pair protocol with one exporter: no cell has another exporter's graph to be
+    timed against, so none stores its graph (each stayed in the run's graphs/ before: 2.3
+    GB for a Qwen3-0.6B cell), and no record names one."""
+    (tmp_path / "pairs.toml").write_text(SUITE)
+    out = tmp_path / "run"
+    result = run_cli(
+        "run", "--suite", str(tmp_path / "pairs.toml"), "--zoo", str(FIXTURES / "tiny"),
+        "--exporters", "dynamo", "--out", str(out), "--no-report", "--repro-bound", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = read_records(out)
+    assert len(records) == 2 and all(r.status == "ok" for r in records)
+    assert all("graph" not in r.artifacts and r.exporter_speed is None for r in records)
+    assert not list(out.glob("graphs/**/model.onnx"))
+    assert read_manifest(out).settings.graph_store is None
