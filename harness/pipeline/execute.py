@@ -126,9 +126,11 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
 
 
 def _pair_groups(plan: RunPlan) -> dict[GroupKey, set[str]]:
-    """The groups of the run's cells (a model at one opset, device, shape, ...) that two
-    exporters or more run, with their exporters: where the protocol pairs exporters, each
-    group's graphs are timed in pairs."""
+    """The groups of the run's cells (a model at one opset, device, shape, ...) whose
+    graphs are timed in pairs, with their exporters: where the protocol pairs exporters,
+    those that two exporters or more run; none where it does not."""
+    if not plan.protocol.pair_exporters:
+        return {}
     expected: dict[GroupKey, set[str]] = {}
     for cell in plan.matrix.cells:
         expected.setdefault(group_of(cell), set()).add(cell.exporter)
@@ -295,7 +297,7 @@ def _skip_unplaceable(
 
 
 def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
-    paired = _pair_groups(plan) if plan.protocol.pair_exporters else {}
+    paired = _pair_groups(plan)
     for cell in cells:
         spec = plan.specs[cell.model]
         need = memory_need_gb(spec.metadata, cell.exporter)
@@ -329,7 +331,7 @@ def _graph_store(plan: RunPlan, *, paired: bool) -> str | None:
     a pair times (`paired`): a cell no pair times keeps its graph only where the user asks
     (a real-size run of one exporter kept every graph: 2.3 GB for one Qwen3-0.6B cell)."""
     where = plan.options.keep_graphs
-    if where is None and plan.protocol.pair_exporters and paired:
+    if where is None and paired:
         where = "run"
     if where is None:
         return None
