@@ -1,16 +1,24 @@
-"""Timed phases that do not overlap: a cell's export and latency loops run with the node to
-themselves, while its other work (build, reference, checker, session, numerics) shares the
+"""Timed phases that do not overlap: a cell's export and latency loops run on cores of
+their own, while its other work (build, reference, checker, session, numerics) shares the
 node with other cells' other work.
 
 Two cells on one node slowed each other's figures (issue 47: a Qwen3-0.6B cell's ORT p50
 1.49 times a plain script's, its export 1.56 times, beside the other cell of its 2-core
 worker; alone, 0.96 and within 10%). So every cell holds the node shared while it runs and
-exclusively while it times: a readers-writer lock of two `flock`ed files in the node's temp
-folder (every harness process of the machine, any run, sees them): `work` (shared by the
-cells working, exclusive to one timing) and a `gate` a cell waiting to time closes, so that
-no new work starts before it gets its turn. The kernel lets go of a process's locks when it
-dies, so a crashed or killed cell holds nothing. What a cell waited for its turn is its
-record's (`worker.node_wait_s`)."""
+exclusively while it times on all its cores: a readers-writer lock of two `flock`ed files in
+the node's temp folder (every harness process of the machine, any run, sees them): `work`
+(shared by the cells working, exclusive to one timing) and a `gate` a cell waiting to time
+closes, so that no new work starts before it gets its turn. A phase that uses fewer
+threads than the node has cores (a 1-thread export or loop on a 2-core node) times on cores
+of its own instead: it takes one `core-N` file per thread, exclusively, and goes on beside
+other cells' one-thread work. On this 2-core machine two 1-thread ORT loops, or one beside an
+export or an eager loop, kept their p50 within 0-4% of the same loop alone, where a 1-thread
+loop on the node alone left the other core idle (benchmarks/README.md, Real size). What
+other cells did meanwhile is the record's (`worker.timed_beside`): each holder notes its
+phase in a `phase-<pid>` file, a process timing on its cores reads the others' as it starts,
+and those that enter a phase while it times write theirs to its `beside-<pid>` file. The
+kernel lets go of a process's locks when it dies, so a crashed or killed cell holds
+nothing. What a cell waited for its turn is its record's (`worker.node_wait_s`)."""
 
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per test)
@@ -82,6 +90,10 @@ def report_waits_to(meter: WaitMeter) -> None:
 os.register_at_fork(after_in_child=_METER.clear)
 
 _WAITED_S = [0.0]  # what this process has waited for the node, all its locks together
+# What other cells' processes did while this one timed on cores of its own: "label: phase"
+# in the order they were seen, repeats kept (each cell takes those added while it ran)
+_BESIDE: list[str] = []
+POLL_S = 0.05  # how often a phase waiting for a core of its own looks for one
 
 
 def process_waited_s() -> float:
@@ -91,32 +103,70 @@ def process_waited_s() -> float:
     return _WAITED_S[0]
 
 
+def timed_beside() -> list[str]:
+    """What other cells did on the node while this process timed on cores of its own, so
+    far ("label: phase", repeats kept; a forked process starts from none); what a piece of
+    work timed beside is what was added across it."""
+    return _BESIDE
+
+
 def _forget_waits() -> None:
     _WAITED_S[0] = 0.0
+    _BESIDE.clear()
 
 
 os.register_at_fork(after_in_child=_forget_waits)
 
 
 class NodeLock:
-    """This process's hold on the node: shared while it works, exclusive while it times."""
+    """This process's hold on the node: shared while it works, exclusive while it times on
+    all the node's cores, and on cores of its own while it times on fewer."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, label: str = "") -> None:
         where = folder or _configured_folder()
         where.mkdir(parents=True, exist_ok=True)
-        self.folder = where
+        self.folder, self.label = where, label
         self.gate = _open(where / "gate")
         self.work = _open(where / "work")
+        self.cores = [_open(where / f"core-{i}") for i in range(node_cores())]
         self.depth = 0
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
-        """Hold the node shared: other cells may work beside this one, none may time."""
+        """Hold the node shared: other cells may work beside this one, none may time alone."""
         self._wait(fcntl.LOCK_SH)
+        self.note("")
         try:
             yield
         finally:
             fcntl.flock(self.work, fcntl.LOCK_UN)
+            self._phase_file(os.getpid()).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def timing(self, threads: int, device: str = "cpu") -> Iterator[None]:
+        """Time a phase of `threads` threads (from within `working`): on cores of its own
+        where the node has more, beside other cells' work (what they did is this process's
+        `timed_beside`); with the node alone where it has no more, or where the phase runs
+        on an accelerator (the cells of a node may share it). Nested uses hold what the
+        outer one holds."""
+        if self.depth or device != "cpu" or threads >= len(self.cores):
+            with self.alone():
+                yield
+            return
+        taken = self._wait_for_cores(threads)
+        self.depth = 1
+        pid = os.getpid()
+        self._beside_file(pid).unlink(missing_ok=True)
+        self._timing_file(pid).touch()  # before the others' phases are read: none is missed
+        _BESIDE.extend(self._phases_of_others())
+        try:
+            yield
+        finally:
+            self._timing_file(pid).unlink(missing_ok=True)
+            _BESIDE.extend(_read_and_remove(self._beside_file(pid)))
+            self.depth = 0
+            for fd in taken:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
@@ -139,32 +189,118 @@ class NodeLock:
             fcntl.flock(self.work, fcntl.LOCK_UN)
             self._wait(fcntl.LOCK_SH)  # back to working, behind a cell waiting to time
 
-    def _wait(self, mode: int) -> None:
-        """Pass the gate in `mode`, counting the wait as this process's."""
-        start = time.perf_counter()
-        try:
-            self._pass_gate(mode)
-        finally:  # a wait that raised was waited all the same (the zygote's meter counts it)
-            _WAITED_S[0] += time.perf_counter() - start
+    def note(self, phase: str) -> None:
+        """This process's phase, for the cells timing beside it: in its phase file, and in
+        the beside file of each process timing on cores of its own now."""
+        text = ": ".join(part for part in (self.label, phase) if part) or "working"
+        pid = os.getpid()
+        with contextlib.suppress(OSError):
+            fresh = self._phase_file(pid).with_suffix(".new")
+            fresh.write_text(text)
+            fresh.replace(self._phase_file(pid))
+        for timer in _alive_pids(self.folder.glob("timing-*")):
+            if timer != pid:
+                with contextlib.suppress(OSError), self._beside_file(timer).open("a") as f:
+                    f.write(text + "\n")
 
-    def _pass_gate(self, mode: int) -> None:
-        """Take the work lock in `mode` through the gate: a cell waiting to time holds the
-        gate, so work that comes after it waits behind it."""
-        for meter in _METER:
-            meter.begin()
-        try:
+    def _phases_of_others(self) -> list[str]:
+        pid = os.getpid()
+        found = []
+        for other in _alive_pids(self.folder.glob("phase-*")):
+            with contextlib.suppress(OSError):
+                if other != pid and (text := self._phase_file(other).read_text().strip()):
+                    found.append(text)
+        return found
+
+    def _phase_file(self, pid: int) -> Path:
+        return self.folder / f"phase-{pid}"
+
+    def _timing_file(self, pid: int) -> Path:
+        return self.folder / f"timing-{pid}"
+
+    def _beside_file(self, pid: int) -> Path:
+        return self.folder / f"beside-{pid}"
+
+    def _wait_for_cores(self, count: int) -> list[int]:
+        """Take `count` of the node's core files, waiting (counted) until as many are free."""
+        with _waiting():
+            while not (taken := self._take_cores(count)):
+                time.sleep(POLL_S)
+        return taken
+
+    def _take_cores(self, count: int) -> list[int]:
+        """`count` free core files taken at once, or none (never some: two phases of two
+        threads each holding one of three cores would wait on each other)."""
+        taken = []
+        for fd in self.cores:
+            with contextlib.suppress(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                taken.append(fd)
+                if len(taken) == count:
+                    return taken
+        for fd in taken:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return []
+
+    def _wait(self, mode: int) -> None:
+        """Pass the gate in `mode`, counting the wait as this process's: a cell waiting to
+        time holds the gate, so work that comes after it waits behind it."""
+        with _waiting():
             fcntl.flock(self.gate, fcntl.LOCK_EX)
             try:
                 fcntl.flock(self.work, mode)
             finally:
                 fcntl.flock(self.gate, fcntl.LOCK_UN)
-        finally:
-            for meter in _METER:
-                meter.end()
 
     def close(self) -> None:
-        os.close(self.gate)
-        os.close(self.work)
+        for fd in (self.gate, self.work, *self.cores):
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _waiting() -> Iterator[None]:
+    """A wait for the node: this process's (a wait that raised was waited all the same),
+    and the zygote's meter's while it lasts."""
+    start = time.perf_counter()
+    for meter in _METER:
+        meter.begin()
+    try:
+        yield
+    finally:
+        for meter in _METER:
+            meter.end()
+        _WAITED_S[0] += time.perf_counter() - start
+
+
+def node_cores() -> int:
+    """The cores this machine's processes may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def _alive_pids(files: Iterable[Path]) -> Iterator[int]:
+    """The pids the files are named after ("phase-123") whose processes still live."""
+    for file in files:
+        pid = file.name.rpartition("-")[2]
+        if pid.isdigit() and _alive(int(pid)):
+            yield int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _read_and_remove(path: Path) -> list[str]:
+    with contextlib.suppress(OSError):
+        lines = path.read_text().splitlines()
+        path.unlink()
+        return [line for line in lines if line]
+    return []
 
 
 def _open(path: Path) -> int:
@@ -193,14 +329,15 @@ def folder() -> Path:
 
 
 @contextlib.contextmanager
-def holding(folder: Path | None = None) -> Iterator[NodeLock]:
-    """The node held shared for the block (a cell's whole run); `alone()` times in it. A
-    process that holds it already (work that runs a cell: debt's tries) goes on with its
-    hold: a second one would wait on the first to time alone, for ever."""
+def holding(folder: Path | None = None, label: str = "") -> Iterator[NodeLock]:
+    """The node held shared for the block (a cell's whole run, `label` naming it to the
+    cells that time beside it); `timing()` and `alone()` time in it. A process that holds
+    it already (work that runs a cell: debt's tries) goes on with its hold: a second one
+    would wait on the first to time alone, for ever."""
     if _HELD and folder in (None, _HELD[-1].folder):
         yield _HELD[-1]
         return
-    lock = NodeLock(folder)
+    lock = NodeLock(folder, label)
     _HELD.append(lock)
     try:
         with lock.working():
@@ -224,3 +361,27 @@ def alone() -> Iterator[None]:
             yield
     finally:
         lock.close()
+
+
+@contextlib.contextmanager
+def timing(threads: int, device: str = "cpu") -> Iterator[None]:
+    """A phase of `threads` threads on `device` timed: on cores of its own where the node
+    has more (NodeLock.timing), else with the node alone; a process that holds none takes a
+    hold for the block."""
+    if _HELD:
+        with _HELD[-1].timing(threads, device):
+            yield
+        return
+    lock = NodeLock()
+    try:
+        with lock.working(), lock.timing(threads, device):
+            yield
+    finally:
+        lock.close()
+
+
+def note_phase(phase: str) -> None:
+    """The phase this process enters, for the cells timing beside it (where it holds the
+    node: a cell's stages)."""
+    if _HELD:
+        _HELD[-1].note(phase)

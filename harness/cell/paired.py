@@ -37,15 +37,20 @@ Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
 def time_pair(task: PairTask) -> PairResult:
     """Time the task's two graphs together; every failure is a result with its error. Both
-    say what the pair took, and of that its waits for the node (to hold it, to time alone,
-    to go back to work), a pair that failed after waiting too."""
+    say what the pair took, and of that its waits for the node (to hold it, to time, to go
+    back to work), a pair that failed after waiting too, and what other cells did on the
+    node while it timed on cores of its own."""
     start, waits_before = time.perf_counter(), node.process_waited_s()
+    beside_before = len(node.timed_beside())
     try:
         result = _time_pair(task)
     except Exception as exc:  # a graph that no longer loads is a result, not a crash
         result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
     seconds, waited = time.perf_counter() - start, node.process_waited_s() - waits_before
-    return replace(result, seconds=round(seconds, 3), node_wait_s=round(waited, 3))
+    beside = tuple(dict.fromkeys(node.timed_beside()[beside_before:]))
+    return replace(
+        result, seconds=round(seconds, 3), node_wait_s=round(waited, 3), timed_beside=beside
+    )
 
 
 def _session_call(model: str, threads: int) -> tuple[Callable[[], object], Runtime]:
@@ -59,11 +64,11 @@ def _time_pair(task: PairTask) -> PairResult:
     plan = task.plan
     # the node held shared, as a cell holds it: the sessions open beside other cells' work
     # (two 4 GB graphs' took 30 s of the node alone), never beside their timing
-    with node.holding():
+    with node.holding(label=f"exporter pair {task.label}"):
         call_a, runtime = _session_call(task.baseline_model, task.threads)
         call_b, _ = _session_call(task.candidate_model, task.threads)
-        # timed with the node to itself, as a cell's latency is
-        with node.alone(), gc_paused():
+        # timed on cores of its own, as a cell's latency is
+        with node.timing(task.threads), gc_paused():
             repeat = _calls_per_unit(call_a, call_b, plan)
             unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
             return _blocks(task, unit_a, unit_b, runtime)

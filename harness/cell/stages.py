@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from harness.cell import node
 from harness.store.status import Stage
 
 
@@ -57,9 +58,11 @@ def timed(name: str) -> Iterator[Timer]:
     """Time a part of the cell under `name` on the cell's clock (where one runs)."""
     timer, depth = Timer(), _DEPTH.get()
     token = _DEPTH.set(depth + 1)
-    if depth == 0 and (notes := _NOTES.get()) is not None:
-        with contextlib.suppress(OSError), notes.open("a") as f:
-            f.write(f"{time.time()!r} {name}\n")
+    if depth == 0:
+        node.note_phase(name)  # for the cells that time beside this one
+        if (notes := _NOTES.get()) is not None:
+            with contextlib.suppress(OSError), notes.open("a") as f:
+                f.write(f"{time.time()!r} {name}\n")
     start = time.perf_counter()
     try:
         yield timer

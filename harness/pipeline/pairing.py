@@ -88,8 +88,14 @@ def _speed(
 
 
 def _with_time(speed: ExporterSpeed, result: PairResult) -> ExporterSpeed:
-    """`speed` with what its pair took, and of that its waits for the node."""
-    return replace(speed, seconds=result.seconds or None, node_wait_s=result.node_wait_s or None)
+    """`speed` with what its pair took, of that its waits for the node, and what other
+    cells did beside its timing."""
+    return replace(
+        speed,
+        seconds=result.seconds or None,
+        node_wait_s=result.node_wait_s or None,
+        timed_beside=result.timed_beside or None,
+    )
 
 
 @dataclass

@@ -66,7 +66,7 @@ def measure(
         loops = [
             partial(_timed, timed, model, sizes, inputs, share) for sizes, inputs in shapes.values()
         ]
-        with node.alone():
+        with node.timing(threads, runner.device):
             # the record's own loop to the protocol's caps; the budget for the others
             results = [loops[0](protocol), *map(budget.loop, loops[1:])]
         by_shape = dict(zip(shapes, results, strict=True))
@@ -131,7 +131,7 @@ def _at_threads(
     torch.set_num_threads(threads)
     runner = session.opened(threads)
     try:
-        with node.alone():
+        with node.timing(threads, session.device):
             return budget.loop(partial(_timed, runner, model, None, inputs, share))
     finally:
         del runner

@@ -92,7 +92,8 @@ def _export_call(
     exporter = exporters.get(task.cell.exporter)
     peak, peak_cuda = PeakRss(), PeakCuda(task.cell.device)
     try:
-        with node.alone(), timed("export"):  # the export's time and memory, the node alone
+        # the export's time and memory, on cores of its own (harness.cell.node)
+        with node.timing(task.threads, task.cell.device), timed("export"):
             if peaks:
                 with peak, peak_cuda:
                     exported = exporter.export(request)

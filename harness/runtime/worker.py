@@ -72,17 +72,21 @@ def run_cell(task: CellTask) -> Record:
     freeze_survivors()
     notes = limits.stage_notes_path(task.run_dir, task.cell.cell_id)
     notes.unlink(missing_ok=True)  # an earlier attempt's (its worker lost): not this one's
-    waits_before = node.process_waited_s()  # debt's tries run cells in one hold: each its own
-    with clocked(notes) as clock, node.holding():
+    # debt's tries run cells in one hold: each its own waits and neighbours
+    waits_before, beside_before = node.process_waited_s(), len(node.timed_beside())
+    with clocked(notes) as clock, node.holding(label=task.cell.label()):
         record = _record(task, measured)
     notes.unlink(missing_ok=True)  # it ended with its record: nothing to tell
-    cold = take_cold_start(task.cell.exporter)
-    waited = round(node.process_waited_s() - waits_before, 4) or None
+    worker = WorkerInfo(
+        cold_start=take_cold_start(task.cell.exporter),
+        node_wait_s=round(node.process_waited_s() - waits_before, 4) or None,
+        timed_beside=tuple(dict.fromkeys(node.timed_beside()[beside_before:])) or None,
+    )
     return record.with_changes(
         duration_s=time.perf_counter() - start,
         stage_s={name: round(seconds, 4) for name, seconds in clock.items()} or None,
         attempt=task.attempt,
-        worker=WorkerInfo(cold_start=cold, node_wait_s=waited) if cold or waited else None,
+        worker=worker if worker != WorkerInfo() else None,
     )
 
 

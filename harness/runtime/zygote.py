@@ -292,7 +292,7 @@ def _prepare(exporter: str, opset: int, requires: tuple[str, ...]) -> None:
     does not import is the child's to meet and record (a skip)."""
     from harness.runtime.warmup import measure_cold_start, warm_up_exporter
 
-    with node.holding():  # its CPU never beside a cell timing with the node alone
+    with node.holding(label="a zygote's warm-up"):  # never beside a cell timing alone
         measure_cold_start(exporter)
         warm_up_exporter(exporter, opset)
         for module in requires:

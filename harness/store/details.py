@@ -205,9 +205,12 @@ class WorkerInfo(Open):
     cell_uss_mb: WorkerMiB | None = None
     cold_start: ColdStart | None = None
     # The seconds the cell waited for its turn on the node: to start work while another
-    # cell timed, to time alone, to go back to work (its export and latency loops never
-    # ran beside another cell's work: harness.cell.node)
+    # cell timed alone, to time (alone, or on a core of its own), to go back to work
+    # (harness.cell.node)
     node_wait_s: Taken | None = None
+    # What other cells did on the node ("label: phase") while the cell timed on cores of its
+    # own (a 1-thread export or latency loop on a node of more cores: harness.cell.node)
+    timed_beside: tuple[str, ...] | None = None
 
     def with_facts(self, facts: WorkerInfo) -> WorkerInfo:
         """This object with what `facts` knows (its fields that are set) added or replaced:
@@ -294,9 +297,12 @@ class ExporterSpeed(Open):
     # the pair's own time (its Ray task: both sessions opened, warmed up, timed), on the
     # cell it was timed for; none on the fastest's, which no pair of its own timed
     seconds: Seconds | None = None
-    # of those, the pair's waits for its turns on the node (to hold it, to time alone while
-    # no other cell works, to go back to work)
+    # of those, the pair's waits for its turns on the node (to hold it, to time, to go
+    # back to work)
     node_wait_s: Seconds | None = None
+    # what other cells did on the node ("label: phase") while the pair timed on cores of its
+    # own (harness.cell.node)
+    timed_beside: tuple[str, ...] | None = None
 
     def slower(self, threshold: float = SLOWER_THAN_FASTEST) -> bool:
         """Slower than the fastest exporter's graph by `threshold` or more, and surely so

@@ -57,6 +57,8 @@ class PairResult:
     p_value: float | None = None
     seconds: float = 0.0
     node_wait_s: float = 0.0  # of `seconds`, those spent waiting for its turn on the node
+    # what other cells did on the node while the pair timed on cores of its own
+    timed_beside: tuple[str, ...] = ()
     runtime: dict[str, Any] | None = None
     error: str | None = None
 

@@ -222,3 +222,135 @@ def test_a_childs_waits_reach_its_zygotes_meter_and_its_own_forks_report_none(
     child.join(30)
     assert child.exitcode == 0 and out.get(timeout=5) == []
     assert 0.0 < in_progress <= meter.waited_s() <= let_go - started + 0.5
+
+
+# -- phases that time on cores of their own --------------------------------------------------
+
+
+def _time_on_a_core(
+    folder: Path, label: str, threads: int, out: Queue[Any], ready: Any = None
+) -> None:
+    """A cell named `label`: works, then times a phase of `threads` threads for HOLD_S;
+    reports its timing's start and end and what it timed beside."""
+    with node.holding(folder, label) as lock:
+        node.note_phase("build")
+        if ready is not None:
+            ready.wait(30)
+        node.note_phase("export")
+        with lock.timing(threads):
+            start = time.monotonic()
+            time.sleep(HOLD_S)
+            end = time.monotonic()
+        out.put((label, start, end, list(node.timed_beside())))
+
+
+def _overlap(a: tuple[Any, ...], b: tuple[Any, ...]) -> float:
+    return min(a[2], b[2]) - max(a[1], b[1])
+
+
+@pytest.fixture
+def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node of two cores, whatever this machine has (forked cells inherit it)."""
+    monkeypatch.setattr(node, "node_cores", lambda: 2)
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_one_thread_phases_time_at_once_on_a_core_each_and_say_what_was_beside(
+    tmp_path: Path,
+) -> None:
+    """On a 2-core node three cells time a 1-thread phase: two at once (each on a core of
+    its own, each naming the other's phase), the third once a core is free."""
+    out: Queue[Any] = FORK.Queue()
+    ready = FORK.Barrier(3)
+    cells = [
+        FORK.Process(target=_time_on_a_core, args=(tmp_path, f"cell {i}", 1, out, ready))
+        for i in range(3)
+    ]
+    for p in cells:
+        p.start()
+    _run(*cells)
+    timed = sorted((out.get(timeout=5) for _ in cells), key=lambda t: t[1])
+    first, second, third = timed
+    assert _overlap(first, second) > HOLD_S / 2, timed  # two at once
+    assert third[1] >= min(first[2], second[2]) - 0.01, timed  # never three
+    assert f"{second[0]}: export" in first[3] or f"{second[0]}: build" in first[3], timed
+    assert any(text.startswith(first[0]) for text in second[3]), timed
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_a_phase_of_every_core_and_an_accelerators_still_time_alone(tmp_path: Path) -> None:
+    """A 2-thread loop on a 2-core node, and a 1-thread phase on a GPU (the node's cells may
+    share it), never time beside another cell's work."""
+    for threads, device in ((2, "cpu"), (1, "cuda")):
+        out: Queue[Any] = FORK.Queue()
+        started = FORK.Event()
+        worker = FORK.Process(target=_work, args=(tmp_path, 1.0, out, started))
+        worker.start()
+        assert started.wait(30)
+        with node.holding(tmp_path, "timer") as lock, lock.timing(threads, device):
+            began = time.monotonic()
+        _run(worker)
+        _, work_start = out.get(timeout=5)
+        assert began >= work_start + 0.9, (threads, device)  # it waited for the work to end
+        assert "worker" not in " ".join(node.timed_beside())
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_work_entering_a_phase_while_a_cell_times_on_its_core_is_named_beside(
+    tmp_path: Path,
+) -> None:
+    """Work that was going on as the timing began (its phase file) and work that entered a
+    phase during it (the timer's beside file) are both in the timer's `timed_beside`; work
+    that began after is not."""
+    timing, go_on = FORK.Event(), FORK.Event()
+
+    def neighbour() -> None:
+        with node.holding(tmp_path, "neighbour"):
+            node.note_phase("build")
+            assert timing.wait(30)
+            node.note_phase("reference")
+            go_on.set()
+
+    before = len(node.timed_beside())
+    p = FORK.Process(target=neighbour)
+    p.start()
+    with node.holding(tmp_path, "timer") as lock:
+        while not list(tmp_path.glob("phase-*")) or "build" not in _phases(tmp_path):
+            time.sleep(0.01)
+        with lock.timing(1):
+            timing.set()
+            assert go_on.wait(30)
+        _run(p)
+        node.note_phase("after")
+    assert node.timed_beside()[before:] == ["neighbour: build", "neighbour: reference"]
+    assert not list(tmp_path.glob("beside-*")) and not list(tmp_path.glob("timing-*"))
+
+
+def _phases(folder: Path) -> str:
+    return " ".join(f.read_text() for f in folder.glob("phase-*") if f.is_file())
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_a_cell_killed_while_timing_on_a_core_holds_no_core(tmp_path: Path) -> None:
+    """Two killed 1-thread timers leave both cores free and no neighbour named: the next
+    timer times at once, beside nothing."""
+    ready = FORK.Barrier(3)
+
+    def hold_a_core() -> None:
+        with node.holding(tmp_path, "killed") as lock, lock.timing(1):
+            ready.wait(30)
+            time.sleep(60)
+
+    holders = [FORK.Process(target=hold_a_core) for _ in range(2)]
+    for h in holders:
+        h.start()
+    ready.wait(30)
+    for h in holders:
+        os.kill(h.pid or 0, signal.SIGKILL)
+        h.join(timeout=10)
+    before = len(node.timed_beside())
+    asked = time.monotonic()
+    with node.holding(tmp_path, "next") as lock, lock.timing(1):
+        started = time.monotonic()
+    assert started - asked < 1.0
+    assert node.timed_beside()[before:] == []  # a dead process's phase names nothing

@@ -339,3 +339,36 @@ def test_cells_run_in_one_hold_each_record_only_their_own_waits(
     assert [r.status for r in records] == ["ok", "ok"]
     waits = [r.worker.node_wait_s if r.worker else None for r in records]
     assert all(w is None or w < 0.2 for w in waits), waits
+
+
+def test_a_cell_timing_beside_another_cells_work_says_what_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a node of two cores (real lock files, a real neighbour process working in its
+    build the whole time) a 1-thread cell times its export and latency loop on a core of
+    its own, without waiting, and its record names the neighbour's phase."""
+    import multiprocessing
+
+    from harness.cell import node
+
+    monkeypatch.setattr(node, "node_cores", lambda: 2)
+    monkeypatch.setenv(node.FOLDER_ENV, str(tmp_path / "locks"))
+    working, done = multiprocessing.Event(), multiprocessing.Event()
+
+    def neighbour() -> None:
+        with node.holding(label="neighbour"):
+            node.note_phase("build")
+            working.set()
+            done.wait(60)
+
+    other = multiprocessing.get_context("fork").Process(target=neighbour)
+    other.start()
+    try:
+        assert working.wait(30)
+        r = run_cell(_task(tmp_path, FIXTURES / "tiny" / "models.py", "tiny_mlp"))
+    finally:
+        done.set()
+        other.join(30)
+    assert r.status == "ok", r.error_message
+    assert r.worker and r.worker.timed_beside == ("neighbour: build",)
+    assert (r.worker.node_wait_s or 0.0) < 0.5
