@@ -1,9 +1,13 @@
 """Where a real-size run's wall time went, from its records: the span of its cells, how long
-one or two cells were in flight, and the phases that hold the node alone (exports, latency
-loops, exporter pairs) against the rest. The loops are estimates: their samples plus a
-warm-up of about two calls a side (the records keep samples, not loop times); the pairs are
-their own seconds where the records say them (sessions opened beside other cells' work
-included, their waits for the node left out where the records say those), else estimates.
+one or two cells were in flight, the timed phases (exports, latency loops, exporter pairs)
+against the rest, split by how they hold the node (harness.cell.node): on cores of their
+own (fewer threads than the node's cores: other cells' work goes on beside them, and how
+many did is counted) or alone (loops on every core). The loops are estimates: their
+samples plus a warm-up of about two calls a side (the records keep samples, not loop
+times); the pairs are their own seconds where the records say them (sessions opened beside
+other cells' work included, their waits for the node left out where the records say those),
+else estimates. A run written before 1-thread phases took a core of their own held the node
+alone for all of them.
 
     python -m benchmarks.real_size_account RUN_DIR
 """
@@ -36,9 +40,9 @@ def in_flight(records: list[Record]) -> dict[int, float]:
     return seconds
 
 
-def loops(records: Iterable[Record]) -> Iterator[tuple[str, Latency]]:
-    """Each latency loop's side and thread count, and what it timed; eager where the cell
-    timed it itself (not where it took another cell's, `share_eager`)."""
+def loops(records: Iterable[Record]) -> Iterator[tuple[str, int, Latency]]:
+    """Each latency loop's side and thread count (0: the record's), and what it timed; eager
+    where the cell timed it itself (not where it took another cell's, `share_eager`)."""
     for r in records:
         own = [
             ("ORT", r.ort.latency),
@@ -46,11 +50,11 @@ def loops(records: Iterable[Record]) -> Iterator[tuple[str, Latency]]:
         ]
         for what, latency in own:
             if latency:
-                yield f"{what} at the record's threads", latency
+                yield f"{what} at the record's threads", 0, latency
         for threads, at in (r.thread_latency or {}).items():
-            yield f"ORT at {threads} threads", at.ort_latency_ms
+            yield f"ORT at {threads} threads", int(threads), at.ort_latency_ms
             if at.eager_from is None:
-                yield f"eager at {threads} threads", at.eager_latency_ms
+                yield f"eager at {threads} threads", int(threads), at.eager_latency_ms
 
 
 def loop_seconds(latency: Latency) -> float:
@@ -61,7 +65,7 @@ def loop_seconds(latency: Latency) -> float:
 def loop_lines(records: list[Record]) -> list[str]:
     """Per kind of loop: the seconds of its calls, how many loops, their median calls."""
     kinds: dict[str, list[Latency]] = {}
-    for kind, latency in loops(records):
+    for kind, _, latency in loops(records):
         kinds.setdefault(kind, []).append(latency)
     return [
         f"  {kind}: {sum(sum(x.samples) for x in found) / 1000:.0f} s of calls in "
@@ -93,19 +97,25 @@ def pair_seconds(records: list[Record]) -> tuple[float, bool]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
-    records = list(rundir.iter_records(Path(p.parse_args().run_dir)))
+    run_dir = Path(p.parse_args().run_dir)
+    records = list(rundir.iter_records(run_dir))
     flight = in_flight(records)
     exports = sum((r.stage_s or {}).get("export", 0.0) for r in records)
     other = sum(
         v for r in records for k, v in (r.stage_s or {}).items() if k not in ("export", "latency")
     )
-    loops_s = sum(loop_seconds(latency) for _, latency in loops(records))
+    cores = rundir.read_manifest(run_dir).hardware.cores or 1
+    on_core = sum(loop_seconds(x) for _, threads, x in loops(records) if threads < cores)
+    on_node = sum(loop_seconds(x) for _, threads, x in loops(records) if threads >= cores)
     pairs, pairs_timed = pair_seconds(records)
+    beside = sum(1 for r in records if r.worker and r.worker.timed_beside)
     print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "
           + ", ".join(f"{n} for {s:.0f} s" for n, s in sorted(flight.items())))  # fmt: skip
     about = "" if pairs_timed else "~"
-    print(f"node alone: exports {exports:.0f} s, latency loops ~{loops_s:.0f} s, exporter "
-          f"pairs {about}{pairs:.0f} s: ~{exports + loops_s + pairs:.0f} s")  # fmt: skip
+    print(f"timed on fewer than the node's {cores} cores: exports {exports:.0f} s, latency "
+          f"loops ~{on_core:.0f} s, exporter pairs {about}{pairs:.0f} s: "
+          f"~{exports + on_core + pairs:.0f} s; {beside} cells timed beside other cells' work")  # fmt: skip
+    print(f"timed on every core (the node alone): latency loops ~{on_node:.0f} s")
     print("\n".join(loop_lines(records)))
     waits = [r.exporter_speed.node_wait_s for r in records if r.exporter_speed]
     if any(w is not None for w in waits):

@@ -29,7 +29,7 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per test)
@@ -198,7 +198,7 @@ class NodeLock:
             fresh = self._phase_file(pid).with_suffix(".new")
             fresh.write_text(text)
             fresh.replace(self._phase_file(pid))
-        for timer in _alive_pids(self.folder.glob("timing-*")):
+        for timer in self._alive_pids("timing"):
             if timer != pid:
                 with contextlib.suppress(OSError), self._beside_file(timer).open("a") as f:
                     f.write(text + "\n")
@@ -206,11 +206,24 @@ class NodeLock:
     def _phases_of_others(self) -> list[str]:
         pid = os.getpid()
         found = []
-        for other in _alive_pids(self.folder.glob("phase-*")):
+        for other in self._alive_pids("phase"):
             with contextlib.suppress(OSError):
                 if other != pid and (text := self._phase_file(other).read_text().strip()):
                     found.append(text)
         return found
+
+    def _alive_pids(self, kind: str) -> Iterator[int]:
+        """The pids of the `kind` files ("phase-123") whose processes still live; a dead
+        one's files (a killed cell's) are removed as they are met."""
+        for file in self.folder.glob(f"{kind}-*"):
+            pid = file.name.rpartition("-")[2]
+            if not pid.isdigit():
+                continue
+            if alive(int(pid)):
+                yield int(pid)
+                continue
+            for left in (self._phase_file, self._timing_file, self._beside_file):
+                left(int(pid)).unlink(missing_ok=True)
 
     def _phase_file(self, pid: int) -> Path:
         return self.folder / f"phase-{pid}"
@@ -223,7 +236,7 @@ class NodeLock:
 
     def _wait_for_cores(self, count: int) -> list[int]:
         """Take `count` of the node's core files, waiting (counted) until as many are free."""
-        with _waiting():
+        with waiting():
             while not (taken := self._take_cores(count)):
                 time.sleep(POLL_S)
         return taken
@@ -245,7 +258,7 @@ class NodeLock:
     def _wait(self, mode: int) -> None:
         """Pass the gate in `mode`, counting the wait as this process's: a cell waiting to
         time holds the gate, so work that comes after it waits behind it."""
-        with _waiting():
+        with waiting():
             fcntl.flock(self.gate, fcntl.LOCK_EX)
             try:
                 fcntl.flock(self.work, mode)
@@ -258,7 +271,7 @@ class NodeLock:
 
 
 @contextlib.contextmanager
-def _waiting() -> Iterator[None]:
+def waiting() -> Iterator[None]:
     """A wait for the node: this process's (a wait that raised was waited all the same),
     and the zygote's meter's while it lasts."""
     start = time.perf_counter()
@@ -277,15 +290,8 @@ def node_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _alive_pids(files: Iterable[Path]) -> Iterator[int]:
-    """The pids the files are named after ("phase-123") whose processes still live."""
-    for file in files:
-        pid = file.name.rpartition("-")[2]
-        if pid.isdigit() and _alive(int(pid)):
-            yield int(pid)
-
-
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` lives (another user's too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

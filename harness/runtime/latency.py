@@ -90,17 +90,24 @@ def _timed(
     share: EagerShare | None,
     protocol: Protocol,
 ) -> ShapeLatency:
-    """One loop, with the node to itself: ORT and eager interleaved, or ORT alone where
-    `share` has this loop's eager samples already."""
+    """One loop, on the cores its phase holds: ORT and eager interleaved, or ORT alone where
+    `share` has this loop's eager samples already, or another cell times them now."""
     call = runner.bind(inputs)
     key = share.key(runner.threads, inputs) if share else ""
     if share and (found := share.find(key)):
-        eager_ms, timed_by = found
-        return ShapeLatency.of(sizes, time_calls(call, protocol), eager_ms, timed_by)
-    with torch.inference_mode():
-        ort_ms, eager_ms = time_interleaved(call, _eager_call(model, inputs), protocol)
-    if share:
-        share.write(key, eager_ms)
+        return ShapeLatency.of(sizes, time_calls(call, protocol), *found)
+    if share and not share.claim(key):  # another exporter's cell times this eager now
+        ort_ms = time_calls(call, protocol)
+        if found := share.wait_for(key):
+            return ShapeLatency.of(sizes, ort_ms, *found)
+    try:
+        with torch.inference_mode():
+            ort_ms, eager_ms = time_interleaved(call, _eager_call(model, inputs), protocol)
+        if share:
+            share.write(key, eager_ms)
+    finally:
+        if share:
+            share.release(key)
     return ShapeLatency.of(sizes, ort_ms, eager_ms)
 
 
@@ -184,6 +191,7 @@ def _eager_call(model: torch.nn.Module, inputs: Inputs) -> Callable[[], object]:
 # Where a node's cells write their eager samples down (harness.cell.node.folder), a file a
 # run; one older than this is swept when a run begins its own.
 SHARED_EAGER, SWEPT_AFTER_S = "eager", 2 * 24 * 3600
+CLAIM_WRITTEN_S = 5.0  # a claim file still empty after this long was left by a dead process
 
 
 class EagerShare:
@@ -193,9 +201,11 @@ class EagerShare:
     model at a shape and thread count writes its eager samples down in the node's folder;
     a cell of another exporter of the model (its other axes the same) that times there
     later takes them and times ORT alone, its record naming the cell that timed eager
-    (`eager.timed_by`, a ShapeLatency's `eager_from`). Read and written with the node
-    held alone, as the loops run: a cell sees every loop that ended before its own began.
-    The cells of a model on different nodes each time their own."""
+    (`eager.timed_by`, a ShapeLatency's `eager_from`). Two cells of a model that reach the
+    loop at once (each timing on a core of its own: harness.cell.node) do not both time
+    it: the first claims it (a claim file holding its pid), the other times ORT alone and
+    then waits for the samples, or times eager itself where the claimant died without
+    them. The cells of a model on different nodes each time their own."""
 
     def __init__(self, task: CellTask) -> None:
         run = hashlib.sha256(f"{task.run_id}\0{task.run_dir}".encode()).hexdigest()[:16]
@@ -223,13 +233,65 @@ class EagerShare:
                         return [float(x) for x in entry["eager_ms"]], str(entry["timed_by"])
         return None
 
-    def write(self, key: str, eager_ms: list[float]) -> None:
+    def claim(self, key: str) -> bool:
+        """Whether this process times `key`'s eager: none other claims it now (a claim
+        whose process died is taken over)."""
+        self._folder()
+        claim = self._claim(key)
+        for _ in range(2):
+            try:
+                fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                if _claimant_alive(claim):
+                    return False
+                claim.unlink(missing_ok=True)
+                continue
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            return True
+        return False
+
+    def release(self, key: str) -> None:
+        """This process's claim on `key` given up (its samples written down, or not)."""
+        claim = self._claim(key)
+        with contextlib.suppress(OSError, ValueError):
+            if int(claim.read_text()) == os.getpid():
+                claim.unlink()
+
+    def wait_for(self, key: str) -> tuple[list[float], str] | None:
+        """The samples the cell claiming `key` writes down, once it has; None where it gave
+        up its claim or died without them. The wait is the node's (harness.cell.node)."""
+        claim = self._claim(key)
+        with node.waiting():
+            while (found := self.find(key)) is None and _claimant_alive(claim):
+                time.sleep(node.POLL_S)
+        return found or self.find(key)
+
+    def _claim(self, key: str) -> Path:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return self.path.with_name(f"{self.path.stem}-{digest}.claim")
+
+    def _folder(self) -> None:
+        """The node's folder of shares, swept as a run first writes to it."""
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _sweep(self.path.parent)
+
+    def write(self, key: str, eager_ms: list[float]) -> None:
+        self._folder()
         entry = {"key": key, "eager_ms": eager_ms, "timed_by": self.label}
         with self.path.open("a") as out:
             out.write(json.dumps(entry) + "\n")
+
+
+def _claimant_alive(claim: Path) -> bool:
+    """Whether the process a claim file names still lives (an empty one is being written,
+    for a moment: one that stays empty was left by a process that died writing it)."""
+    try:
+        text, age = claim.read_text(), time.time() - claim.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    return node.alive(int(text)) if text.isdigit() else age < CLAIM_WRITTEN_S
 
 
 def _sweep(folder: Path) -> None:

@@ -333,7 +333,7 @@ def _phases(folder: Path) -> str:
 @pytest.mark.usefixtures("two_cores")
 def test_a_cell_killed_while_timing_on_a_core_holds_no_core(tmp_path: Path) -> None:
     """Two killed 1-thread timers leave both cores free and no neighbour named: the next
-    timer times at once, beside nothing."""
+    timer times at once, beside nothing, and their files go as it meets them."""
     ready = FORK.Barrier(3)
 
     def hold_a_core() -> None:
@@ -354,3 +354,5 @@ def test_a_cell_killed_while_timing_on_a_core_holds_no_core(tmp_path: Path) -> N
         started = time.monotonic()
     assert started - asked < 1.0
     assert node.timed_beside()[before:] == []  # a dead process's phase names nothing
+    killed = {str(h.pid) for h in holders}
+    assert not [f.name for f in tmp_path.iterdir() if f.name.rpartition("-")[2] in killed]

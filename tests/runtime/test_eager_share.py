@@ -137,3 +137,72 @@ def test_the_later_cell_times_ort_alone_and_carries_the_first_cells_eager(tmp_pa
     assert "eager_from" not in first_at_2.to_dict()  # records without a share are unchanged
     lines = [json.loads(x) for x in EagerShare(task("dynamo")).path.read_text().splitlines()]
     assert [line["timed_by"] for line in lines] == ["m dynamo@18 cpu"] * 2
+
+
+# -- two cells of a model at their loops at once (each on a core of its own) ------------------
+
+
+def test_the_first_claim_times_eager_and_a_dead_or_never_written_one_is_taken_over(
+    own_node: Path,
+) -> None:
+    first, later = EagerShare(task("dynamo")), EagerShare(task("torchscript"))
+    key = first.key(1, X)
+    assert first.claim(key) and not later.claim(later.key(1, X))  # this process lives
+    first.release(key)
+    assert later.claim(key)  # released: the next one claims it
+    claim = next((own_node / SHARED_EAGER).glob("*.claim"))
+    claim.write_text(str(_a_dead_pid()))
+    assert first.claim(key)  # its claimant died: taken over
+    claim.write_text("")
+    assert not later.claim(key)  # being written, for a moment
+    old = time.time() - latency.CLAIM_WRITTEN_S - 1
+    os.utime(claim, (old, old))
+    assert later.claim(key)  # left empty by a process that died writing it
+
+
+def _a_dead_pid() -> int:
+    import subprocess
+
+    done = subprocess.run(["true"], check=True)
+    assert done.returncode == 0
+    pid = max(int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()) + 1000
+    assert not node.alive(pid)
+    return pid
+
+
+def _measure_in_a_cell(exporter: str, path: Path, out: object, ready: object) -> None:
+    """A cell's latency stage on a 2-core node, holding it as a cell does."""
+    model = Tiny().eval()
+    torch.manual_seed(0)
+    with node.holding(label=exporter):
+        ready.wait(30)  # type: ignore[attr-defined]
+        m = measured(model, path, exporter)
+    out.put((exporter, m.eager.timed_by, m.eager.latency, m.ort.latency))  # type: ignore[attr-defined]
+
+
+def test_two_cells_of_a_model_at_their_loops_at_once_time_eager_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both cells time their 1-thread loop at once, each on a core of its own (real forked
+    processes, real ORT): one times eager, the other times ORT alone and takes its samples."""
+    import multiprocessing
+
+    monkeypatch.setattr(node, "node_cores", lambda: 2)
+    model, path = Tiny().eval(), tmp_path / "tiny.onnx"
+    torch.onnx.export(model, X.args, str(path), dynamo=False, input_names=X.names())
+    fork = multiprocessing.get_context("fork")
+    out, ready = fork.Queue(), fork.Barrier(2)
+    cells = [
+        fork.Process(target=_measure_in_a_cell, args=(e, path, out, ready))
+        for e in ("dynamo", "torchscript")
+    ]
+    for p in cells:
+        p.start()
+    found = {e: (by, eager, ort) for e, by, eager, ort in (out.get(timeout=60) for _ in cells)}
+    for p in cells:
+        p.join(30)
+    takers = [e for e, (by, _, _) in found.items() if by is not None]
+    assert len(takers) == 1, found
+    (timer,) = set(found) - set(takers)
+    (by, eager, ort), (_, timers_eager, _) = found[takers[0]], found[timer]
+    assert by == f"m {timer}@18 cpu" and eager == timers_eager and ort is not None
