@@ -189,6 +189,21 @@ class NodeLock:
             fcntl.flock(self.work, fcntl.LOCK_UN)
             self._wait(fcntl.LOCK_SH)  # back to working, behind a cell waiting to time
 
+    def let_timers_pass(self) -> None:
+        """Between phases, never inside a timed one: where a cell waits to time alone (it
+        holds the gate), give up this share and take it again behind it. A cell's 1-thread
+        timing does not give up its share, so a cell waiting for the node alone would
+        otherwise wait for the others' whole runs."""
+        if self.depth:
+            return
+        try:
+            fcntl.flock(self.gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: someone waits behind the cells working
+            fcntl.flock(self.work, fcntl.LOCK_UN)
+            self._wait(fcntl.LOCK_SH)
+            return
+        fcntl.flock(self.gate, fcntl.LOCK_UN)
+
     def note(self, phase: str) -> None:
         """This process's phase, for the cells timing beside it: in its phase file, and in
         the beside file of each process timing on cores of its own now."""
@@ -387,7 +402,8 @@ def timing(threads: int, device: str = "cpu") -> Iterator[None]:
 
 
 def note_phase(phase: str) -> None:
-    """The phase this process enters, for the cells timing beside it (where it holds the
-    node: a cell's stages)."""
+    """The phase this process enters (where it holds the node: a cell's stages), for the
+    cells timing beside it; a cell waiting to time alone goes first."""
     if _HELD:
+        _HELD[-1].let_timers_pass()
         _HELD[-1].note(phase)

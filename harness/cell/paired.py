@@ -65,8 +65,10 @@ def _time_pair(task: PairTask) -> PairResult:
     # the node held shared, as a cell holds it: the sessions open beside other cells' work
     # (two 4 GB graphs' took 30 s of the node alone), never beside their timing
     with node.holding(label=f"exporter pair {task.label}"):
+        node.note_phase("sessions")
         call_a, runtime = _session_call(task.baseline_model, task.threads)
         call_b, _ = _session_call(task.candidate_model, task.threads)
+        node.note_phase("timing")  # between them, a cell waiting to time alone goes first
         # timed on cores of its own, as a cell's latency is
         with node.timing(task.threads), gc_paused():
             repeat = _calls_per_unit(call_a, call_b, plan)

@@ -109,8 +109,22 @@ def _time_row(r: Record) -> tuple[Text, ...]:
         *named,
         Text(fmt(max(0.0, other))),
         Text(fmt(waited)),
+        Text(_beside_text(r.worker.timed_beside if r.worker else None)),
         Text(_pair_time_text(r.exporter_speed)),
     )
+
+
+def _beside_text(beside: tuple[str, ...] | None) -> str:
+    """The other cells whose work went on while this one timed on a core of its own, each
+    with the phases it was seen in: "m torchscript@18 cpu (export, check)"."""
+    phases: dict[str, list[str]] = {}
+    for seen in beside or ():
+        who, _, phase = seen.rpartition(": ")
+        phases.setdefault(who or phase, []).extend([phase] if who else [])
+    return "; ".join(
+        f"{who} ({', '.join(dict.fromkeys(found))})" if found else who
+        for who, found in phases.items()
+    ) or fmt(None)
 
 
 def _pair_time_text(speed: ExporterSpeed | None) -> str:
@@ -133,7 +147,7 @@ def time_table(records: Sequence[Record]) -> Table:
     # what the cell spent while another timed alone: within its stages' seconds and other's;
     # then its exporter pair's own time, after the cell (on the cell it was timed for)
     headers = ("cell", "cell s", *STAGES, "other", "of which waiting for the node",
-               "exporter pair after")  # fmt: skip
+               "timed beside", "exporter pair after")  # fmt: skip
     return table(headers, [_time_row(r) for r in records if r.duration_s is not None])
 
 

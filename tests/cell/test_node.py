@@ -356,3 +356,31 @@ def test_a_cell_killed_while_timing_on_a_core_holds_no_core(tmp_path: Path) -> N
     assert node.timed_beside()[before:] == []  # a dead process's phase names nothing
     killed = {str(h.pid) for h in holders}
     assert not [f.name for f in tmp_path.iterdir() if f.name.rpartition("-")[2] in killed]
+
+
+def _works_in_phases(folder: Path, phases: int, out: Queue[Any], started: Any) -> None:
+    """A cell that works through `phases` phases of HOLD_S / 3 each, never timing."""
+    with node.holding(folder, "worker"):
+        started.set()
+        for i in range(phases):
+            node.note_phase(f"phase {i}")
+            time.sleep(HOLD_S / 3)
+        out.put(("worked", time.monotonic()))
+
+
+def test_a_cell_waiting_to_time_alone_goes_at_the_workers_next_phase(tmp_path: Path) -> None:
+    """A cell working through its phases (its 1-thread timings keep its share) lets a cell
+    waiting for the node alone go at its next phase, not at its end."""
+    out: Queue[Any] = FORK.Queue()
+    started = FORK.Event()
+    worker = FORK.Process(target=_works_in_phases, args=(tmp_path, 9, out, started))
+    worker.start()
+    assert started.wait(30)
+    time.sleep(HOLD_S / 2)
+    asked = time.monotonic()
+    with node.holding(tmp_path, "timer") as lock, lock.alone():
+        began = time.monotonic()
+    _run(worker)
+    _, worker_done = out.get(timeout=5)
+    assert began - asked < HOLD_S / 3 + 0.2, began - asked  # at the worker's next phase
+    assert worker_done - began > HOLD_S  # the worker still had phases to go

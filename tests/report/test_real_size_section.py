@@ -80,7 +80,10 @@ def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() 
     from harness.store.details import WorkerInfo
 
     big = ExportMeasures(weights_mb=2 * GB)
-    one = _record("m", "dynamo", export=big, duration_s=30.0, worker=WorkerInfo(node_wait_s=12.5),
+    beside = ("m torchscript@18 cpu: export", "m torchscript@18 cpu: check", "a zygote's warm-up",
+              "m torchscript@18 cpu: export")  # fmt: skip
+    one = _record("m", "dynamo", export=big, duration_s=30.0,
+                  worker=WorkerInfo(node_wait_s=12.5, timed_beside=beside),
                   exporter_speed=ExporterSpeed(fastest="torchscript", ratio=1.1, seconds=16.4,
                                                 node_wait_s=6.1))  # fmt: skip
     four = Record.finished(Cell("m", "dynamo", 18, batch=4), "r", measurements()).with_changes(
@@ -95,5 +98,9 @@ def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() 
     waited, paired = (times.headers.index(h) for h in ("of which waiting for the node",
                                                       "exporter pair after"))  # fmt: skip
     assert [row[waited].text for row in times.rows] == ["12.5", "—"]
+    # each other cell once, with the phases it was seen in
+    column = times.headers.index("timed beside")
+    assert [row[column].text for row in times.rows] == [
+        "m torchscript@18 cpu (export, check); a zygote's warm-up", "—"]  # fmt: skip
     # the pair's own time, and of it the wait for the node
     assert [row[paired].text for row in times.rows] == ["16.4 (6.10 waiting for the node)", "—"]
