@@ -24,9 +24,11 @@ def test_each_loop_is_counted_once_and_taken_eager_not_at_all() -> None:
     were not run, so they are neither seconds nor loops of the account."""
     first = _record("dynamo", [100.0, 300.0, 200.0], [400.0, 400.0, 400.0], None)
     second = _record("torchscript", [1000.0, 1000.0], [400.0, 400.0, 400.0], "dynamo@18")
-    assert sorted(kind for kind, _ in loops([first, second])) == [
-        "ORT at 2 threads", "ORT at 2 threads", "ORT at the record's threads",
-        "ORT at the record's threads", "eager at 2 threads", "eager at the record's threads",
+    # each with its thread count (0: the record's), which says how it held the node
+    assert sorted((kind, threads) for kind, threads, _ in loops([first, second])) == [
+        ("ORT at 2 threads", 2), ("ORT at 2 threads", 2), ("ORT at the record's threads", 0),
+        ("ORT at the record's threads", 0), ("eager at 2 threads", 2),
+        ("eager at the record's threads", 0),
     ]  # fmt: skip
     assert first.ort.latency is not None
     assert loop_seconds(first.ort.latency) == (600 + 2 * 300) / 1000  # calls and warm-up

@@ -1,6 +1,6 @@
-"""Timed phases that do not overlap: a cell's export and latency loops run on cores of
-their own, while its other work (build, reference, checker, session, numerics) shares the
-node with other cells' other work.
+"""Timed phases that do not overlap: a cell's export runs with the node to itself and its
+latency loops on cores of their own, while its other work (build, reference, checker,
+session, numerics) shares the node with other cells' other work.
 
 Two cells on one node slowed each other's figures (issue 47: a Qwen3-0.6B cell's ORT p50
 1.49 times a plain script's, its export 1.56 times, beside the other cell of its 2-core
@@ -8,12 +8,15 @@ worker; alone, 0.96 and within 10%). So every cell holds the node shared while i
 exclusively while it times on all its cores: a readers-writer lock of two `flock`ed files in
 the node's temp folder (every harness process of the machine, any run, sees them): `work`
 (shared by the cells working, exclusive to one timing) and a `gate` a cell waiting to time
-closes, so that no new work starts before it gets its turn. A phase that uses fewer
-threads than the node has cores (a 1-thread export or loop on a 2-core node) times on cores
-of its own instead: it takes one `core-N` file per thread, exclusively, and goes on beside
-other cells' one-thread work. On this 2-core machine two 1-thread ORT loops, or one beside an
-export or an eager loop, kept their p50 within 0-4% of the same loop alone, where a 1-thread
-loop on the node alone left the other core idle (benchmarks/README.md, Real size). What
+closes, so that no new work starts before it gets its turn, and the cells working give
+way at the next stage they enter (`let_timers_pass`). A phase that uses fewer
+threads than the node has cores (a 1-thread loop on a 2-core node) times on cores of its
+own instead (`timing`): it takes one `core-N` file per thread, exclusively, and goes on
+beside other cells' one-thread work. On this 2-core machine two 1-thread ORT loops, or one
+beside an export or an eager loop, kept their p50 within 0-4% of the same loop alone, where
+a 1-thread loop on the node alone left the other core idle; two real-size exports side by
+side did not keep theirs (1.24-1.38 times), so exports time alone (benchmarks/README.md,
+Real size). What
 other cells did meanwhile is the record's (`worker.timed_beside`): each holder notes its
 phase in a `phase-<pid>` file, a process timing on its cores reads the others' as it starts,
 and those that enter a phase while it times write theirs to its `beside-<pid>` file. The

@@ -92,8 +92,9 @@ def _export_call(
     exporter = exporters.get(task.cell.exporter)
     peak, peak_cuda = PeakRss(), PeakCuda(task.cell.device)
     try:
-        # the export's time and memory, on cores of its own (harness.cell.node)
-        with node.timing(task.threads, task.cell.device), timed("export"):
+        # the export's time and memory with the node alone: two real-size exports on a core
+        # each took 1.24-1.38 times as long as alone (benchmarks/README.md, Real size)
+        with node.alone(), timed("export"):
             if peaks:
                 with peak, peak_cuda:
                     exported = exporter.export(request)

@@ -344,9 +344,10 @@ def test_cells_run_in_one_hold_each_record_only_their_own_waits(
 def test_a_cell_timing_beside_another_cells_work_says_what_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a node of two cores (real lock files, a real neighbour process working in its
-    build the whole time) a 1-thread cell times its export and latency loop on a core of
-    its own, without waiting, and its record names the neighbour's phase."""
+    """On a node of two cores (real lock files, a real neighbour process working through
+    its build's steps the whole time) a 1-thread cell exports with the node alone (the
+    neighbour gives way at its next step) and times its latency loop on a core of its own
+    beside it; its record names the neighbour's phase."""
     import multiprocessing
 
     from harness.cell import node
@@ -359,7 +360,8 @@ def test_a_cell_timing_beside_another_cells_work_says_what_it_was(
         with node.holding(label="neighbour"):
             node.note_phase("build")
             working.set()
-            done.wait(60)
+            while not done.wait(0.05):
+                node.note_phase("build")  # each step of its build: a cell may go first
 
     other = multiprocessing.get_context("fork").Process(target=neighbour)
     other.start()
@@ -371,4 +373,4 @@ def test_a_cell_timing_beside_another_cells_work_says_what_it_was(
         other.join(30)
     assert r.status == "ok", r.error_message
     assert r.worker and r.worker.timed_beside == ("neighbour: build",)
-    assert (r.worker.node_wait_s or 0.0) < 0.5
+    assert (r.worker.node_wait_s or 0.0) < 1.0  # the export waited for a step at most
