@@ -122,8 +122,8 @@ def noisy_findings_against_run(
         if f := shift_finding(metric, drift, t, where=where, alarm=several):
             found.append(f)
         cell_drift = RunDrift(drift.machine, drift.noise, drift.cells)
-        for _, c, (sb, sc) in changed:
-            if f := cell_finding_against_run(metric, c, sb, sc, t, cell_drift):
+        for b, c, (sb, sc) in changed:
+            if f := cell_finding_against_run(metric, b, c, sb, sc, t, cell_drift):
                 found.append(f)
     return found
 
@@ -134,6 +134,7 @@ def _log_ratios(paired: Sequence[tuple[Record, Record, tuple[Samples, Samples]]]
 
 def cell_finding_against_run(
     metric: Metric,
+    base: Record,
     cand: Record,
     base_samples: Sequence[float],
     cand_samples: Sequence[float],
@@ -143,4 +144,6 @@ def cell_finding_against_run(
     """One cell's metric judged against one baseline run, given how all cells moved."""
     verdict = judge_against_run(metric, base_samples, cand_samples, t, drift)
     base_median, cand_median = stats.median(base_samples), stats.median(cand_samples)
-    return metric_finding(metric, verdict, cand, base_median, cand_median, single_run=True)
+    return metric_finding(
+        metric, verdict, cand, base_median, cand_median, single_run=True, baseline=base
+    )

@@ -25,6 +25,8 @@ class Metric:
     # blocking when it regresses with statistical backing; a warning otherwise
     blocks: bool
     min_abs_field: str | None = None  # the Thresholds field with an absolute floor
+    # timed on the node: what other cells did beside the timing is in the finding's evidence
+    timed: bool = False
 
     def floor(self, t: Thresholds) -> float:
         return float(getattr(t, self.floor_field))
@@ -56,8 +58,8 @@ def _scalar(
 
 
 METRICS = (
-    Metric("ort_latency", "ORT latency", "ms", _latency_samples(lambda r: r.ort.latency), "latency_floor", blocks=True, min_abs_field="latency_abs_ms"),
-    Metric("eager_latency", "eager latency", "ms", _latency_samples(lambda r: r.eager.latency), "latency_floor", blocks=False, min_abs_field="latency_abs_ms"),
+    Metric("ort_latency", "ORT latency", "ms", _latency_samples(lambda r: r.ort.latency), "latency_floor", blocks=True, min_abs_field="latency_abs_ms", timed=True),
+    Metric("eager_latency", "eager latency", "ms", _latency_samples(lambda r: r.eager.latency), "latency_floor", blocks=False, min_abs_field="latency_abs_ms", timed=True),
     Metric("export_time", "export time", "s", _scalar(lambda r: r.export.seconds), "export_time_floor", blocks=True),
     Metric("export_memory", "export peak memory", "MiB", _scalar(lambda r: r.export.peak_rss_mb), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
 )  # fmt: skip
@@ -117,10 +119,26 @@ def floor_text(metric: Metric, t: Thresholds) -> str:
     return f"floor {metric.floor(t):.0%}{absolute}"
 
 
+def beside_text(sides: Sequence[tuple[str, tuple[str, ...] | None]]) -> str:
+    """What ran beside each side's timing ("" where nothing did), for a finding's evidence:
+    a figure timed beside other cells' work is not one timed alone."""
+    named = [f"{side} ({', '.join(work)})" for side, work in sides if work]
+    return f"; beside its timing: {', '.join(named)}" if named else ""
+
+
 def metric_finding(
-    metric: Metric, v: Verdict, r: Record, base: float, cand: float, *, single_run: bool = False
+    metric: Metric,
+    v: Verdict,
+    r: Record,
+    base: float,
+    cand: float,
+    *,
+    single_run: bool = False,
+    baseline: Record | None = None,
 ) -> Finding | None:
-    """The finding a verdict makes, if any: a backed regression of a blocking metric blocks."""
+    """The finding a verdict makes, if any: a backed regression of a blocking metric blocks.
+    A timed metric's evidence says what ran beside the timing of the candidate `r` (and of
+    the one `baseline` record it was judged against)."""
     if v.direction == 0:
         return None
     worse = v.direction > 0
@@ -146,5 +164,10 @@ def metric_finding(
         candidate=cand,
         ratio=v.ratio,
         threshold=v.threshold,
-        evidence=v.evidence,
+        evidence=v.evidence + (_beside_evidence(r, baseline) if metric.timed else ""),
     )
+
+
+def _beside_evidence(cand: Record, baseline: Record | None) -> str:
+    sides = [("baseline", baseline), ("candidate", cand)] if baseline else [("candidate", cand)]
+    return beside_text([(side, r.worker.timed_beside if r.worker else None) for side, r in sides])

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from harness.compare.findings import BLOCKING, IMPROVEMENT, INFO, WARNING, Finding
-from harness.compare.metrics import NotCompared
+from harness.compare.metrics import NotCompared, beside_text
 from harness.compare.thresholds import Thresholds
 from harness.store.graphs import stored_model
 from harness.store.paired import PairPlan, PairResult, PairTask
@@ -74,7 +74,7 @@ def paired_finding(r: PairResult, cand: Record, t: Thresholds) -> Finding | None
         f" ({t.paired_confidence:.0%} CI x{low:.3f}..x{high:.3f}),"
         f" Wilcoxon p={'-' if r.p_value is None else f'{r.p_value:.2g}'};"
         f" band +-{t.paired_margin:.0%}, {r.seconds:g} s"
-    )
+    ) + beside_text([("pair", r.timed_beside)])
     if r.verdict == "slower":
         kind = "paired_regressed"
         big = r.estimate >= math.log1p(t.paired_block)

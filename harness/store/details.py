@@ -209,7 +209,7 @@ class WorkerInfo(Open):
     # (harness.cell.node)
     node_wait_s: Taken | None = None
     # What other cells did on the node ("label: phase") while the cell timed on cores of its
-    # own (a 1-thread export or latency loop on a node of more cores: harness.cell.node)
+    # own (a 1-thread latency loop on a node of more cores: harness.cell.node)
     timed_beside: tuple[str, ...] | None = None
 
     def with_facts(self, facts: WorkerInfo) -> WorkerInfo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -19,6 +20,7 @@ from harness.compare import (
     check_comparable,
     compare_runs,
 )
+from harness.store.details import WorkerInfo
 from harness.store.manifest import Manifest
 from harness.store.records import Dtype
 from harness.store.runs import Run
@@ -216,6 +218,29 @@ def test_latency_improvement_is_reported_as_an_improvement():
     rng = random.Random(3)
     c = compare_runs(run("A", [record(ort=lat(rng, 10.0))]), run("B", [record(ort=lat(rng, 7.0))]))
     assert one(c, "metric_improved").severity == IMPROVEMENT
+
+
+def _beside(r, *work):
+    return dataclasses.replace(r, worker=WorkerInfo(timed_beside=work or None))
+
+
+def test_a_timed_finding_names_what_ran_beside_each_sides_timing():
+    """Latency timed beside other cells' work says so, side by side; memory is not timed,
+    and a side timed alone is not named."""
+    rng = random.Random(1)
+    base = _beside(record(ort=lat(rng, 10.0), rss_mb=100.0), "m torchscript@18: build")
+    cand = _beside(record(ort=lat(rng, 13.0), rss_mb=200.0), "n dynamo@18: export", "n: reference")
+    found = {f.metric: f for f in compare_runs(run("A", [base]), run("B", [cand])).findings}
+    assert found["ort_latency"].evidence.endswith(
+        "; beside its timing: baseline (m torchscript@18: build),"
+        " candidate (n dynamo@18: export, n: reference)"
+    )
+    assert "beside" not in found["export_memory"].evidence
+    alone = _beside(cand)
+    found = {f.metric: f for f in compare_runs(run("A", [base]), run("B", [alone])).findings}
+    assert found["ort_latency"].evidence.endswith(
+        "; beside its timing: baseline (m torchscript@18: build)"
+    )
 
 
 def test_eager_latency_regression_against_one_run_is_info():

@@ -58,6 +58,18 @@ def test_a_slower_paired_verdict_blocks_where_the_separate_runs_saw_nothing() ->
     assert "interleaved" in (f.evidence or "") and f.ratio == f.ratio and abs(f.ratio - 1.1) < 1e-9
 
 
+def test_a_paired_finding_names_what_ran_beside_the_pairs_timing() -> None:
+    base, cand = _pair(1.0)
+    key = cand.records[0].cell.key
+    beside = ("real.gpt2 torchscript@18: build", "real.opt_125m dynamo@18: reference")
+    timed = _result(key, "slower", 1.10, timed_beside=beside)
+    (f,) = [f for f in compare_runs(base, cand, Options(paired={key: timed})).findings]
+    assert (f.evidence or "").endswith(f"; beside its timing: pair ({', '.join(beside)})")
+    alone = _result(key, "slower", 1.10)
+    (f,) = [f for f in compare_runs(base, cand, Options(paired={key: alone})).findings]
+    assert "beside" not in (f.evidence or "")
+
+
 def test_a_paired_slowdown_of_a_tiny_model_blocks_under_the_absolute_floor() -> None:
     base, cand = _pair(1.0)
     key = cand.records[0].cell.key
