@@ -1,13 +1,14 @@
 """Where a real-size run's wall time went, from its records: the span of its cells, how long
 one or two cells were in flight, the timed phases (exports, latency loops, exporter pairs)
 against the rest, split by how they hold the node (harness.cell.node): on cores of their
-own (fewer threads than the node's cores: other cells' work goes on beside them, and how
-many did is counted) or alone (loops on every core). The loops are estimates: their
+own (loops and pairs of fewer threads than the node's cores: other cells' work goes on
+beside them, and how many did is counted) or alone (exports, and loops on every core). The loops are estimates: their
 samples plus a warm-up of about two calls a side (the records keep samples, not loop
 times); the pairs are their own seconds where the records say them (sessions opened beside
 other cells' work included, their waits for the node left out where the records say those),
 else estimates. A run written before 1-thread phases took a core of their own held the node
-alone for all of them.
+alone for all of them; one written between dba5e54 and 7915668 exported on a core of its
+own too.
 
     python -m benchmarks.real_size_account RUN_DIR
 """
@@ -112,10 +113,11 @@ def main() -> None:
     print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "
           + ", ".join(f"{n} for {s:.0f} s" for n, s in sorted(flight.items())))  # fmt: skip
     about = "" if pairs_timed else "~"
-    print(f"timed on fewer than the node's {cores} cores: exports {exports:.0f} s, latency "
-          f"loops ~{on_core:.0f} s, exporter pairs {about}{pairs:.0f} s: "
-          f"~{exports + on_core + pairs:.0f} s; {beside} cells timed beside other cells' work")  # fmt: skip
-    print(f"timed on every core (the node alone): latency loops ~{on_node:.0f} s")
+    print(f"timed on fewer than the node's {cores} cores: latency loops ~{on_core:.0f} s, "
+          f"exporter pairs {about}{pairs:.0f} s: ~{on_core + pairs:.0f} s; "
+          f"{beside} cells timed beside other cells' work")  # fmt: skip
+    print(f"timed with the node alone: exports {exports:.0f} s, latency loops on every core "
+          f"~{on_node:.0f} s: ~{exports + on_node:.0f} s")  # fmt: skip
     print("\n".join(loop_lines(records)))
     waits = [r.exporter_speed.node_wait_s for r in records if r.exporter_speed]
     if any(w is not None for w in waits):
