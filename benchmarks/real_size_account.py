@@ -2,9 +2,9 @@
 one or two cells were in flight, the timed phases (exports, latency loops, exporter pairs)
 against the rest, split by how they hold the node (harness.cell.node): on cores of their
 own (loops and pairs of fewer threads than the node's cores: other cells' work goes on
-beside them, and how many did is counted) or alone (exports, and loops on every core). The loops are estimates: their
-samples plus a warm-up of about two calls a side (the records keep samples, not loop
-times); the pairs are their own seconds where the records say them (sessions opened beside
+beside them, and how many did is counted) or alone (exports, and loops on every core).
+The loops are estimates: their samples plus a warm-up of about two calls a side (the
+records keep samples, not loop times); the pairs are their own seconds where the records say them (sessions opened beside
 other cells' work included, their waits for the node left out where the records say those),
 else estimates. A run written before 1-thread phases took a core of their own held the node
 alone for all of them; one written between dba5e54 and 7915668 exported on a core of its
@@ -58,6 +58,18 @@ def loops(records: Iterable[Record]) -> Iterator[tuple[str, int, Latency]]:
                 yield f"eager at {threads} threads", int(threads), at.eager_latency_ms
 
 
+def loops_by_hold(records: Iterable[Record], cores: int, run_threads: int) -> tuple[float, float]:
+    """The loops' seconds timed on cores of their own (fewer threads than the node's
+    `cores`) and with the node alone; a record's own loops ran at the run's threads."""
+    on_core = on_node = 0.0
+    for _, threads, latency in loops(records):
+        if (threads or run_threads) < cores:
+            on_core += loop_seconds(latency)
+        else:
+            on_node += loop_seconds(latency)
+    return on_core, on_node
+
+
 def loop_seconds(latency: Latency) -> float:
     """A loop's calls, and its warm-up of about two calls (the records keep samples only)."""
     return (sum(latency.samples) + 2 * max(latency.samples, default=0.0)) / 1000
@@ -105,9 +117,10 @@ def main() -> None:
     other = sum(
         v for r in records for k, v in (r.stage_s or {}).items() if k not in ("export", "latency")
     )
-    cores = rundir.read_manifest(run_dir).hardware.cores or 1
-    on_core = sum(loop_seconds(x) for _, threads, x in loops(records) if threads < cores)
-    on_node = sum(loop_seconds(x) for _, threads, x in loops(records) if threads >= cores)
+    manifest = rundir.read_manifest(run_dir)
+    run_threads = (manifest.settings.threads if manifest.settings else None) or 1
+    cores = manifest.hardware.cores or 1
+    on_core, on_node = loops_by_hold(records, cores, run_threads)
     pairs, pairs_timed = pair_seconds(records)
     beside = sum(1 for r in records if r.worker and r.worker.timed_beside)
     print(f"{len(records)} cells over {sum(flight.values()):.0f} s; in flight: "

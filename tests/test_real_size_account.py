@@ -3,7 +3,9 @@ come from: its loops by side and thread count, on records as a run writes them."
 
 from __future__ import annotations
 
-from benchmarks.real_size_account import loop_lines, loop_seconds, loops
+import pytest
+
+from benchmarks.real_size_account import loop_lines, loop_seconds, loops, loops_by_hold
 from harness.store.measures import EagerMeasures, OrtMeasures, ShapeLatency
 from harness.store.records import Cell, Latency, Record
 from tests.fixtures_compare import measurements
@@ -38,3 +40,14 @@ def test_each_loop_is_counted_once_and_taken_eager_not_at_all() -> None:
         "  eager at 2 threads: 1 s of calls in 1 loops, 3 calls each (median)",
         "  eager at the record's threads: 1 s of calls in 1 loops, 3 calls each (median)",
     ]
+
+
+def test_the_records_own_loops_hold_the_node_as_the_runs_threads_do() -> None:
+    """On 2 cores a run at 1 thread times the record's own loops on a core of their own
+    and its 2-thread loops with the node alone; a run at 2 threads times both alone."""
+    first = _record("dynamo", [100.0, 300.0, 200.0], [400.0, 400.0, 400.0], None)
+    own = loop_seconds(first.ort.latency) + loop_seconds(first.eager.latency)
+    at_two = first.thread_latency["2"]
+    two = loop_seconds(at_two.ort_latency_ms) + loop_seconds(at_two.eager_latency_ms)
+    assert loops_by_hold([first], cores=2, run_threads=1) == (own, two)
+    assert loops_by_hold([first], cores=2, run_threads=2) == (0.0, pytest.approx(own + two))
