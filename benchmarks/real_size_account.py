@@ -2,13 +2,15 @@
 one or two cells were in flight, the timed phases (exports, latency loops, exporter pairs)
 against the rest, split by how they hold the node (harness.cell.node): on cores of their
 own (loops and pairs of fewer threads than the node's cores: other cells' work goes on
-beside them, and how many did is counted) or alone (exports, and loops on every core).
+beside them, and how many did is counted), alone (loops on every core), and the exports,
+one at a time.
 The loops are estimates: their samples plus a warm-up of about two calls a side (the
 records keep samples, not loop times); the pairs are their own seconds where the records say them (sessions opened beside
 other cells' work included, their waits for the node left out where the records say those),
 else estimates. A run written before 1-thread phases took a core of their own held the node
 alone for all of them; one written between dba5e54 and 7915668 exported on a core of its
-own too.
+own too, beside other exports; one written from then until exports took turns on a core
+(issue 47, 2026-12-07) exported with the node alone.
 
     python -m benchmarks.real_size_account RUN_DIR
 """
@@ -129,8 +131,8 @@ def main() -> None:
     print(f"timed on fewer than the node's {cores} cores: latency loops ~{on_core:.0f} s, "
           f"exporter pairs {about}{pairs:.0f} s: ~{on_core + pairs:.0f} s; "
           f"{beside} cells timed beside other cells' work")  # fmt: skip
-    print(f"timed with the node alone: exports {exports:.0f} s, latency loops on every core "
-          f"~{on_node:.0f} s: ~{exports + on_node:.0f} s")  # fmt: skip
+    print(f"timed with the node alone: latency loops on every core ~{on_node:.0f} s")
+    print(f"exports, one at a time: {exports:.0f} s")
     print("\n".join(loop_lines(records)))
     waits = [r.exporter_speed.node_wait_s for r in records if r.exporter_speed]
     if any(w is not None for w in waits):

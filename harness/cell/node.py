@@ -1,5 +1,5 @@
-"""Timed phases that do not overlap: a cell's export runs with the node to itself and its
-latency loops on cores of their own, while its other work (build, reference, checker,
+"""Timed phases that do not overlap: a cell's export and its latency loops run on cores of
+their own (one export at a time on the node), while its other work (build, reference, checker,
 session, numerics) shares the node with other cells' other work.
 
 Two cells on one node slowed each other's figures (issue 47: a Qwen3-0.6B cell's ORT p50
@@ -15,9 +15,9 @@ own instead (`timing`): it takes one `core-N` file per thread, exclusively, and 
 beside other cells' one-thread work. On this 2-core machine two 1-thread ORT loops, or one
 beside an export or an eager loop, kept their p50 within 0-4% of the same loop alone, where
 a 1-thread loop on the node alone left the other core idle; two real-size exports side by
-side did not keep theirs (1.24-1.38 times), so exports time alone (benchmarks/README.md,
-Real size). What
-other cells did meanwhile is the record's (`worker.timed_beside`): each holder notes its
+side did not keep theirs (1.24-1.38 times) where one beside a loop did (1.02-1.05), so an
+export also takes the node's `export` file, exclusively, before its cores (`exporting`):
+one at a time (benchmarks/README.md, Real size). What other cells did meanwhile is the record's (`worker.timed_beside`): each holder notes its
 phase in a `phase-<pid>` file, a process timing on its cores reads the others' as it starts,
 and those that enter a phase while it times write theirs to its `beside-<pid>` file. The
 kernel lets go of a process's locks when it dies, so a crashed or killed cell holds
@@ -131,6 +131,7 @@ class NodeLock:
         self.folder, self.label = where, label
         self.gate = _open(where / "gate")
         self.work = _open(where / "work")
+        self.export = _open(where / "export")
         self.cores = [_open(where / f"core-{i}") for i in range(node_cores())]
         self.depth = 0
 
@@ -170,6 +171,25 @@ class NodeLock:
             self.depth = 0
             for fd in taken:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def exporting(self, threads: int, device: str = "cpu") -> Iterator[None]:
+        """An export of `threads` threads (from within `working`): one at a time on the node
+        (two real-size exports side by side took 1.24-1.38 times as long as alone), timed as
+        any phase is (`timing`): on cores of its own beside other cells' one-thread work,
+        which kept it within 1.02-1.05 of alone. The turn is taken before the cores, so a
+        phase holding a core never waits for it."""
+        if self.depth:
+            with self.timing(threads, device):
+                yield
+            return
+        with waiting():
+            fcntl.flock(self.export, fcntl.LOCK_EX)
+        try:
+            with self.timing(threads, device):
+                yield
+        finally:
+            fcntl.flock(self.export, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
@@ -284,7 +304,7 @@ class NodeLock:
                 fcntl.flock(self.gate, fcntl.LOCK_UN)
 
     def close(self) -> None:
-        for fd in (self.gate, self.work, *self.cores):
+        for fd in (self.gate, self.work, self.export, *self.cores):
             os.close(fd)
 
 
@@ -382,6 +402,22 @@ def alone() -> Iterator[None]:
     lock = NodeLock()
     try:
         with lock.alone():
+            yield
+    finally:
+        lock.close()
+
+
+@contextlib.contextmanager
+def exporting(threads: int, device: str = "cpu") -> Iterator[None]:
+    """An export, one at a time on the node, on cores of its own where the node has more
+    (NodeLock.exporting); a process that holds none takes a hold for the block."""
+    if _HELD:
+        with _HELD[-1].exporting(threads, device):
+            yield
+        return
+    lock = NodeLock()
+    try:
+        with lock.working(), lock.exporting(threads, device):
             yield
     finally:
         lock.close()

@@ -60,7 +60,7 @@ def _scalar(
 METRICS = (
     Metric("ort_latency", "ORT latency", "ms", _latency_samples(lambda r: r.ort.latency), "latency_floor", blocks=True, min_abs_field="latency_abs_ms", timed=True),
     Metric("eager_latency", "eager latency", "ms", _latency_samples(lambda r: r.eager.latency), "latency_floor", blocks=False, min_abs_field="latency_abs_ms", timed=True),
-    Metric("export_time", "export time", "s", _scalar(lambda r: r.export.seconds), "export_time_floor", blocks=True),
+    Metric("export_time", "export time", "s", _scalar(lambda r: r.export.seconds), "export_time_floor", blocks=True, timed=True),
     Metric("export_memory", "export peak memory", "MiB", _scalar(lambda r: r.export.peak_rss_mb), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
 )  # fmt: skip
 

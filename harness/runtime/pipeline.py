@@ -92,9 +92,10 @@ def _export_call(
     exporter = exporters.get(task.cell.exporter)
     peak, peak_cuda = PeakRss(), PeakCuda(task.cell.device)
     try:
-        # the export's time and memory with the node alone: two real-size exports on a core
-        # each took 1.24-1.38 times as long as alone (benchmarks/README.md, Real size)
-        with node.alone(), timed("export"):
+        # one export at a time on the node, on a core of its own beside other cells'
+        # one-thread work: two real-size exports side by side took 1.24-1.38 times as long
+        # as alone, one beside a loop 1.02-1.05 (benchmarks/README.md, Real size)
+        with node.exporting(task.threads, task.cell.device), timed("export"):
             if peaks:
                 with peak, peak_cuda:
                     exported = exporter.export(request)

@@ -228,16 +228,22 @@ def test_a_childs_waits_reach_its_zygotes_meter_and_its_own_forks_report_none(
 
 
 def _time_on_a_core(
-    folder: Path, label: str, threads: int, out: Queue[Any], ready: Any = None
+    folder: Path,
+    label: str,
+    threads: int,
+    out: Queue[Any],
+    ready: Any = None,
+    phase: str = "timing",
 ) -> None:
-    """A cell named `label`: works, then times a phase of `threads` threads for HOLD_S;
-    reports its timing's start and end and what it timed beside."""
+    """A cell named `label`: works, then times a phase of `threads` threads for HOLD_S (a
+    loop's `timing`, or an export's `exporting`); reports its timing's start and end and
+    what it timed beside."""
     with node.holding(folder, label) as lock:
         node.note_phase("build")
         if ready is not None:
             ready.wait(30)
         node.note_phase("export")
-        with lock.timing(threads):
+        with getattr(lock, phase)(threads):
             start = time.monotonic()
             time.sleep(HOLD_S)
             end = time.monotonic()
@@ -275,6 +281,48 @@ def test_one_thread_phases_time_at_once_on_a_core_each_and_say_what_was_beside(
     assert third[1] >= min(first[2], second[2]) - 0.01, timed  # never three
     assert f"{second[0]}: export" in first[3] or f"{second[0]}: build" in first[3], timed
     assert any(text.startswith(first[0]) for text in second[3]), timed
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_exports_take_turns_and_each_times_beside_a_one_thread_loop(tmp_path: Path) -> None:
+    """On a 2-core node two cells export and one times a 1-thread loop, all at once: the
+    exports never overlap each other, each overlaps the loop (on the other core), and the
+    loop names both exports beside it."""
+    out: Queue[Any] = FORK.Queue()
+    ready = FORK.Barrier(3)
+    roles = [("export 0", "exporting"), ("export 1", "exporting"), ("loop", "timing")]
+    cells = [
+        FORK.Process(target=_time_on_a_core, args=(tmp_path, label, 1, out, ready, phase))
+        for label, phase in roles
+    ]
+    for p in cells:
+        p.start()
+    _run(*cells)
+    timed = {t[0]: t for t in (out.get(timeout=5) for _ in cells)}
+    first, second, loop = timed["export 0"], timed["export 1"], timed["loop"]
+    assert _overlap(first, second) <= 0.01, timed  # one export at a time
+    assert max(_overlap(first, loop), _overlap(second, loop)) > HOLD_S / 2, timed
+    named = " ".join(loop[3])
+    assert "export 0" in named and "export 1" in named, timed
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_an_export_of_every_core_or_on_an_accelerator_holds_the_node_alone(
+    tmp_path: Path,
+) -> None:
+    """An export of as many threads as the node has cores, or on a GPU, does not run beside
+    another cell's work: it waits for the work to end."""
+    for threads, device in ((2, "cpu"), (1, "cuda")):
+        out: Queue[Any] = FORK.Queue()
+        started = FORK.Event()
+        worker = FORK.Process(target=_work, args=(tmp_path, 1.0, out, started))
+        worker.start()
+        assert started.wait(30)
+        with node.holding(tmp_path, "exporter") as lock, lock.exporting(threads, device):
+            began = time.monotonic()
+        _run(worker)
+        _, work_start = out.get(timeout=5)
+        assert began >= work_start + 0.9, (threads, device)
 
 
 @pytest.mark.usefixtures("two_cores")

@@ -225,16 +225,19 @@ def _beside(r, *work):
 
 
 def test_a_timed_finding_names_what_ran_beside_each_sides_timing():
-    """Latency timed beside other cells' work says so, side by side; memory is not timed,
-    and a side timed alone is not named."""
+    """Latency and export time timed beside other cells' work say so, side by side; memory
+    is not timed, and a side timed alone is not named."""
     rng = random.Random(1)
-    base = _beside(record(ort=lat(rng, 10.0), rss_mb=100.0), "m torchscript@18: build")
-    cand = _beside(record(ort=lat(rng, 13.0), rss_mb=200.0), "n dynamo@18: export", "n: reference")
+    base = record(ort=lat(rng, 10.0), rss_mb=100.0, export_s=10.0)
+    base = _beside(base, "m torchscript@18: build")
+    cand = record(ort=lat(rng, 13.0), rss_mb=200.0, export_s=20.0)
+    cand = _beside(cand, "n dynamo@18: export", "n: reference")
     found = {f.metric: f for f in compare_runs(run("A", [base]), run("B", [cand])).findings}
-    assert found["ort_latency"].evidence.endswith(
-        "; beside its timing: baseline (m torchscript@18: build),"
-        " candidate (n dynamo@18: export, n: reference)"
-    )
+    for timed in ("ort_latency", "export_time"):
+        assert found[timed].evidence.endswith(
+            "; beside its timing: baseline (m torchscript@18: build),"
+            " candidate (n dynamo@18: export, n: reference)"
+        )
     assert "beside" not in found["export_memory"].evidence
     alone = _beside(cand)
     found = {f.metric: f for f in compare_runs(run("A", [base]), run("B", [alone])).findings}

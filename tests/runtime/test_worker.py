@@ -345,9 +345,8 @@ def test_a_cell_timing_beside_another_cells_work_says_what_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a node of two cores (real lock files, a real neighbour process working through
-    its build's steps the whole time) a 1-thread cell exports with the node alone (the
-    neighbour gives way at its next step) and times its latency loop on a core of its own
-    beside it; its record names the neighbour's phase."""
+    its build's steps the whole time) a 1-thread cell exports and times its latency loop on
+    a core of its own beside it; its record names the neighbour's phase."""
     import multiprocessing
 
     from harness.cell import node
