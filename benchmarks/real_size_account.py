@@ -45,10 +45,12 @@ def in_flight(records: list[Record]) -> dict[int, float]:
 
 def loops(records: Iterable[Record]) -> Iterator[tuple[str, int, Latency]]:
     """Each latency loop's side and thread count (0: the record's), and what it timed; eager
-    where the cell timed it itself (not where it took another cell's, `share_eager`)."""
+    where the cell timed it itself (not where it took another cell's, `share_eager`), ORT
+    where the cell did (not where its exporter pair did, `ort_from_pairs`: the pair's
+    seconds count it)."""
     for r in records:
         own = [
-            ("ORT", r.ort.latency),
+            ("ORT", r.ort.latency if r.ort.timed_in is None else None),
             ("eager", r.eager.latency if r.eager.timed_by is None else None),
         ]
         for what, latency in own:

@@ -51,3 +51,12 @@ def test_the_records_own_loops_hold_the_node_as_the_runs_threads_do() -> None:
     two = loop_seconds(at_two.ort_latency_ms) + loop_seconds(at_two.eager_latency_ms)
     assert loops_by_hold([first], cores=2, run_threads=1) == (own, two)
     assert loops_by_hold([first], cores=2, run_threads=2) == (0.0, pytest.approx(own + two))
+
+
+def test_an_ort_latency_its_pair_timed_is_the_pairs_not_a_loop() -> None:
+    """Under ort_from_pairs a record's ORT latency at its threads is its exporter pair's
+    calls: the pair's seconds count them, so no loop of the record does."""
+    first = _record("dynamo", [100.0, 300.0, 200.0], [400.0, 400.0, 400.0], None)
+    paired = first.with_changes(ort=OrtMeasures(latency=first.ort.latency, timed_in="pair"))
+    kinds = sorted(kind for kind, _, _ in loops([paired]))
+    assert kinds == ["ORT at 2 threads", "eager at 2 threads", "eager at the record's threads"]

@@ -36,14 +36,14 @@ Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
 
 def time_pair(task: PairTask) -> PairResult:
-    """Time the task's two graphs together; every failure is a result with its error. Both
-    say what the pair took, and of that its waits for the node (to hold it, to time, to go
+    """Time the task's two graphs together (a task of one graph, `candidate_model` empty:
+    that one alone); every failure is a result with its error. Both say what it took, and of that its waits for the node (to hold it, to time, to go
     back to work), a pair that failed after waiting too, and what other cells did on the
     node while it timed on cores of its own."""
     start, waits_before = time.perf_counter(), node.process_waited_s()
     beside_before = len(node.timed_beside())
     try:
-        result = _time_pair(task)
+        result = (_time_pair if task.candidate_model else _time_alone)(task)
     except Exception as exc:  # a graph that no longer loads is a result, not a crash
         result = PairResult(task.key, error=f"{type(exc).__name__}: {str(exc)[:300]}")
     seconds, waited = time.perf_counter() - start, node.process_waited_s() - waits_before
@@ -74,6 +74,29 @@ def _time_pair(task: PairTask) -> PairResult:
             repeat = _calls_per_unit(call_a, call_b, plan)
             unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
             return _blocks(task, unit_a, unit_b, runtime)
+
+
+def _time_alone(task: PairTask) -> PairResult:
+    """One graph timed by itself, in units as a pair times each of its two (the model's
+    other exporters failed: this one's record still gets its latency), until its median's
+    95% interval is within the plan's margin, past the calls of each side of `min_pairs`
+    pairs, or the plan's bounds."""
+    plan = task.plan
+    least, most = 2 * plan.min_pairs, 2 * plan.max_pairs  # a pair: each side twice
+    with node.holding(label=f"exporter pair {task.label}"):
+        node.note_phase("session")
+        call, runtime = _session_call(task.baseline_model, task.threads)
+        node.note_phase("timing")
+        with node.timing(task.threads), gc_paused():
+            unit = _unit(call, _calls_per_unit(call, call, plan))
+            samples: list[float] = []
+            end = time.perf_counter() + plan.max_s
+            while len(samples) < most and (len(samples) < least or time.perf_counter() < end):
+                samples.append(unit())
+                width = stats.interval_width(samples) if len(samples) >= least else None
+                if width is not None and width <= plan.margin:
+                    break
+    return PairResult(task.key, baseline_ms=tuple(samples), runtime=runtime)
 
 
 def _calls_per_unit(

@@ -12,13 +12,21 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
 from harness.dispatch.cluster import ClusterInfo, Runner
 from harness.dispatch.policy import DispatchStats, Options
 from harness.errors import UsageError
-from harness.pipeline.pairing import LEDGER, ExporterPairs, GroupKey, group_of, written_down
+from harness.pipeline.pairing import (
+    LEDGER,
+    ExporterPairs,
+    GroupKey,
+    group_of,
+    with_pair,
+    written_down,
+)
 from harness.plan.build import RunPlan
 from harness.plan.memory import largest_node_gb, memory_need_gb
 from harness.progress import Progress
@@ -33,6 +41,7 @@ from harness.store.manifest import (
     ZooProblem,
 )
 from harness.store.paired import PairPlan
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
@@ -116,6 +125,7 @@ def _exporter_pairs(plan: RunPlan, runner: Runner) -> ExporterPairs | None:
         runner.time_pairs,
         threads=plan.options.threads,
         keep_graphs=plan.options.keep_graphs is not None,
+        ort_from_pairs=plan.protocol.ort_from_pairs,
         plan=PairPlan(min_pairs=5, round=10, max_s=budget),
     )
     timed = written_down(plan.run_dir)
@@ -144,8 +154,7 @@ def _record_speeds(plan: RunPlan, pairs: ExporterPairs) -> None:
     by_id = written_down(plan.run_dir)
     kept = plan.options.keep_graphs is not None
     amended = {
-        r.cell.key: r.with_changes(
-            exporter_speed=by_id[r.cell.cell_id],
+        r.cell.key: with_pair(r, by_id[r.cell.cell_id]).with_changes(
             artifacts=r.artifacts
             if kept
             else {k: v for k, v in r.artifacts.items() if k != "graph"},
@@ -308,13 +317,21 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
             run_dir=str(plan.run_dir.resolve()),
             threads=plan.options.threads,
             keep_onnx=plan.options.keep_onnx,
-            protocol=plan.protocol,
+            protocol=_cell_protocol(plan.protocol, cell, paired=group_of(cell) in paired),
             max_memory_gb=_ceiling(plan, need, max_memory),
             memory_gb=need,
             timeout_s=plan.options.timeout_s,
             requires=spec.requires,
             graph_store=_graph_store(plan, paired=group_of(cell) in paired),
         )
+
+
+def _cell_protocol(protocol: Protocol, cell: Cell, *, paired: bool) -> Protocol:
+    """The protocol a cell is timed by: its ORT latency left to its pair (`ort_from_pairs`)
+    only where a pair times it, on the CPU as pairs do."""
+    if protocol.ort_from_pairs and not (paired and cell.device == "cpu"):
+        return replace(protocol, ort_from_pairs=False)
+    return protocol
 
 
 def _ceiling(plan: RunPlan, need: float | None, share: float | None) -> float | None:

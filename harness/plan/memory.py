@@ -40,7 +40,9 @@ def pair_need_gb(task: PairTask) -> float:
     external data: its folder in the graph store); a Llama-3.2-1B pair holds two 4.9 GB
     graphs, beside whatever cells the node runs."""
     sizes = [
-        _folder_bytes(Path(m).parent) / GIB for m in (task.baseline_model, task.candidate_model)
+        _folder_bytes(Path(m).parent) / GIB
+        for m in (task.baseline_model, task.candidate_model)
+        if m  # a task of one graph (harness.cell.paired) has no candidate
     ]
     return round(BASE_GB + sum(sizes) + max(sizes) * (ORT_MEMORY - 1), 2)
 

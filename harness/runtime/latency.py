@@ -24,6 +24,7 @@ from harness.cell.stages import stage
 from harness.cell.timing import time_calls, time_interleaved
 from harness.store.axes import AXES
 from harness.store.details import OrtRuntime
+from harness.store.measures import Latency
 from harness.store.protocol import Protocol
 from harness.store.records import CellTask, Measurements, ShapeLatency
 
@@ -53,7 +54,9 @@ def measure(
     wakes its threads for every parallel loop of a call (Qwen3-0.6B 12-19% slower,
     BERT-base 16%; benchmarks/README.md). The checked session is dropped first. With a
     `share` (the protocol's share_eager), a loop whose eager samples another exporter's
-    cell of the model wrote down on the node times ORT alone and takes them."""
+    cell of the model wrote down on the node times ORT alone and takes them. With the
+    protocol's `ort_from_pairs` (a paired CPU cell of one shape), ORT at the cell's threads
+    is its exporter pair's to time (harness.pipeline.pairing): eager is timed alone there."""
     with stage("latency"):
         threads, example = runner.threads, next(iter(shapes.values()))[1]
         session = Session(runner.path, runner.device, replace(runner.optimisation, written_to=None))
@@ -61,25 +64,71 @@ def measure(
         gc.collect()
         others = [t for t in _thread_counts(protocol) if t != threads]
         budget = Budget(protocol, loops=len(shapes) - 1 + len(others))
-        timed = session.opened(threads)
-        m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
-        loops = [
-            partial(_timed, timed, model, sizes, inputs, share) for sizes, inputs in shapes.values()
-        ]
-        with node.timing(threads, runner.device):
-            # the record's own loop to the protocol's caps; the budget for the others
-            results = [loops[0](protocol), *map(budget.loop, loops[1:])]
-        by_shape = dict(zip(shapes, results, strict=True))
-        del timed, loops  # the loops hold the session too: gone before the next one opens
-        first = next(iter(by_shape.values()))
-        m.ort = replace(m.ort, latency=first.ort_latency_ms)
-        m.eager = replace(m.eager, latency=first.eager_latency_ms, timed_by=first.eager_from)
-        m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
+        if protocol.ort_from_pairs and [sizes for sizes, _ in shapes.values()] == [None]:
+            eager_ms, timed_by = _eager_alone(model, example, share, session, threads, protocol)
+            m.eager = replace(m.eager, latency=Latency.from_samples(eager_ms), timed_by=timed_by)
+        else:
+            _loops(session, threads, model, shapes, protocol, budget, share, m)
         by_threads = {
             str(t): _at_threads(session, t, model, example, budget, share) for t in others
         }
         m.thread_latency = by_threads or None
         torch.set_num_threads(threads)
+
+
+def _loops(
+    session: Session,
+    threads: int,
+    model: torch.nn.Module,
+    shapes: dict[str, tuple[dict[str, int] | None, Inputs]],
+    protocol: Protocol,
+    budget: Budget,
+    share: EagerShare | None,
+    m: Measurements,
+) -> None:
+    """ORT and eager at each shape, at the cell's threads: the record's own latencies."""
+    timed = session.opened(threads)
+    m.ort = replace(m.ort, runtime=OrtRuntime.from_dict(timed.runtime))
+    loops = [
+        partial(_timed, timed, model, sizes, inputs, share) for sizes, inputs in shapes.values()
+    ]
+    with node.timing(threads, session.device):
+        # the record's own loop to the protocol's caps; the budget for the others
+        results = [loops[0](protocol), *map(budget.loop, loops[1:])]
+    by_shape = dict(zip(shapes, results, strict=True))
+    del timed, loops  # the loops hold the session too: gone before the next one opens
+    first = next(iter(by_shape.values()))
+    m.ort = replace(m.ort, latency=first.ort_latency_ms)
+    m.eager = replace(m.eager, latency=first.eager_latency_ms, timed_by=first.eager_from)
+    m.shape_latency = {k: v for k, v in by_shape.items() if v.sizes is not None} or None
+
+
+def _eager_alone(
+    model: torch.nn.Module,
+    inputs: Inputs,
+    share: EagerShare | None,
+    session: Session,
+    threads: int,
+    protocol: Protocol,
+) -> tuple[list[float], str | None]:
+    """Eager at the cell's threads where its ORT latency is its exporter pair's
+    (`ort_from_pairs`): taken from `share` where another exporter's cell of the model timed
+    it (waiting, holding no core, while one times it now), else timed here, to the
+    protocol's caps, and written down; with the cell that timed it (None: this one)."""
+    key = share.key(threads, inputs) if share else ""
+    if share and (found := share.find(key)):
+        return found
+    if share and not share.claim(key) and (found := share.wait_for(key)):
+        return found
+    try:
+        with node.timing(threads, session.device), torch.inference_mode():
+            eager_ms = time_calls(_eager_call(model, inputs), protocol)
+        if share:
+            share.write(key, eager_ms)
+    finally:
+        if share:
+            share.release(key)
+    return eager_ms, None
 
 
 def _timed(

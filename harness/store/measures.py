@@ -329,6 +329,10 @@ class OrtMeasures(Group):
     session_s: Seconds | None = None
     latency: Latency | None = None
     runtime: OrtRuntime | None = None
+    # Where `latency` was timed when not in the cell's own loop (the protocol's
+    # ort_from_pairs): "pair", its graph's calls in the exporter pair; "alone", by itself
+    # after its model's other exporters' cells failed
+    timed_in: str | None = None
     # What the cell's ORT optimisation did (harness.cell.ort_opt): the op types of the
     # optimised graph that the exported one lacks, with their counts; the optimizers
     # (ORT's graph transformers, or the transformers optimizer's fusions) that changed the
@@ -345,6 +349,7 @@ class OrtMeasures(Group):
         "ort_session_s": "session_s",
         "ort_latency_ms": "latency",
         "ort_runtime": "runtime",
+        "ort_timed_in": "timed_in",
         "ort_fused_ops": "fused_ops",
         "ort_optimizers": "optimizers",
         "ort_broken_by": "broken_by",

@@ -35,7 +35,7 @@ class PairTask:
     key: CellKey
     label: str
     baseline_model: str
-    candidate_model: str
+    candidate_model: str  # "": the baseline timed alone (harness.cell.paired)
     threads: int = 1
     plan: PairPlan = field(default_factory=PairPlan)
 

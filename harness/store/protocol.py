@@ -36,6 +36,11 @@ class Protocol:
     # Time each model's graphs of every exporter together, in pairs, as the run goes on
     # (harness.pipeline.pairing): each record's speed against the fastest exporter's.
     pair_exporters: bool = False
+    # With pair_exporters, each paired CPU cell's ORT latency at its threads is its graph's
+    # calls in the pair (one of a model whose other exporters failed: timed alone after
+    # them), not a loop of its own: the record's figure and the pair's ratio are then one
+    # measurement, and the graph is timed once, not twice.
+    ort_from_pairs: bool = False
     # Time eager once per model, shape and thread count (harness.runtime.latency.EagerShare):
     # another exporter's cell of the model that comes after, on the same node, times ORT
     # alone and takes those eager samples, its record naming the cell that timed them.
@@ -128,6 +133,8 @@ class Protocol:
             return f"min_time_s {self.min_time_s} is above max_time_s {self.max_time_s}"
         if self.target_interval >= 1:
             return "target_interval is a fraction of the median below 1 (0.03: +-3%)"
+        if self.ort_from_pairs and not self.pair_exporters:
+            return "ort_from_pairs needs pair_exporters = true: the pairs time the graphs"
         return None
 
 

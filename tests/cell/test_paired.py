@@ -76,6 +76,25 @@ def test_a_graph_with_twice_the_work_is_slower(tmp_path: Path) -> None:
     assert 0.4 < r.estimate < 1.6 and r.low > 0
 
 
+def test_a_graph_alone_is_timed_until_its_median_is_known_and_gives_no_ratio(
+    tmp_path: Path,
+) -> None:
+    """A task of one graph (its model's other exporters failed): its calls alone, at least
+    those of each side of `min_pairs` pairs, up to the plan's bound; the pair's bound of
+    units and seconds holds it."""
+    a = matmul_chain(tmp_path, 8)
+    plan = replace(QUICK, min_pairs=3, max_pairs=40, margin=0.5)  # known at once
+    r = time_pair(PairTask(KEY, "m", a, "", plan=plan))
+    assert r.error is None and r.pairs == 0 and r.candidate_ms == ()
+    assert len(r.baseline_ms) == 6 and all(ms > 0 for ms in r.baseline_ms)
+    never = replace(plan, margin=0.0)  # never known: a bound stops it
+    timed = time_pair(PairTask(KEY, "m", a, "", plan=replace(never, max_s=0.05)))
+    assert len(timed.baseline_ms) == 6  # 10-ms units: the minimum is past the 50 ms
+    counted = time_pair(PairTask(KEY, "m", a, "", plan=replace(never, max_pairs=4, max_s=60)))
+    assert len(counted.baseline_ms) == 8  # each side of 4 pairs
+    assert counted.runtime and counted.runtime["session_options"]["intra_op_num_threads"] == 1
+
+
 def test_a_missing_graph_is_an_error_result(tmp_path: Path) -> None:
     a = matmul_chain(tmp_path, 2)
     r = time_pair(PairTask(KEY, "m", a, str(tmp_path / "gone" / MODEL), plan=QUICK))

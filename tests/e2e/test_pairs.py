@@ -123,11 +123,17 @@ def test_a_resumed_run_keeps_the_pairs_it_timed_and_times_those_it_began(
     assert not (cut / LEDGER).exists()
 
 
-def test_a_run_of_one_exporter_keeps_no_graph_for_pairs_it_never_times(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ort_from_pairs", [False, True])
+def test_a_run_of_one_exporter_keeps_no_graph_for_pairs_it_never_times(
+    tmp_path: Path, ort_from_pairs: bool
+) -> None:
     """The pair protocol with one exporter: no cell has another exporter's graph to be
     timed against, so none stores its graph (each stayed in the run's graphs/ before: 2.3
-    GB for a Qwen3-0.6B cell), and no record names one."""
-    (tmp_path / "pairs.toml").write_text(SUITE)
+    GB for a Qwen3-0.6B cell), and no record names one; with `ort_from_pairs` each cell
+    times its ORT latency itself, no pair being there to."""
+    (tmp_path / "pairs.toml").write_text(
+        SUITE + f"ort_from_pairs = {str(ort_from_pairs).lower()}\n"
+    )
     out = tmp_path / "run"
     result = run_cli(
         "run", "--suite", str(tmp_path / "pairs.toml"), "--zoo", str(FIXTURES / "tiny"),
@@ -137,5 +143,78 @@ def test_a_run_of_one_exporter_keeps_no_graph_for_pairs_it_never_times(tmp_path:
     records = read_records(out)
     assert len(records) == 2 and all(r.status == "ok" for r in records)
     assert all("graph" not in r.artifacts and r.exporter_speed is None for r in records)
+    assert all(r.ort.latency and r.ort.timed_in is None for r in records)
     assert not list(out.glob("graphs/**/model.onnx"))
     assert read_manifest(out).settings.graph_store is None
+
+
+# -- ORT latency from the pairs (ort_from_pairs) ---------------------------------------------
+
+ONE_EXPORTER_FAILS = '''
+import torch
+
+from harness.zoo import ModelSpec
+
+
+class NotUnderExport(torch.nn.Module):
+    """Runs eagerly and traces for TorchScript; torch.export (dynamo) refuses it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            raise RuntimeError("not under torch.export")
+        return torch.tanh(x) * 2
+
+
+SPECS = [
+    ModelSpec(
+        name="not_under_export",
+        family="seed",
+        build=NotUnderExport,
+        example_inputs=lambda: (torch.rand(4, 8),),
+    ),
+]
+'''
+
+
+@pytest.fixture(scope="module")
+def from_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_mlp, paired, and a model only TorchScript exports, under `ort_from_pairs`."""
+    root = tmp_path_factory.mktemp("from-pairs")
+    (root / "pairs.toml").write_text(SUITE + "ort_from_pairs = true\n")
+    zoo = root / "zoo"
+    zoo.mkdir()
+    shutil.copy(FIXTURES / "tiny" / "models.py", zoo / "tiny.py")
+    (zoo / "one_exporter.py").write_text(ONE_EXPORTER_FAILS)
+    out = root / "run"
+    result = run_cli(
+        "run", "--suite", str(root / "pairs.toml"), "--zoo", str(zoo),
+        "--models", "tiny_mlp,not_under_export", "--out", str(out), "--no-report",
+        "--repro-bound", "0",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_a_paired_cells_latency_is_its_graphs_calls_in_the_pair(from_pairs: Path) -> None:
+    """Each of tiny_mlp's records has its ORT latency from the pair (at least each side's
+    calls of its 5 pairs), eager from one cell's loop, and a speedup of the two."""
+    records = [r for r in read_records(from_pairs) if r.model == "tiny_mlp"]
+    assert len(records) == 2 and all(r.status == "ok" for r in records)
+    for r in records:
+        assert r.ort.timed_in == "pair" and r.exporter_speed is not None, r.exporter_speed
+        assert r.ort.latency is not None and r.ort.latency.n >= 10
+        assert r.ort.runtime and r.ort.runtime.session_options["intra_op_num_threads"] == 1
+        assert r.eager.latency is not None and r.speedup is not None
+    first, second = records
+    assert first.ort.latency != second.ort.latency  # each its own side's
+    assert sorted(r.eager.timed_by is None for r in records) == [False, True]
+
+
+def test_a_cell_whose_models_other_exporter_failed_is_timed_alone(from_pairs: Path) -> None:
+    by_exporter = {r.exporter: r for r in read_records(from_pairs) if r.model == "not_under_export"}
+    assert by_exporter["dynamo"].status == "export_failed"
+    alone = by_exporter["torchscript"]
+    assert alone.status == "ok" and alone.exporter_speed is None
+    assert alone.ort.timed_in == "alone" and alone.ort.latency and alone.ort.latency.n >= 10
+    assert alone.speedup is not None
+    assert not (from_pairs / LEDGER).exists()

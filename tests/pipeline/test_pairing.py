@@ -4,12 +4,14 @@ results (log-ratios of the other graph over the first's)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from harness.pipeline.pairing import fastest_first, group_of, speeds
-from harness.store.measures import Latency
+from harness.pipeline.pairing import PairedTiming, fastest_first, group_of, speeds, with_pair
+from harness.store.details import ExporterSpeed, WorkerInfo
+from harness.store.measures import EagerMeasures, Latency
 from harness.store.paired import PairResult
 from harness.store.records import Cell, OrtMeasures, Record
 from harness.store.status import Status
@@ -18,7 +20,8 @@ from harness.store.status import Status
 def _ok(exporter: str, p50: float) -> Record:
     cell = Cell("m", exporter, 18, dtype="float32")
     latency = Latency.from_samples([p50] * 6)
-    return Record(cell, "r", Status.OK, ort=OrtMeasures(latency=latency))
+    eager = EagerMeasures(latency=Latency.from_samples([1.0] * 6))
+    return Record(cell, "r", Status.OK, ort=OrtMeasures(latency=latency), eager=eager)
 
 
 def _pair(estimate: float, low: float, high: float, pairs: int = 20) -> PairResult:
@@ -79,3 +82,60 @@ def test_a_pair_that_could_not_be_timed_says_why() -> None:
     key = first.cell.replace(exporter="torchscript").key
     failed = speeds(first, {"torchscript": late})[key]
     assert (failed.seconds, failed.node_wait_s) == (40.0, 30.0)  # what it spent failing
+
+
+# -- ORT latency from the pairs (the protocol's ort_from_pairs) ------------------------------
+
+
+def _untimed(exporter: str) -> Record:
+    """An ok cell that left its ORT latency to its pair: eager timed, ORT not."""
+    return _ok(exporter, 1.0).with_changes(
+        ort=OrtMeasures(), worker=WorkerInfo(timed_beside=("n torchscript@18: build",))
+    )
+
+
+def test_cells_that_left_their_latency_to_the_pair_rank_after_those_timed() -> None:
+    records = [_untimed("dynamo"), _ok("torchscript", 2.0), _untimed("custom")]
+    assert fastest_first(records) == [records[1]]  # as a run without ort_from_pairs
+    ranked = fastest_first(records, untimed=True)
+    assert [r.exporter for r in ranked] == ["torchscript", "dynamo", "custom"]
+
+
+def test_a_paired_cell_takes_its_graphs_calls_in_the_pair_as_its_latency() -> None:
+    """The record's ORT latency is its side's calls, their runtime the pair's, and what ran
+    beside the pair joins what ran beside the cell's own timings."""
+    speed = ExporterSpeed(fastest="torchscript", ratio=1.2, ci_low=1.1, ci_high=1.3, pairs=5)
+    runtime = {"onnxruntime": "1.0", "session_options": {"intra_op_num_threads": 1}}
+    timing = PairedTiming(speed, (5.0, 7.0, 6.0, 6.5), runtime, ("p dynamo@18: export",))
+    record = with_pair(_untimed("dynamo"), timing)
+    assert record.ort.latency is not None and record.ort.latency.samples == (5.0, 7.0, 6.0, 6.5)
+    assert record.ort.latency.p50 == pytest.approx(6.25)
+    assert record.ort.timed_in == "pair" and record.exporter_speed == speed
+    assert record.ort.runtime is not None and record.ort.runtime.onnxruntime == "1.0"
+    assert record.worker and record.worker.timed_beside == (
+        "n torchscript@18: build",
+        "p dynamo@18: export",
+    )
+    assert record.to_dict()["ort_timed_in"] == "pair"
+    assert record.speedup == pytest.approx(1.0 / 6.25)  # eager's p50 over the pair's
+
+
+def test_a_graph_timed_alone_has_no_speed_and_a_cells_own_latency_stays() -> None:
+    alone = with_pair(_untimed("torchscript"), PairedTiming(ort_ms=(3.0, 4.0, 5.0)))
+    assert alone.ort.timed_in == "alone" and alone.exporter_speed is None
+    assert alone.ort.latency is not None and alone.ort.latency.p50 == 4.0
+    own = _ok("dynamo", 2.0)
+    kept = with_pair(own, PairedTiming(ExporterSpeed(fastest="dynamo", ratio=1.0), (9.0,)))
+    assert kept.ort == own.ort and kept.exporter_speed == ExporterSpeed(fastest="dynamo", ratio=1.0)
+
+
+def test_the_ledger_reads_its_entries_and_those_of_runs_before_it() -> None:
+    """An entry as written now reads back the same; one from before ort_from_pairs (a speed
+    alone) reads as a speed without calls."""
+    timing = PairedTiming(
+        ExporterSpeed(fastest="dynamo", ratio=1.0), (1.5, 2.5), {"a": "b"}, ("x",)
+    )
+    assert PairedTiming.from_dict(json.loads(json.dumps(timing.to_dict()))) == timing
+    assert PairedTiming(ort_ms=(1.0,)).to_dict() == {"ort_ms": [1.0]}
+    older = {"cell": "c", "speed": {"fastest": "dynamo", "ratio": 1.0}}
+    assert PairedTiming.from_dict(older) == PairedTiming(ExporterSpeed(fastest="dynamo", ratio=1.0))

@@ -69,6 +69,7 @@ def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
         ('models = ["a"]\n[protocol]\nwarmup_max_s = inf', "warmup_max_s must be a finite"),
         ('models = ["a"]\n[protocol]\nbudget_s = nan', "budget_s must be a finite"),
         ('models = ["a"]\n[protocol]\ntarget_interval = 2', "target_interval is a fraction"),
+        ('models = ["a"]\n[protocol]\nort_from_pairs = true', "ort_from_pairs needs pair_exp"),
         (
             'models = ["a"]\n[protocol]\nmin_time_s = 9.0\nmax_time_s = 1.0',
             "min_time_s 9.0 is above max_time_s 1.0",

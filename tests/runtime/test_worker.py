@@ -298,6 +298,34 @@ def test_each_timed_session_is_gone_before_the_next_thread_count_opens_its_own(
     assert set(m.thread_latency or {}) == {"2", "3"}
 
 
+def test_a_cell_that_leaves_its_latency_to_its_pair_times_eager_alone_at_its_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `ort_from_pairs` no session opens at the cell's threads: eager is timed there by
+    itself, to the protocol's caps, and the other thread counts as before (real sessions of
+    a real export)."""
+    from harness.runtime import latency
+    from harness.store.measures import Measurements
+    from tests.conftest import session_openings
+
+    model = torch.nn.Linear(8, 4).eval()
+    x = torch.rand(2, 8)
+    torch.onnx.export(model, (x,), tmp_path / "m.onnx", input_names=["input_0"], dynamo=False)
+    opened = session_openings(monkeypatch, latency)
+    protocol = replace(QUICK, latency_threads=(1, 2), pair_exporters=True, ort_from_pairs=True)
+    m = Measurements()
+    latency.measure(OrtRunner(tmp_path / "m.onnx", 1, "cpu"), model,
+                    {"base": (None, Inputs((x,), {}))}, protocol, m)  # fmt: skip
+    assert len(opened) == 1  # the 2-thread session alone
+    assert m.ort.latency is None and m.ort.runtime is None
+    assert m.eager.latency and m.eager.latency.n >= QUICK.min_iters and m.eager.timed_by is None
+    assert set(m.thread_latency or {}) == {"2"}
+    own = Measurements()
+    latency.measure(OrtRunner(tmp_path / "m.onnx", 1, "cpu"), model,
+                    {"base": (None, Inputs((x,), {}))}, replace(protocol, ort_from_pairs=False), own)  # fmt: skip
+    assert own.ort.latency and own.ort.runtime and len(opened) == 3
+
+
 def test_the_timed_session_opens_while_another_cell_holds_the_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
