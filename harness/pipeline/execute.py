@@ -32,6 +32,7 @@ from harness.plan.memory import largest_node_gb, memory_need_gb
 from harness.progress import Progress
 from harness.store import rundir
 from harness.store.amend import amend_records
+from harness.store.axes import OrtOpt
 from harness.store.graphs import RUN_STORE
 from harness.store.manifest import (
     Cluster,
@@ -328,8 +329,9 @@ def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterat
 
 def _cell_protocol(protocol: Protocol, cell: Cell, *, paired: bool) -> Protocol:
     """The protocol a cell is timed by: its ORT latency left to its pair (`ort_from_pairs`)
-    only where a pair times it, on the CPU as pairs do."""
-    if protocol.ort_from_pairs and not (paired and cell.device == "cpu"):
+    only where a pair times it as the cell would: on the CPU, at ORT's default level."""
+    timed_alike = cell.device == "cpu" and cell.ort_opt == OrtOpt.DEFAULT
+    if protocol.ort_from_pairs and not (paired and timed_alike):
         return replace(protocol, ort_from_pairs=False)
     return protocol
 

@@ -13,6 +13,7 @@ from harness.pipeline.pairing import PairedTiming, fastest_first, group_of, spee
 from harness.store.details import ExporterSpeed, WorkerInfo
 from harness.store.measures import EagerMeasures, Latency
 from harness.store.paired import PairResult
+from harness.store.protocol import Protocol
 from harness.store.records import Cell, OrtMeasures, Record
 from harness.store.status import Status
 
@@ -139,3 +140,22 @@ def test_the_ledger_reads_its_entries_and_those_of_runs_before_it() -> None:
     assert PairedTiming(ort_ms=(1.0,)).to_dict() == {"ort_ms": [1.0]}
     older = {"cell": "c", "speed": {"fastest": "dynamo", "ratio": 1.0}}
     assert PairedTiming.from_dict(older) == PairedTiming(ExporterSpeed(fastest="dynamo", ratio=1.0))
+
+
+@pytest.mark.parametrize(
+    ("cell", "paired", "left_to_pair"),
+    [
+        (Cell("m", "dynamo", 18), True, True),
+        (Cell("m", "dynamo", 18), False, False),  # no other exporter: no pair times it
+        (Cell("m", "dynamo", 18, device="cuda"), True, False),  # pairs time on the CPU
+        (Cell("m", "dynamo", 18, ort_opt="none"), True, False),  # pairs: ORT's default level
+    ],
+)
+def test_a_cell_leaves_its_latency_to_a_pair_only_where_one_times_it_alike(
+    cell: Cell, paired: bool, left_to_pair: bool
+) -> None:
+    from harness.pipeline.execute import _cell_protocol
+
+    protocol = Protocol(pair_exporters=True, ort_from_pairs=True)
+    assert _cell_protocol(protocol, cell, paired=paired).ort_from_pairs is left_to_pair
+    assert _cell_protocol(Protocol(), cell, paired=paired).ort_from_pairs is False
