@@ -3,7 +3,7 @@ through `Tasks`, a small interface that `harness.dispatch.driver.RayTasks` imple
 Ray and the tests with a stand-in.
 
 It submits a cell while a slot of its resources is free (CPU slots, and GPUs for CUDA
-cells), takes results in completion order, starts each cell's clock when its task reports
+cells) and the memory it reserves is (the first cell that fits goes), takes results in completion order, starts each cell's clock when its task reports
 that it runs (to the start board), kills a task still running `ISOLATION_GRACE_S` past
 twice its timeout (`Options.backstop_s`), and holds a task that died until its node's state
 says whether the node was lost (the cell runs again elsewhere) or the cell crashed. What it decides lives in
@@ -120,9 +120,13 @@ class Driver(Generic[Ref]):
 
     def fill(self) -> None:
         while True:
-            running, gpu = len(self.in_flight), running_gpu(self.in_flight.values())
+            flights = self.in_flight.values()
+            running, gpu = len(self.in_flight), running_gpu(flights)
+            free = self.nodes.memory_free_gb(flights)
             slots = self.nodes.slots
-            task = self.backlog.next_fitting(slots, running=running, running_gpu=gpu)
+            task = self.backlog.next_fitting(
+                slots, running=running, running_gpu=gpu, memory_free_gb=free
+            )
             if task is None:
                 return
             self.flights += 1

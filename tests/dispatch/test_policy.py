@@ -46,9 +46,14 @@ from harness.store.records import Cell, CellTask, Record
 from harness.store.status import Status
 
 
-def _task(model: str, device: str = "cpu", *, threads: int = 1) -> CellTask:
+def _task(
+    model: str, device: str = "cpu", *, threads: int = 1, memory_gb: float | None = None
+) -> CellTask:
     cell = Cell(model, "torchscript", 17, device=device)
-    return CellTask(cell=cell, source="zoo.py", run_id="r", run_dir="/tmp/r", threads=threads)
+    return CellTask(
+        cell=cell, source="zoo.py", run_id="r", run_dir="/tmp/r", threads=threads,
+        memory_gb=memory_gb,
+    )  # fmt: skip
 
 
 # -- slots -------------------------------------------------------------------------------
@@ -109,6 +114,52 @@ def test_a_cell_to_run_again_goes_first_and_the_backlog_holds_a_bounded_number()
     backlog.again(_task("lost"))
     assert _drain(backlog, Slots(cpu=1, gpu=0), []) == ["lost/cpu"]
     assert _drain(backlog, Slots(cpu=1, gpu=0), []) == ["m1/cpu"]
+
+
+def test_a_cell_waiting_for_memory_lets_later_cells_that_fit_go_and_goes_first_after() -> None:
+    """16 GB free: a 10 GB cell runs; the next one needs 12 GB, so it is held while the
+    2 GB cells behind it take the free slot; once the first ends, it goes before them."""
+    plan = [_task("big-a", memory_gb=10), _task("big-b", memory_gb=12)]
+    plan += [_task(f"small-{i}", memory_gb=2) for i in range(3)] + [_task("unsized")]
+    backlog, running = Backlog(plan), []
+
+    def drain() -> list[str]:
+        taken = []
+        while True:
+            free = 16 - sum(t.memory_gb or 0 for t in running)
+            gpu = 0
+            task = backlog.next_fitting(
+                Slots(cpu=2, gpu=0), running=len(running), running_gpu=gpu, memory_free_gb=free
+            )
+            if task is None:
+                return taken
+            running.append(task)
+            taken.append(task.cell.model)
+
+    assert drain() == ["big-a", "small-0"]
+    assert [t.cell.model for t in backlog.held["cpu"]][:2] == ["big-b", "small-1"]
+    running.remove(plan[0])  # big-a ends: 14 GB free, big-b goes before small-1
+    assert drain() == ["big-b"]
+    running.remove(plan[2])  # small-0 ends: 2 GB free
+    assert drain() == ["small-1"]
+    running.remove(plan[1])
+    assert drain() == ["small-2"]  # the unsized one has no need, and goes at the next slot
+    running.clear()
+    assert drain() == ["unsized"] and not backlog
+
+
+def test_the_nodes_memory_is_what_the_alive_ones_offer_less_the_cells_in_flight() -> None:
+    gib = 1024**3
+    ray_nodes = [
+        {"NodeID": "a", "Alive": True, "Resources": {"CPU": 2.0, "memory": 16.0 * gib}},
+        {"NodeID": "b", "Alive": True, "Resources": {"CPU": 2.0, "memory": 4.0 * gib}},
+        {"NodeID": "c", "Alive": False, "Resources": {"CPU": 2.0, "memory": 64.0 * gib}},
+    ]
+    nodes = Nodes.of_ray(ray_nodes, Options(timeout_s=60))
+    flights = [InFlight(_task("a", memory_gb=5.5), 1, 0.0), InFlight(_task("b"), 2, 0.0)]
+    assert nodes.memory_gb == 20.0 and nodes.memory_free_gb(flights) == 14.5
+    unsaid = Nodes.of_ray([{"NodeID": "a", "Alive": True, "Resources": {"CPU": 2.0}}], Options(60))
+    assert unsaid.memory_free_gb(flights) == float("inf")  # no memory said: nothing held for it
 
 
 def test_without_a_gpu_slot_cuda_cells_are_held_not_submitted() -> None:
