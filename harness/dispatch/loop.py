@@ -15,10 +15,10 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Generic, Protocol, TypeVar
 
+from harness.dispatch.backlog import Backlog
 from harness.dispatch.flight import InFlight, Start, no_run
 from harness.dispatch.policy import (
     POLL_S,
-    Backlog,
     Board,
     DispatchStats,
     End,

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from harness.cell.fingerprint import graph_fingerprint
 from harness.cell.paired import time_pair
+from harness.stats import interval_width
 from harness.store.graphs import INPUTS, MODEL, entry_dir
 from harness.store.paired import PairPlan, PairTask
 
@@ -86,7 +87,11 @@ def test_a_graph_alone_is_timed_until_its_median_is_known_and_gives_no_ratio(
     plan = replace(QUICK, min_pairs=3, max_pairs=40, margin=0.5)  # known at once
     r = time_pair(PairTask(KEY, "m", a, "", plan=plan))
     assert r.error is None and r.pairs == 0 and r.candidate_ms == ()
-    assert len(r.baseline_ms) == 6 and all(ms > 0 for ms in r.baseline_ms)
+    assert len(r.baseline_ms) >= 6 and all(ms > 0 for ms in r.baseline_ms)
+    # it stopped once its median was known that well, and not a call later
+    width, before = interval_width(r.baseline_ms), interval_width(r.baseline_ms[:-1])
+    assert width is not None and width <= plan.margin, r.baseline_ms
+    assert len(r.baseline_ms) == 6 or (before is not None and before > plan.margin)
     never = replace(plan, margin=0.0)  # never known: a bound stops it
     timed = time_pair(PairTask(KEY, "m", a, "", plan=replace(never, max_s=0.05)))
     assert len(timed.baseline_ms) == 6  # 10-ms units: the minimum is past the 50 ms

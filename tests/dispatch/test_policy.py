@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
+from harness.dispatch.backlog import Backlog
 from harness.dispatch.flight import InFlight, StartBoard, no_run, started
 from harness.dispatch.policy import (
     BOARD_MISSES_MAX,
     ISOLATION_GRACE_S,
     MAX_ATTEMPTS,
-    Backlog,
     Board,
     DispatchStats,
     End,
