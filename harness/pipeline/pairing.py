@@ -94,7 +94,8 @@ def speeds(first: Record, results: Mapping[str, PairResult]) -> dict[CellKey, Ex
             found[key] = ExporterSpeed(fastest=fastest, ratio=1.0)
         elif exporter == first.exporter:  # its own pair is the inverse of the fastest's
             pair = logs[fastest]
-            found[key] = _speed(fastest, (-pair[0], -pair[2], -pair[1]), timed[fastest])
+            inverse = (-pair[0], -pair[2], -pair[1])
+            found[key] = _speed(fastest, inverse, timed[fastest], inverted=True)
         else:
             found[key] = _speed(
                 fastest, (estimate - shift, low - shift, high - shift), timed[exporter]
@@ -108,8 +109,14 @@ def speeds(first: Record, results: Mapping[str, PairResult]) -> dict[CellKey, Ex
 
 
 def _speed(
-    fastest: str, logs: tuple[float, float, float], result: PairResult | None
+    fastest: str,
+    logs: tuple[float, float, float],
+    result: PairResult | None,
+    *,
+    inverted: bool = False,
 ) -> ExporterSpeed:
+    """A graph's speed from its pair's log-ratio; `inverted`: the pair timed the other
+    graph against this one, so its verdict is read from this one's side."""
     estimate, low, high = logs
     if result is None or (estimate, low, high) == (0.0, 0.0, 0.0):
         return ExporterSpeed(fastest=fastest, ratio=1.0)
@@ -119,9 +126,12 @@ def _speed(
         ci_low=round(math.exp(low), 4),
         ci_high=round(math.exp(high), 4),
         pairs=result.pairs,
-        verdict=result.verdict,
+        verdict=_SIDE_SWAPPED.get(result.verdict, result.verdict) if inverted else result.verdict,
     )
     return _with_time(speed, result)
+
+
+_SIDE_SWAPPED = {"slower": "faster", "faster": "slower"}
 
 
 def _with_time(speed: ExporterSpeed, result: PairResult) -> ExporterSpeed:

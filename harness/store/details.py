@@ -292,7 +292,7 @@ class ExporterSpeed(Open):
     ci_low: Ratio | None = None
     ci_high: Ratio | None = None
     pairs: int | None = None
-    verdict: str | None = None  # slower | faster | same | unknown, as the pair judged it
+    verdict: str | None = None  # slower | faster | same | unknown: the pair's, from this side
     error: str | None = None
     # the pair's own time (its Ray task: both sessions opened, warmed up, timed), on the
     # cell it was timed for; none on the fastest's, which no pair of its own timed

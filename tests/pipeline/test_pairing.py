@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -61,7 +62,8 @@ def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
     """Chosen by its own p50, the first was not the fastest: the pair says the other graph
     takes 0.8 of its time, so the first is 1.25 of the other's, its interval inverted."""
     first = _ok("dynamo", 2.0)
-    found = speeds(first, {"torchscript": _pair(math.log(0.8), math.log(0.7), math.log(0.9))})
+    faster = replace(_pair(math.log(0.8), math.log(0.7), math.log(0.9)), verdict="faster")
+    found = speeds(first, {"torchscript": faster})
     mine = found[first.cell.key]
     other = found[first.cell.replace(exporter="torchscript").key]
     assert (other.fastest, other.ratio, other.ci_low) == ("torchscript", 1.0, None)
@@ -70,6 +72,7 @@ def test_a_pair_that_finds_the_other_faster_makes_it_the_fastest() -> None:
         (1.25, 1 / 0.9, 1 / 0.7), abs=1e-3
     )
     assert (mine.seconds, other.seconds) == (12.5, None)  # the one pair, counted once
+    assert mine.verdict == "slower"  # the other graph was faster: from this one's side
 
 
 def test_a_pair_that_could_not_be_timed_says_why() -> None:
