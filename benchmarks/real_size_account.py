@@ -5,9 +5,9 @@ own (loops and pairs of fewer threads than the node's cores: other cells' work g
 beside them, and how many did is counted), alone (loops on every core), and the exports,
 one at a time.
 The loops are estimates: their samples plus a warm-up of about two calls a side (the
-records keep samples, not loop times); the pairs are their own seconds where the records say them (sessions opened beside
-other cells' work included, their waits for the node left out where the records say those),
-else estimates. A run written before 1-thread phases took a core of their own held the node
+records keep samples, not loop times); the pairs are their own seconds where the records
+say them (sessions opened beside other cells' work included, their waits for the node left
+out where the records say those), else estimates. A run written before 1-thread phases took a core of their own held the node
 alone for all of them; one written between dba5e54 and 7915668 exported on a core of its
 own too, beside other exports; one written from then until exports took turns on a core
 (issue 47, 2026-12-07) exported with the node alone.

@@ -1,6 +1,6 @@
 """Timed phases that do not overlap: a cell's export and its latency loops run on cores of
-their own (one export at a time on the node), while its other work (build, reference, checker,
-session, numerics) shares the node with other cells' other work.
+their own (one export at a time on the node), while its other work (build, reference,
+checker, session, numerics) shares the node with other cells' other work.
 
 Two cells on one node slowed each other's figures (issue 47: a Qwen3-0.6B cell's ORT p50
 1.49 times a plain script's, its export 1.56 times, beside the other cell of its 2-core
@@ -17,11 +17,12 @@ beside an export or an eager loop, kept their p50 within 0-4% of the same loop a
 a 1-thread loop on the node alone left the other core idle; two real-size exports side by
 side did not keep theirs (1.24-1.38 times) where one beside a loop did (1.02-1.05), so an
 export also takes the node's `export` file, exclusively, before its cores (`exporting`):
-one at a time (benchmarks/README.md, Real size). What other cells did meanwhile is the record's (`worker.timed_beside`): each holder notes its
-phase in a `phase-<pid>` file, a process timing on its cores reads the others' as it starts,
-and those that enter a phase while it times write theirs to its `beside-<pid>` file. The
-kernel lets go of a process's locks when it dies, so a crashed or killed cell holds
-nothing. What a cell waited for its turn is its record's (`worker.node_wait_s`)."""
+one at a time (benchmarks/README.md, Real size). What other cells did meanwhile is the
+record's (`worker.timed_beside`): each holder notes its phase in a `phase-<pid>` file, a
+process timing on its cores reads the others' as it starts, and those that enter a phase
+while it times write theirs to its `beside-<pid>` file. The kernel lets go of a process's
+locks when it dies, so a crashed or killed cell holds nothing. What a cell waited for its
+turn is its record's (`worker.node_wait_s`)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 FOLDER_ENV = "HARNESS_NODE_LOCKS"  # another folder (the tests': one node per test)
@@ -407,34 +408,32 @@ def alone() -> Iterator[None]:
         lock.close()
 
 
-@contextlib.contextmanager
-def exporting(threads: int, device: str = "cpu") -> Iterator[None]:
+def exporting(threads: int, device: str = "cpu") -> contextlib.AbstractContextManager[None]:
     """An export, one at a time on the node, on cores of its own where the node has more
     (NodeLock.exporting); a process that holds none takes a hold for the block."""
-    if _HELD:
-        with _HELD[-1].exporting(threads, device):
-            yield
-        return
-    lock = NodeLock()
-    try:
-        with lock.working(), lock.exporting(threads, device):
-            yield
-    finally:
-        lock.close()
+    return _in_hold(lambda lock: lock.exporting(threads, device))
 
 
-@contextlib.contextmanager
-def timing(threads: int, device: str = "cpu") -> Iterator[None]:
+def timing(threads: int, device: str = "cpu") -> contextlib.AbstractContextManager[None]:
     """A phase of `threads` threads on `device` timed: on cores of its own where the node
     has more (NodeLock.timing), else with the node alone; a process that holds none takes a
     hold for the block."""
+    return _in_hold(lambda lock: lock.timing(threads, device))
+
+
+@contextlib.contextmanager
+def _in_hold(
+    phase: Callable[[NodeLock], contextlib.AbstractContextManager[None]],
+) -> Iterator[None]:
+    """`phase` of this process's hold on the node; of a hold taken for the block where it
+    holds none."""
     if _HELD:
-        with _HELD[-1].timing(threads, device):
+        with phase(_HELD[-1]):
             yield
         return
     lock = NodeLock()
     try:
-        with lock.working(), lock.timing(threads, device):
+        with lock.working(), phase(lock):
             yield
     finally:
         lock.close()

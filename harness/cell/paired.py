@@ -37,9 +37,10 @@ Runtime = dict[str, str | list[str] | dict[str, int | str]]
 
 def time_pair(task: PairTask) -> PairResult:
     """Time the task's two graphs together (a task of one graph, `candidate_model` empty:
-    that one alone); every failure is a result with its error. Both say what it took, and of that its waits for the node (to hold it, to time, to go
-    back to work), a pair that failed after waiting too, and what other cells did on the
-    node while it timed on cores of its own."""
+    that one alone); every failure is a result with its error. Both say what it took, and
+    of that its waits for the node (to hold it, to time, to go back to work), a pair that
+    failed after waiting too, and what other cells did on the node while it timed on cores
+    of its own."""
     start, waits_before = time.perf_counter(), node.process_waited_s()
     beside_before = len(node.timed_beside())
     try:

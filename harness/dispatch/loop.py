@@ -3,8 +3,9 @@ through `Tasks`, a small interface that `harness.dispatch.driver.RayTasks` imple
 Ray and the tests with a stand-in.
 
 It submits a cell while a slot of its resources is free (CPU slots, and GPUs for CUDA
-cells) and the memory it reserves is (the first cell that fits goes), takes results in completion order, starts each cell's clock when its task reports
-that it runs (to the start board), kills a task still running `ISOLATION_GRACE_S` past
+cells) and the memory it reserves is (the first cell that fits goes), takes results in
+completion order, starts each cell's clock when its task reports that it runs (to the
+start board), kills a task still running `ISOLATION_GRACE_S` past
 twice its timeout (`Options.backstop_s`), and holds a task that died until its node's state
 says whether the node was lost (the cell runs again elsewhere) or the cell crashed. What it decides lives in
 `harness.dispatch.policy`; it holds only the cells in flight and waiting."""

@@ -307,35 +307,19 @@ def test_exports_take_turns_and_each_times_beside_a_one_thread_loop(tmp_path: Pa
 
 
 @pytest.mark.usefixtures("two_cores")
-def test_an_export_of_every_core_or_on_an_accelerator_holds_the_node_alone(
-    tmp_path: Path,
+@pytest.mark.parametrize("phase", ["timing", "exporting"])
+def test_a_phase_of_every_core_and_an_accelerators_still_time_alone(
+    tmp_path: Path, phase: str
 ) -> None:
-    """An export of as many threads as the node has cores, or on a GPU, does not run beside
-    another cell's work: it waits for the work to end."""
+    """A 2-thread loop or export on a 2-core node, and a 1-thread one on a GPU (the node's
+    cells may share it), never time beside another cell's work."""
     for threads, device in ((2, "cpu"), (1, "cuda")):
         out: Queue[Any] = FORK.Queue()
         started = FORK.Event()
         worker = FORK.Process(target=_work, args=(tmp_path, 1.0, out, started))
         worker.start()
         assert started.wait(30)
-        with node.holding(tmp_path, "exporter") as lock, lock.exporting(threads, device):
-            began = time.monotonic()
-        _run(worker)
-        _, work_start = out.get(timeout=5)
-        assert began >= work_start + 0.9, (threads, device)
-
-
-@pytest.mark.usefixtures("two_cores")
-def test_a_phase_of_every_core_and_an_accelerators_still_time_alone(tmp_path: Path) -> None:
-    """A 2-thread loop on a 2-core node, and a 1-thread phase on a GPU (the node's cells may
-    share it), never time beside another cell's work."""
-    for threads, device in ((2, "cpu"), (1, "cuda")):
-        out: Queue[Any] = FORK.Queue()
-        started = FORK.Event()
-        worker = FORK.Process(target=_work, args=(tmp_path, 1.0, out, started))
-        worker.start()
-        assert started.wait(30)
-        with node.holding(tmp_path, "timer") as lock, lock.timing(threads, device):
+        with node.holding(tmp_path, "timer") as lock, getattr(lock, phase)(threads, device):
             began = time.monotonic()
         _run(worker)
         _, work_start = out.get(timeout=5)

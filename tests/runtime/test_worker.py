@@ -320,9 +320,9 @@ def test_a_cell_that_leaves_its_latency_to_its_pair_times_eager_alone_at_its_thr
     assert m.ort.latency is None and m.ort.runtime is None
     assert m.eager.latency and m.eager.latency.n >= QUICK.min_iters and m.eager.timed_by is None
     assert set(m.thread_latency or {}) == {"2"}
-    own = Measurements()
+    own, own_loop = Measurements(), replace(protocol, ort_from_pairs=False)
     latency.measure(OrtRunner(tmp_path / "m.onnx", 1, "cpu"), model,
-                    {"base": (None, Inputs((x,), {}))}, replace(protocol, ort_from_pairs=False), own)  # fmt: skip
+                    {"base": (None, Inputs((x,), {}))}, own_loop, own)  # fmt: skip
     assert own.ort.latency and own.ort.runtime and len(opened) == 3
 
 
