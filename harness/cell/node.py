@@ -9,7 +9,8 @@ exclusively while it times on all its cores: a readers-writer lock of two `flock
 the node's temp folder (every harness process of the machine, any run, sees them): `work`
 (shared by the cells working, exclusive to one timing) and a `gate` a cell waiting to time
 closes, so that no new work starts before it gets its turn, and the cells working give
-way at the next stage they enter (`let_timers_pass`). A phase that uses fewer
+way at the next stage they enter (`let_timers_pass`), or, timing on cores of their own (a
+loop, an exporter pair), between two calls (`give_way`). A phase that uses fewer
 threads than the node has cores (a 1-thread loop on a 2-core node) times on cores of its
 own instead (`timing`): it takes one `core-N` file per thread, exclusively, and goes on
 beside other cells' one-thread work. On this 2-core machine two 1-thread ORT loops, or one
@@ -134,6 +135,7 @@ class NodeLock:
         self.work = _open(where / "work")
         self.export = _open(where / "export")
         self.cores = [_open(where / f"core-{i}") for i in range(node_cores())]
+        self.cores_held: list[int] = []  # those `timing` holds
         self.depth = 0
 
     @contextlib.contextmanager
@@ -158,20 +160,44 @@ class NodeLock:
             with self.alone():
                 yield
             return
-        taken = self._wait_for_cores(threads)
+        self.cores_held = self._wait_for_cores(threads)
         self.depth = 1
         pid = os.getpid()
         self._beside_file(pid).unlink(missing_ok=True)
-        self._timing_file(pid).touch()  # before the others' phases are read: none is missed
-        _BESIDE.extend(self._phases_of_others())
+        self._start_timing()
         try:
             yield
         finally:
             self._timing_file(pid).unlink(missing_ok=True)
             _BESIDE.extend(_read_and_remove(self._beside_file(pid)))
             self.depth = 0
-            for fd in taken:
+            for fd in self.cores_held:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+            self.cores_held = []
+
+    def give_way(self) -> float:
+        """Between the calls of a phase timing on cores of its own (`timing`), never inside
+        one: where a cell waits to time alone (it holds the gate), give up the cores and
+        this share, and take both again behind it; returns the seconds that took. (An
+        exporter pair of two 4.9 GB graphs timed for 90 s while a cell waited to time on
+        both cores, the other core idle.) What ran meanwhile is not beside the phase."""
+        if not self.cores_held or not self._timer_waiting():
+            return 0.0
+        start, pid = time.perf_counter(), os.getpid()
+        self._timing_file(pid).unlink(missing_ok=True)
+        for fd in self.cores_held:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        fcntl.flock(self.work, fcntl.LOCK_UN)
+        self._wait(fcntl.LOCK_SH)
+        self.cores_held = self._wait_for_cores(len(self.cores_held))
+        self._start_timing()
+        return time.perf_counter() - start
+
+    def _start_timing(self) -> None:
+        """This process times on its cores from now: its timing file is there before the
+        others' phases are read, so that none is missed."""
+        self._timing_file(os.getpid()).touch()
+        _BESIDE.extend(self._phases_of_others())
 
     @contextlib.contextmanager
     def exporting(self, threads: int, device: str = "cpu") -> Iterator[None]:
@@ -218,15 +244,18 @@ class NodeLock:
         holds the gate), give up this share and take it again behind it. A cell's 1-thread
         timing does not give up its share, so a cell waiting for the node alone would
         otherwise wait for the others' whole runs."""
-        if self.depth:
-            return
-        try:
-            fcntl.flock(self.gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # held: someone waits behind the cells working
+        if not self.depth and self._timer_waiting():
             fcntl.flock(self.work, fcntl.LOCK_UN)
             self._wait(fcntl.LOCK_SH)
-            return
+
+    def _timer_waiting(self) -> bool:
+        """Whether a cell waits to time alone: it holds the gate, behind the cells working."""
+        try:
+            fcntl.flock(self.gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
         fcntl.flock(self.gate, fcntl.LOCK_UN)
+        return False
 
     def note(self, phase: str) -> None:
         """This process's phase, for the cells timing beside it: in its phase file, and in
@@ -437,6 +466,13 @@ def _in_hold(
             yield
     finally:
         lock.close()
+
+
+def give_way() -> float:
+    """Between the calls of a phase timing on cores of its own: let a cell waiting to time
+    alone go first (NodeLock.give_way); the seconds that took (none where this process
+    holds no cores)."""
+    return _HELD[-1].give_way() if _HELD else 0.0
 
 
 def note_phase(phase: str) -> None:

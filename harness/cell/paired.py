@@ -94,6 +94,7 @@ def _time_alone(task: PairTask) -> PairResult:
             end = time.perf_counter() + plan.max_s
             while len(samples) < most and (len(samples) < least or time.perf_counter() < end):
                 samples.append(unit())
+                end += node.give_way()
                 width = stats.interval_width(samples) if len(samples) >= least else None
                 if width is not None and width <= plan.margin:
                     break
@@ -144,6 +145,7 @@ def _blocks(
             if time.perf_counter() >= end and len(ratios) >= plan.min_pairs:
                 break
             a, b = _block(unit_a, unit_b, abba=rng.random() < 0.5)
+            end += node.give_way()  # a cell waiting to time alone goes first
             times_a += a
             times_b += b
             ratios.append(math.log(sum(b) / sum(a)))

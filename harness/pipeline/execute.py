@@ -28,7 +28,7 @@ from harness.pipeline.pairing import (
     written_down,
 )
 from harness.plan.build import RunPlan
-from harness.plan.memory import largest_node_gb, memory_need_gb
+from harness.plan.memory import largest_first, largest_node_gb, memory_need_gb
 from harness.progress import Progress
 from harness.store import rundir
 from harness.store.amend import amend_records
@@ -307,8 +307,12 @@ def _skip_unplaceable(
 
 
 def _tasks(plan: RunPlan, cells: list[Cell], max_memory: float | None) -> Iterator[CellTask]:
+    """The cells as tasks, the largest models' first (harness.plan.memory.largest_first)."""
     paired = _pair_groups(plan)
-    for cell in cells:
+    models = list(dict.fromkeys(c.model for c in cells))
+    metadata = {m: plan.specs[m].metadata for m in models}
+    rank = {m: i for i, m in enumerate(largest_first(models, metadata))}
+    for cell in sorted(cells, key=lambda c: rank[c.model]):
         spec = plan.specs[cell.model]
         need = memory_need_gb(spec.metadata, cell.exporter)
         yield CellTask(

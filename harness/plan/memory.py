@@ -33,6 +33,19 @@ def memory_need_gb(metadata: Mapping[str, object], exporter: str) -> float | Non
     return round(BASE_GB + weight_bytes / GIB * (1 + factor), 2)
 
 
+def largest_first(models: list[str], metadata: Mapping[str, Mapping[str, object]]) -> list[str]:
+    """The models in the order their cells are dispatched: those with the most weight bytes
+    first (the longest cells start while small ones can fill the cores beside them; a run
+    in the zoo's order ended on a 170-s XLM-R cell with a core idle), the others after
+    them in their given order."""
+
+    def weight(model: str) -> float:
+        found = metadata.get(model, {}).get("parameter_bytes")
+        return float(found) if isinstance(found, int | float) else 0.0
+
+    return sorted(models, key=weight, reverse=True)
+
+
 def pair_need_gb(task: PairTask) -> float:
     """What an exporter pair needs at its peak (harness.cell.paired: both graphs' sessions
     open in one process): its process, each session's weights, and the second session's

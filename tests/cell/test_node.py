@@ -334,11 +334,12 @@ def test_work_entering_a_phase_while_a_cell_times_on_its_core_is_named_beside(
     """Work that was going on as the timing began (its phase file) and work that entered a
     phase during it (the timer's beside file) are both in the timer's `timed_beside`; work
     that began after is not."""
-    timing, go_on = FORK.Event(), FORK.Event()
+    built, timing, go_on = FORK.Event(), FORK.Event(), FORK.Event()
 
     def neighbour() -> None:
         with node.holding(tmp_path, "neighbour"):
             node.note_phase("build")
+            built.set()  # noted: a timer that starts now reads it from the phase file only
             assert timing.wait(30)
             node.note_phase("reference")
             go_on.set()
@@ -347,8 +348,7 @@ def test_work_entering_a_phase_while_a_cell_times_on_its_core_is_named_beside(
     p = FORK.Process(target=neighbour)
     p.start()
     with node.holding(tmp_path, "timer") as lock:
-        while not list(tmp_path.glob("phase-*")) or "build" not in _phases(tmp_path):
-            time.sleep(0.01)
+        assert built.wait(30)
         with lock.timing(1):
             timing.set()
             assert go_on.wait(30)
@@ -356,10 +356,6 @@ def test_work_entering_a_phase_while_a_cell_times_on_its_core_is_named_beside(
         node.note_phase("after")
     assert node.timed_beside()[before:] == ["neighbour: build", "neighbour: reference"]
     assert not list(tmp_path.glob("beside-*")) and not list(tmp_path.glob("timing-*"))
-
-
-def _phases(folder: Path) -> str:
-    return " ".join(f.read_text() for f in folder.glob("phase-*") if f.is_file())
 
 
 @pytest.mark.usefixtures("two_cores")
@@ -416,3 +412,52 @@ def test_a_cell_waiting_to_time_alone_goes_at_the_workers_next_phase(tmp_path: P
     _, worker_done = out.get(timeout=5)
     assert began - asked < HOLD_S / 3 + 0.2, began - asked  # at the worker's next phase
     assert worker_done - began > HOLD_S  # the worker still had phases to go
+
+
+def _calls_giving_way(folder: Path, calls: int, out: Queue[Any], started: Any) -> None:
+    """An exporter pair: times `calls` calls of 0.1 s on a core, giving way between them;
+    reports each call's start and end, and the seconds it gave way."""
+    with node.holding(folder, "pair") as lock, lock.timing(1):
+        started.set()
+        spans, given = [], 0.0
+        for _ in range(calls):
+            start = time.monotonic()
+            time.sleep(0.1)
+            spans.append((start, time.monotonic()))
+            given += node.give_way()
+        out.put((spans, given))
+
+
+@pytest.mark.usefixtures("two_cores")
+def test_a_phase_on_a_core_gives_way_between_calls_to_a_cell_waiting_to_time_alone(
+    tmp_path: Path,
+) -> None:
+    """A long 1-thread phase (an exporter pair) lets a cell waiting for the node alone go
+    after its current call, not at its end, and goes on with its calls after it; the
+    seconds it gave way are the alone cell's."""
+    out: Queue[Any] = FORK.Queue()
+    started = FORK.Event()
+    pair = FORK.Process(target=_calls_giving_way, args=(tmp_path, 20, out, started))
+    pair.start()
+    assert started.wait(30)
+    time.sleep(0.35)
+    asked = time.monotonic()
+    with node.holding(tmp_path, "timer") as lock, lock.alone():
+        began = time.monotonic()
+        time.sleep(HOLD_S)
+        ended = time.monotonic()
+    _run(pair)
+    spans, given = out.get(timeout=5)
+    assert began - asked < 0.3, began - asked  # after the pair's call, not its 2 s
+    assert not [s for s in spans if s[1] > began and s[0] < ended], spans  # none beside
+    assert sum(s[0] > ended for s in spans) >= 10  # the pair went on after it
+    assert HOLD_S <= given < HOLD_S + 0.4, given
+
+
+def test_a_phase_gives_no_way_where_no_cell_waits_and_a_process_holding_nothing_none(
+    tmp_path: Path,
+) -> None:
+    with node.holding(tmp_path) as lock, lock.timing(1):
+        held = list(lock.cores_held)
+        assert node.give_way() == 0.0 and lock.cores_held == held
+    assert lock.cores_held == [] and node.give_way() == 0.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -164,3 +165,50 @@ def test_a_pair_that_fails_after_waiting_for_the_node_keeps_its_wait(
         let_go = released()
     assert r.error is not None and r.pairs == 0
     assert abs(r.node_wait_s - (let_go - asked)) < 0.2 and 0.5 < r.node_wait_s <= r.seconds
+
+
+def _ask_alone_once_timing(folder: Path, seconds: float, out: Any) -> None:
+    """A cell that asks for the node alone once the pair times on its core, and holds it."""
+    from harness.cell import node
+
+    while not list(folder.glob("timing-*")):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    with node.holding(folder) as lock:
+        asked = time.monotonic()
+        with lock.alone():
+            began = time.monotonic()
+            time.sleep(seconds)
+    out.put((asked, began))
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["pair", "one graph"])
+def test_a_pair_lets_a_cell_waiting_to_time_alone_go_and_makes_up_the_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
+) -> None:
+    """A pair on a core (real lock files, a real forked cell) lets a cell that asks for the
+    node alone go after its current block, not at its end; its bound in seconds is kept
+    for its own calls (the time it gave way is added), and counted as its wait."""
+    import multiprocessing
+
+    from harness.cell import node
+
+    folder = tmp_path / "locks"
+    monkeypatch.setenv(node.FOLDER_ENV, str(folder))
+    folder.mkdir()
+    a = matmul_chain(tmp_path / "s", 8)
+    b = "" if alone else matmul_chain(tmp_path / "s", 8, identity=True)
+    # never known: a pair never judged (its minimum out of reach), a graph alone never
+    # within a zero margin; their bound in seconds stops both
+    never_known = replace(QUICK, min_pairs=5 if alone else 10**6, max_pairs=10**6, margin=0.0)
+    out = multiprocessing.get_context("fork").Queue()
+    other = multiprocessing.get_context("fork").Process(
+        target=_ask_alone_once_timing, args=(folder, 1.0, out)
+    )
+    other.start()
+    r = time_pair(PairTask(KEY, "m", a, b, plan=replace(never_known, max_s=1.5)))
+    other.join(timeout=30)
+    asked, began = out.get(timeout=5)
+    assert r.error is None
+    assert began - asked < 0.3, began - asked  # after the pair's block, not its end
+    assert r.node_wait_s > 0.95 and r.seconds >= 1.5 + 1.0, r  # the bound made up

@@ -6,12 +6,16 @@ from __future__ import annotations
 import gc
 import itertools
 import mmap
+import multiprocessing
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.cell import node
 from harness.cell.timing import (
     STABLE_WINDOW,
     PeakRss,
@@ -19,6 +23,7 @@ from harness.cell.timing import (
     freeze_survivors,
     gc_paused,
     time_calls,
+    time_interleaved,
 )
 from harness.store.protocol import Protocol
 
@@ -221,3 +226,48 @@ def test_a_regions_peak_counts_what_it_allocates_not_the_library_pages_it_maps(
     assert len(block) == size
     assert mapped.peak_mb is not None and allocated.peak_mb is not None
     assert mapped.peak_mb < 4 < 28 < allocated.peak_mb
+
+
+def _alone_once_a_loop_calls(folder: Path, calling: Any, seconds: float, out: Any) -> None:
+    """A cell that asks for the node alone once another's loop makes its calls, and holds it."""
+    assert calling.wait(30)
+    time.sleep(0.1)
+    with node.holding(folder) as lock:
+        asked = time.monotonic()
+        with lock.alone():
+            out.put((asked, time.monotonic()))
+            time.sleep(seconds)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_a_loop_on_a_core_lets_a_cell_waiting_to_time_alone_go_and_keeps_its_own_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interleaved: bool
+) -> None:
+    """A 1-thread loop (a real forked cell asks for the node alone while it runs) lets the
+    cell go after its current call or block, and its `min_time_s` counts its own calls:
+    as many as without the pause."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    monkeypatch.setenv(node.FOLDER_ENV, str(folder))
+    fork = multiprocessing.get_context("fork")
+    calling, out = fork.Event(), fork.Queue()
+    other = fork.Process(target=_alone_once_a_loop_calls, args=(folder, calling, 0.6, out))
+    other.start()
+    protocol = Protocol(warmup_min_iters=1, warmup_max_s=0.0, min_iters=5, min_time_s=1.0,
+                        max_time_s=30.0, target_interval=0.0)  # fmt: skip
+
+    def call() -> None:
+        calling.set()
+        time.sleep(0.05)
+
+    waited = node.process_waited_s()
+    with node.holding(folder) as lock, lock.timing(1):
+        if interleaved:
+            samples, _ = time_interleaved(call, call, protocol)
+        else:
+            samples = time_calls(call, protocol)
+    other.join(timeout=30)
+    asked, began = out.get(timeout=5)
+    assert began - asked < 0.2, began - asked  # after a call or a block, not the loop's end
+    assert sum(samples) / 1000 >= (0.5 if interleaved else 1.0) - 0.05, samples
+    assert node.process_waited_s() - waited > 0.55  # its pause counted as a wait

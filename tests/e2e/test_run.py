@@ -178,3 +178,41 @@ def test_a_full_disk_is_one_line_and_the_run_can_be_resumed(tmp_path: Path) -> N
     assert 0 < len(recorded) < 9 and all(r.status == "ok" for r in recorded)
     plan = resume_plan(saved)
     assert len(plan.recorded) == len(recorded) and len(plan.pending) == 9 - len(recorded)
+
+
+SIZED_ZOO = """
+import torch
+from harness.zoo import ModelSpec
+
+def _entry(name, weight_bytes):
+    metadata = {} if weight_bytes is None else {"parameter_bytes": weight_bytes}
+    return ModelSpec(name=name, family="seed", build=lambda: torch.nn.Linear(4, 2),
+                     example_inputs=lambda: (torch.rand(3, 4),), metadata=metadata)
+
+SPECS = [_entry("w_1kb", 1_000), _entry("w_unsized", None), _entry("w_3mb", 3_000_000),
+         _entry("w_2mb_a", 2_000_000), _entry("w_2mb_b", 2_000_000)]
+"""
+
+
+def test_the_largest_models_cells_go_first_and_a_models_cells_stay_together(
+    tmp_path: Path,
+) -> None:
+    """Cells are submitted by their model's weight bytes, largest first (the longest cells
+    start while small ones fill the cores beside them); equal sizes and models that do not
+    say theirs keep the zoo's order, the latter last; a model's exporters go one after the
+    other."""
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "sized.py").write_text(SIZED_ZOO)
+    out = tmp_path / "run"
+    result = run_cli(
+        "run", "--zoo", str(zoo), "--exporters", "torchscript,dynamo", "--opsets", "18",
+        "--static-only", "--no-report", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = store.read_records(out)
+    assert {r.status for r in records} == {"ok"}
+    submitted = sorted(records, key=lambda r: r.worker.submitted_at if r.worker else 0.0)
+    order = [r.model for r in submitted]
+    assert order[::2] == ["w_3mb", "w_2mb_a", "w_2mb_b", "w_1kb", "w_unsized"]
+    assert order[1::2] == order[::2]

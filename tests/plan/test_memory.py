@@ -13,6 +13,7 @@ from harness.plan.memory import (
     BASE_GB,
     GIB,
     ORT_MEMORY,
+    largest_first,
     largest_node_gb,
     memory_need_gb,
     pair_need_gb,
@@ -78,3 +79,17 @@ def test_a_pair_asks_ray_for_its_need_and_never_more_than_the_largest_node_offer
     assert pair_options(small, cluster)["memory"] == int(pair_need_gb(small) * GIB)
     assert pair_options(small, cluster)["num_cpus"] == 2
     assert pair_options(small, [node(True, 0)]) == {"num_cpus": 2}  # no node says its memory
+
+
+def test_models_go_largest_first_and_those_without_a_size_keep_their_order_last() -> None:
+    metadata = {
+        "small": {"parameter_bytes": 10},
+        "big": {"parameter_bytes": 10**9},
+        "tied_a": {"parameter_bytes": 10**6},
+        "tied_b": {"parameter_bytes": 10**6},
+        "unsized": {},
+        "not_a_number": {"parameter_bytes": "large"},
+    }
+    models = ["unsized", "small", "tied_a", "not_a_number", "big", "tied_b"]
+    expected = ["big", "tied_a", "tied_b", "small", "unsized", "not_a_number"]
+    assert largest_first(models, metadata) == expected
