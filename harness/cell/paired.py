@@ -70,8 +70,8 @@ def _time_pair(task: PairTask) -> PairResult:
         call_a, runtime = _session_call(task.baseline_model, task.threads)
         call_b, _ = _session_call(task.candidate_model, task.threads)
         node.note_phase("timing")  # between them, a cell waiting to time alone goes first
-        # timed on cores of its own, as a cell's latency is
-        with node.timing(task.threads), gc_paused():
+        # timed on cores of its own, as a cell's latency is; collected before it takes them
+        with gc_paused(), node.timing(task.threads):
             repeat = _calls_per_unit(call_a, call_b, plan)
             unit_a, unit_b = _unit(call_a, repeat), _unit(call_b, repeat)
             return _blocks(task, unit_a, unit_b, runtime)
@@ -88,7 +88,7 @@ def _time_alone(task: PairTask) -> PairResult:
         node.note_phase("session")
         call, runtime = _session_call(task.baseline_model, task.threads)
         node.note_phase("timing")
-        with node.timing(task.threads), gc_paused():
+        with gc_paused(), node.timing(task.threads):
             unit = _unit(call, _calls_per_unit(call, call, plan))
             samples: list[float] = []
             end = time.perf_counter() + plan.max_s
@@ -113,6 +113,7 @@ def _calls_per_unit(
             t0 = time.perf_counter()
             call()
             times.append((time.perf_counter() - t0) * 1000)
+        end += node.give_way()
     per_call = max(1e-6, stats.median(times[len(times) // 2 :]))
     return max(1, math.ceil(plan.unit_ms / per_call))
 
