@@ -7,10 +7,10 @@ one at a time.
 The loops are estimates: their samples plus a warm-up of about two calls a side (the
 records keep samples, not loop times); the pairs are their own seconds where the records
 say them (sessions opened beside other cells' work included, their waits for the node left
-out where the records say those), else estimates. A run written before 1-thread phases took a core of their own held the node
-alone for all of them; one written between dba5e54 and 7915668 exported on a core of its
-own too, beside other exports; one written from then until exports took turns on a core
-(issue 47, 2026-12-07) exported with the node alone.
+out where the records say those), else estimates. A run written before 1-thread phases
+took a core of their own held the node alone for all of them; one written between dba5e54
+and 7915668 exported on a core of its own too, beside other exports; one written from then
+until exports took turns on a core (issue 47, 2026-12-07) exported with the node alone.
 
     python -m benchmarks.real_size_account RUN_DIR
 """

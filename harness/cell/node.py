@@ -168,11 +168,9 @@ class NodeLock:
         try:
             yield
         finally:
-            self._timing_file(pid).unlink(missing_ok=True)
+            self._stop_timing()
             _BESIDE.extend(_read_and_remove(self._beside_file(pid)))
             self.depth = 0
-            for fd in self.cores_held:
-                fcntl.flock(fd, fcntl.LOCK_UN)
             self.cores_held = []
 
     def give_way(self) -> float:
@@ -183,10 +181,8 @@ class NodeLock:
         both cores, the other core idle.) What ran meanwhile is not beside the phase."""
         if not self.cores_held or not self._timer_waiting():
             return 0.0
-        start, pid = time.perf_counter(), os.getpid()
-        self._timing_file(pid).unlink(missing_ok=True)
-        for fd in self.cores_held:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        start = time.perf_counter()
+        self._stop_timing()
         fcntl.flock(self.work, fcntl.LOCK_UN)
         self._wait(fcntl.LOCK_SH)
         self.cores_held = self._wait_for_cores(len(self.cores_held))
@@ -198,6 +194,12 @@ class NodeLock:
         others' phases are read, so that none is missed."""
         self._timing_file(os.getpid()).touch()
         _BESIDE.extend(self._phases_of_others())
+
+    def _stop_timing(self) -> None:
+        """This process no longer times: no phase is noted beside it, its cores are free."""
+        self._timing_file(os.getpid()).unlink(missing_ok=True)
+        for fd in self.cores_held:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def exporting(self, threads: int, device: str = "cpu") -> Iterator[None]:

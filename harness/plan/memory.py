@@ -26,8 +26,8 @@ def memory_need_gb(metadata: Mapping[str, object], exporter: str) -> float | Non
     weights, and on top of them the larger of the export's peak and the ORT session's
     (the two never overlap: the export is done when the session is made). None where the
     entry does not say how large its weights are."""
-    weight_bytes = metadata.get("parameter_bytes")
-    if not isinstance(weight_bytes, int | float) or isinstance(weight_bytes, bool):
+    weight_bytes = _weight_bytes(metadata)
+    if weight_bytes is None:
         return None
     factor = max(_export_memory(exporter), ORT_MEMORY)
     return round(BASE_GB + weight_bytes / GIB * (1 + factor), 2)
@@ -38,12 +38,16 @@ def largest_first(models: list[str], metadata: Mapping[str, Mapping[str, object]
     first (the longest cells start while small ones can fill the cores beside them; a run
     in the zoo's order ended on a 170-s XLM-R cell with a core idle), the others after
     them in their given order."""
+    return sorted(models, key=lambda m: _weight_bytes(metadata.get(m, {})) or 0.0, reverse=True)
 
-    def weight(model: str) -> float:
-        found = metadata.get(model, {}).get("parameter_bytes")
-        return float(found) if isinstance(found, int | float) else 0.0
 
-    return sorted(models, key=weight, reverse=True)
+def _weight_bytes(metadata: Mapping[str, object]) -> float | None:
+    """The bytes of the model's weights its entry declares (`parameter_bytes`); None where
+    it declares none, or no number."""
+    found = metadata.get("parameter_bytes")
+    if not isinstance(found, int | float) or isinstance(found, bool):
+        return None
+    return float(found)
 
 
 def pair_need_gb(task: PairTask) -> float:
