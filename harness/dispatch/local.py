@@ -239,7 +239,8 @@ class LocalTasks:
         for zygotes in every:
             kept.release(self.kept_key, zygotes)
         self.every.clear()
-        gc.collect()  # their queues' semaphores are unlinked now, not reported leaked at exit
+        if self.kept_key is None:  # shut down: their queues' semaphores are unlinked now,
+            gc.collect()  # not reported leaked at exit
 
 
 def logs_of(run_id: str) -> Path:

@@ -14,7 +14,7 @@ from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
 from harness.exporters import dynamo_report
 from harness.exporters.phases import Hook, PhaseClock, observe
-from harness.exporters.registry_memo import memoised_cia_materialisation, memoised_registry
+from harness.exporters.registry_memo import memoised
 from harness.exporters.request import Exported, ExportRequest, FailureFacts, quiet
 from harness.store.details import Divergence, MismatchStage
 
@@ -80,7 +80,7 @@ def translated_program(
     translation, which the inventory must still list), the exporter's own capture and
     decomposition steps give the program it would have translated: observed, never
     exported."""
-    with quiet():
+    with quiet(), memoised():
         try:
             onnx_program = torch.onnx.export(
                 model, args, kwargs=kwargs, dynamo=True, optimize=False
@@ -147,8 +147,7 @@ class Adapter:
         r = request
         with (
             quiet(),
-            memoised_registry(wanted=r.registry_memo),
-            memoised_cia_materialisation(wanted=r.registry_memo),
+            memoised(wanted=r.registry_memo),
             observe(HOOKS, PHASES) as clock,
         ):
             start = time.perf_counter()

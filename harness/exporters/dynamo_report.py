@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.exporters import phases
+from harness.exporters.registry_memo import memoised
 from harness.exporters.request import ExportRequest, quiet
 
 if TYPE_CHECKING:
@@ -66,16 +67,17 @@ def write(request: ExportRequest, observed: Observed | None) -> None:
 def re_export(request: ExportRequest) -> None:
     """The failed call again with report=True: the exporter writes its own report."""
     assert request.artifacts is not None
-    torch.onnx.export(
-        request.model,
-        request.inputs.args,
-        kwargs=request.inputs.kwargs,
-        dynamic_shapes=request.dynamic_shapes,
-        opset_version=request.opset,
-        dynamo=True,
-        report=True,
-        artifacts_dir=request.artifacts,
-    )
+    with memoised():
+        torch.onnx.export(
+            request.model,
+            request.inputs.args,
+            kwargs=request.inputs.kwargs,
+            dynamic_shapes=request.dynamic_shapes,
+            opset_version=request.opset,
+            dynamo=True,
+            report=True,
+            artifacts_dir=request.artifacts,
+        )
 
 
 def _from_failure(folder: Path, observed: Observed) -> bool:

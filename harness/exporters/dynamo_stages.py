@@ -34,6 +34,7 @@ from harness.cell.reference import Reference
 from harness.cell.shapes import flatten_outputs
 from harness.ddmin import first_failing
 from harness.exporters import dynamo_optimizer
+from harness.exporters.registry_memo import memoised
 from harness.exporters.request import Exported, ExportRequest, quiet
 from harness.store.details import MismatchStage, StageCheck
 
@@ -171,7 +172,7 @@ def _program_outputs(
 
 def _unoptimized(program: torch.export.ExportedProgram, request: ExportRequest) -> onnx.ModelProto:
     """The same captured program exported with optimize=False: the graph before the optimizer."""
-    with quiet():
+    with quiet(), memoised():
         onnx_program = torch.onnx.export(
             program,
             (),

@@ -34,6 +34,7 @@ import torch
 from harness.cell import generation
 from harness.cell.shapes import Inputs
 from harness.cell.stages import StageFailure
+from harness.exporters.registry_memo import memoised
 from harness.exporters.request import Components, Exported, ExportRequest, Opaque, quiet
 
 if TYPE_CHECKING:
@@ -121,7 +122,13 @@ class Adapter(Opaque):
 
     def export(self, request: ExportRequest) -> Exported:
         """The user's call (`export_for_generation` for a model that generates, else
-        `export`), then `save_pretrained` into the cell's folder."""
+        `export`), then `save_pretrained` into the cell's folder. Each `torch.onnx.export`
+        it makes takes dynamo's ONNX function registry from this process's memo, as the
+        dynamo exporter's cells do (the protocol's `registry_memo`): export times compare."""
+        with memoised(wanted=request.registry_memo):
+            return self._export(request)
+
+    def _export(self, request: ExportRequest) -> Exported:
         from transformers.exporters import OnnxConfig  # type: ignore[attr-defined]  # no stubs
 
         r = request

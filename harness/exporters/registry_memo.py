@@ -12,6 +12,10 @@ copy keeps the memo clean). A translation registered or replaced later (a test f
 replacing an onnxscript function, a library defining an op a torchlib function names)
 changes the key, and the registry is built again.
 
+The harness's calls take it: a dynamo or transformers exporter cell's (where its protocol
+says so), and those made to explain a cell, whatever the protocol (the program before the
+optimizer, the exporter's report of a failure, the op inventory's capture).
+
 The exported model is byte for byte what the call exports without the memo
 (tests/exporters/test_registry_memo.py; benchmarks/test_opinfo.py over every OpInfo). What
 changes is the time: a memoised call's export time no longer includes rebuilding the
@@ -66,6 +70,16 @@ class _State:
     materialised: list[str] | None = None  # the CIA ops listed when it last ran to the end
     materialise_ran = 0
     materialise_skipped = 0
+
+
+@contextlib.contextmanager
+def memoised(*, wanted: bool = True) -> Iterator[None]:
+    """Within the block, both memos (`memoised_registry`, `memoised_cia_materialisation`):
+    around every `torch.onnx.export(..., dynamo=True)` the harness makes, the measured one
+    (as its protocol says) and those it makes to explain a cell (re-exports, the program
+    before the optimizer, the op inventory's capture), each else a rebuild of 0.4-1.6 s."""
+    with memoised_registry(wanted=wanted), memoised_cia_materialisation(wanted=wanted):
+        yield
 
 
 @contextlib.contextmanager

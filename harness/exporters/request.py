@@ -93,8 +93,8 @@ class ExportRequest:
     dtype: Dtype = Dtype.FLOAT32
     device: str = "cpu"
     timeout_s: float | None = None
-    # dynamo's registry built once per process (the protocol's `registry_memo`), or afresh
-    # in every call as a user's call builds it
+    # dynamo's registry built once per process (the protocol's `registry_memo`) for the
+    # dynamo and transformers exporters' calls, or afresh in every call as a user's builds it
     registry_memo: bool = True
 
 

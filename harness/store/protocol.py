@@ -46,9 +46,10 @@ class Protocol:
     # alone and takes those eager samples, its record naming the cell that timed them.
     share_eager: bool = False
     # Build dynamo's ONNX function registry once per process and inputs, not on every export
-    # call (harness.exporters.registry_memo): export time is then the model's own, less the
-    # 0.5-1.6 s every user's call pays; false: the call as a user makes it (the real-size
-    # suite, whose export times are held to a plain script's).
+    # call of the dynamo and transformers exporters (harness.exporters.registry_memo):
+    # export time is then the model's own, less the 0.5-1.6 s every user's call pays;
+    # false: the call as a user makes it (the real-size suite, whose export times are held
+    # to a plain script's).
     registry_memo: bool = True
 
     def numbers(self) -> dict[str, float]:

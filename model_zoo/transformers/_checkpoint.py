@@ -23,7 +23,7 @@ import math
 import os
 import re
 from collections import Counter
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -173,9 +173,9 @@ def _architecture(config: dict[str, Any], location: str) -> str:
 
     if importlib.util.find_spec("transformers") is None:
         raise CheckpointError(f"{PREFIX}{location}: needs transformers (pip install -e '.[hf]')")
-    import transformers  # its lazy module lists its classes without importing them (or torch)
+    import transformers
 
-    if names[0] not in dir(transformers):
+    if names[0] not in _public_names():
         version = transformers.__version__
         raise CheckpointError(
             f"{PREFIX}{location}: transformers {version} has no class {names[0]} (its config's"
@@ -189,6 +189,15 @@ def _architecture(config: dict[str, Any], location: str) -> str:
             f" (transformers' {module})"
         )
     return names[0]
+
+
+@cache
+def _public_names() -> frozenset[str]:
+    """What the installed transformers offers: its lazy module lists its classes without
+    importing them (or torch); listing them takes 0.2 s, so once per process."""
+    import transformers
+
+    return frozenset(dir(transformers))
 
 
 def float32_bytes(where: Path, config: dict[str, Any], location: str) -> int:

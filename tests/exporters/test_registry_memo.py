@@ -216,3 +216,44 @@ def test_a_protocol_without_the_memo_exports_as_a_users_call_builds_its_registry
     after = registry_memo.stats()
     assert after["hits"] > before["hits"]
     assert after["materialisations_skipped"] > before["materialisations_skipped"]
+
+
+@pytest.mark.slow
+def test_transformers_calls_and_the_exports_that_explain_a_cell_take_the_memo(
+    memo: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """transformers' exporter's calls (its BERT sample) hit the memo as dynamo's do, and
+    so do the exports the harness makes to explain a cell (the program dynamo translates,
+    the graph before the optimizer); the graphs are those of the plain calls."""
+    from harness.exporters.dynamo import translated_program
+    from harness.exporters.dynamo_stages import _unoptimized
+
+    sample = exporters.get("transformers").sample()
+    assert sample is not None
+    bert, inputs = sample
+
+    def transformers_export(folder: Path) -> dict[str, str]:
+        folder.mkdir(parents=True)
+        request = ExportRequest(model=bert, inputs=inputs, opset=18, path=folder / "model.onnx")
+        exporters.get("transformers").export(request)
+        return {f.name: _digest(f) for f in sorted(folder.iterdir()) if "onnx" in f.name}
+
+    first = transformers_export(tmp_path / "first")
+    hits = registry_memo.stats()["hits"]
+    assert transformers_export(tmp_path / "second") == first
+    assert registry_memo.stats()["hits"] == hits + 1
+    x = (torch.randn(3, 4),)
+    program = translated_program(Neg(), x, {})  # at the exporter's default opset
+    translated_program(Neg(), x, {})
+    assert registry_memo.stats()["hits"] == hits + 2
+    request = ExportRequest(model=Neg(), inputs=Inputs(x, {}, ()), opset=18, path=tmp_path / "n")
+    before = _unoptimized(program, request)
+    assert registry_memo.stats()["hits"] == hits + 3
+    monkeypatch.setenv(registry_memo.ENV, "0")
+    assert transformers_export(tmp_path / "plain") == first
+    assert _unoptimized(program, request).SerializeToString() == before.SerializeToString()
+    assert registry_memo.stats()["hits"] == hits + 3  # off: the plain calls
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

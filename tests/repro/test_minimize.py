@@ -87,10 +87,10 @@ def test_a_deep_failure_shrinks_to_a_few_nodes_that_fail_the_same_way_in_a_fresh
 
 
 def test_the_numerics_script_fails_with_an_assertion_naming_the_node(run: Run) -> None:
-    path = run.artifact("repro_wrong_constant", "minimal_repro")
-    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1
-    assert "AssertionError: node shift:" in out.stderr
+    # run by the harness in a fresh process of its own that cannot import the harness
+    verify = run.repro("repro_wrong_constant").verify or {}
+    assert verify["exit_code"] == 1, verify
+    assert "AssertionError: node shift:" in verify["output"]
     # the custom op (and its wrong translation) come from their own module, loaded by file
     assert run.repro("repro_wrong_constant").imports == ("harness_repro_shift_op",)
 

@@ -5,8 +5,6 @@ in another fresh process that cannot import the harness."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,26 +92,16 @@ def test_the_script_builds_the_block_from_the_zoo_files_own_classes(run: Run) ->
     assert "class Stack(" not in text  # the model around it is not needed
     assert not re.search(r"^\s*(import|from) harness", text, re.MULTILINE)
     assert "dynamo=False" in text and "onnxruntime" not in text.split('"""', 2)[2]
-    # in a fresh process of its own, outside the run directory's interpreter
-    out = subprocess.run(
-        [sys.executable, str(run.script("repro_block_tracer"))],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 1, out.stderr[-2000:]
-    assert "REPRODUCED at export: TypeError" in out.stderr
+    # run by the harness in a fresh process of its own that cannot import the harness
+    verify = run.repro("repro_block_tracer").verify or {}
+    assert verify["exit_code"] == 1, verify
+    assert "REPRODUCED at export: TypeError" in verify["output"]
 
 
 def test_the_mismatch_script_compares_the_block_with_its_own_eager_output(run: Run) -> None:
-    out = subprocess.run(
-        [sys.executable, str(run.script("repro_block_export_only"))],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 1
-    assert "AssertionError: output 0: max_abs" in out.stderr
+    verify = run.repro("repro_block_export_only").verify or {}
+    assert verify["exit_code"] == 1, verify
+    assert "AssertionError: output 0: max_abs" in verify["output"]
 
 
 def test_a_block_called_by_keyword_goes_through_torchscript_by_keyword(run: Run) -> None:
