@@ -39,7 +39,7 @@ def export(model: torch.nn.Module, inputs: tuple, path: Path, opset: int = 18) -
         output_names=("output_0",),
     )
     exporters.get("dynamo").export(request)
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(path.iterdir())}
+    return {f.name: _digest(f) for f in sorted(path.iterdir())}
 
 
 @pytest.fixture
