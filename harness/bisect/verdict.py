@@ -15,21 +15,13 @@ from dataclasses import dataclass
 
 from harness.bisect.search import Judgement, Verdict
 from harness.compare.findings import BLOCKING, WARNING, Finding
+from harness.compare.metrics import METRICS
 from harness.store.records import CellKey, Record
 
 AUTO = "auto"
 GRAPH = "graph"
 # The families of `harness compare`'s cell findings (harness.compare.findings, metrics)
-FAMILIES = (
-    "status",
-    "opset",
-    "numerics",
-    "ops",
-    "ort_latency",
-    "eager_latency",
-    "export_time",
-    "export_memory",
-)
+FAMILIES = ("status", "opset", "numerics", "ops", *(m.name for m in METRICS))
 ALIASES = {"latency": "ort_latency"}
 # A paired re-measurement that ended without a verdict says neither good nor bad.
 UNDECIDED_KINDS = frozenset({"paired_unknown"})

@@ -58,8 +58,8 @@ unsupported ATen ops, ATen ops that no longer export, cells that appear or vanis
 A cell that passed and now fails blocks (where an expected-status file applies, the file
 decides instead); the others are warnings, improvements or info.
 
-Noisy findings (ORT latency, eager latency, export time, export peak memory): the ratio
-of medians must pass an effect-size floor (latency {_T.latency_floor:.0%}, export time {_T.export_time_floor:.0%},
+Noisy findings (ORT latency, eager latency, export time, export peak memory on the host
+and, on a CUDA cell, the device): the ratio of medians must pass an effect-size floor (latency {_T.latency_floor:.0%}, export time {_T.export_time_floor:.0%},
 memory {_T.memory_floor:.0%} and {_T.memory_abs_mb:g} MiB). Against one run, a Mann-Whitney U test on the
 raw latency samples (alpha {_T.alpha:g}) must agree; export time and memory have one sample
 per run, so there the floor alone decides and a regression is a warning. Against history

@@ -62,6 +62,7 @@ METRICS = (
     Metric("eager_latency", "eager latency", "ms", _latency_samples(lambda r: r.eager.latency), "latency_floor", blocks=False, min_abs_field="latency_abs_ms", timed=True),
     Metric("export_time", "export time", "s", _scalar(lambda r: r.export.seconds), "export_time_floor", blocks=True, timed=True),
     Metric("export_memory", "export peak memory", "MiB", _scalar(lambda r: r.export.peak_rss_mb), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
+    Metric("export_cuda_memory", "export peak CUDA memory", "MiB", _scalar(lambda r: r.export.peak_cuda_mb), "memory_floor", blocks=True, min_abs_field="memory_abs_mb"),
 )  # fmt: skip
 
 

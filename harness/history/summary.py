@@ -44,6 +44,7 @@ KEPT = (
     "opset_actual",
     "export_s",
     "export_peak_rss_mb",
+    "export_peak_cuda_mb",
     "weights_mb",
     "exporter_speed",
     "graph_fingerprint",

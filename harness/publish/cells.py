@@ -93,6 +93,8 @@ def _metrics(r: CellResult) -> dict[str, float | None]:
         "export_peak_rss_mb": r.export_peak_rss_mb,
         "ort_p50_ms": r.ort_p50_ms,
         "memory_over_weights": r.memory_over_weights,
+        "export_peak_cuda_mb": r.export_peak_cuda_mb,
+        "cuda_over_weights": r.cuda_over_weights,
         "vs_fastest": r.vs_fastest,
     }
 
@@ -103,6 +105,8 @@ FLOORS = {
     "export_peak_rss_mb": "memory_floor",
     "ort_p50_ms": "latency_floor",
     "memory_over_weights": "memory_floor",
+    "export_peak_cuda_mb": "memory_floor",
+    "cuda_over_weights": "memory_floor",
     "vs_fastest": "latency_floor",
 }
 LABELS = {
@@ -110,10 +114,13 @@ LABELS = {
     "export_peak_rss_mb": "export peak RSS MB",
     "ort_p50_ms": "ORT p50 ms",
     "memory_over_weights": "export peak / weights",
+    "export_peak_cuda_mb": "export peak CUDA MB",
+    "cuda_over_weights": "export peak CUDA / weights",
     "vs_fastest": "ORT p50 / fastest exporter's",
 }
-# Shown only for the cells that have them (real-size models: their weights, paired exporters).
-OPTIONAL = ("memory_over_weights", "vs_fastest")
+# Shown only for the cells that have them (real-size models: their weights, paired exporters;
+# CUDA cells: the export's peak on the device).
+OPTIONAL = ("memory_over_weights", "export_peak_cuda_mb", "cuda_over_weights", "vs_fastest")
 
 
 @dataclass(frozen=True)

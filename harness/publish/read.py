@@ -18,7 +18,7 @@ from harness.history.summary import BY_NAME, CELL_COLUMNS, COLUMNS, BadValue, ce
 from harness.store.declare import read
 from harness.store.details import Divergence
 from harness.store.manifest import Manifest
-from harness.store.measures import Generation
+from harness.store.measures import Generation, over_weights
 from harness.store.records import Cell
 from harness.store.status import Stage, Status
 from harness.store.ways import SHAPES
@@ -31,6 +31,7 @@ _SHOWN = (
     "error_signature",
     "export_s",
     "export_peak_rss_mb",
+    "export_peak_cuda_mb",
     "ort_latency_ms.p50",
     "graph_fingerprint",
     "metadata",
@@ -63,6 +64,7 @@ class CellResult:
     error_signature: str | None = None
     export_s: float | None = None
     export_peak_rss_mb: float | None = None
+    export_peak_cuda_mb: float | None = None  # a CUDA cell's, on the device
     ort_p50_ms: float | None = None
     graph: str | None = None  # the graph's fingerprint (harness.store.graphs)
     dtype: str = ""  # the record's metadata (an OpInfo cell's dtype, a task)
@@ -72,6 +74,7 @@ class CellResult:
     artifacts: dict[str, str] = field(default_factory=dict)
     divergence: str | None = None
     memory_over_weights: float | None = None  # export peak RSS / the weights' bytes
+    cuda_over_weights: float | None = None  # export peak CUDA memory / the weights' bytes
     vs_fastest: float | None = None  # ORT p50 / the fastest exporter's graph's (paired)
     graph_bytes: int | None = None  # the side by side of every way (harness.store.ways)
     nodes: int | None = None
@@ -118,10 +121,8 @@ def _result(
     artifacts and first divergence of the newest night's failures only (what the site links
     to): parsing JSON is what costs, 2 of a channel's 14 s over 90 nights."""
     axes = row[1 : _AXES + 1]
-    status, stage, signature, export_s, rss, p50, graph, metadata, artifacts, divergence, *more = (
-        row[_AXES + 1 :]
-    )
-    weights, speed, *ways = more
+    status, stage, signature, export_s, rss, cuda, p50, graph, *more = row[_AXES + 1 :]
+    metadata, artifacts, divergence, weights, speed, *ways = more
     if status not in _STATUSES or (stage is not None and stage not in _STAGES):
         raise ValueError(f"status {status!r}, stage {stage!r}: not a status and stage this reads")
     found = cells.get(axes)
@@ -139,6 +140,7 @@ def _result(
         signature,
         export_s,
         rss,
+        cuda,
         p50,
         graph,
         _text(shown.get("dtype")) or dtype,
@@ -149,7 +151,8 @@ def _result(
         if details and artifacts is not None
         else {},
         _divergence(_object(divergence)) if details and divergence is not None else None,
-        rss / weights if rss is not None and weights else None,
+        over_weights(rss, weights),
+        over_weights(cuda, weights),
         _ratio(_object(speed).get("ratio")) if speed is not None else None,
         *_ways(*ways),
     )

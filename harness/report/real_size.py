@@ -3,12 +3,13 @@ for, or whose exporters were timed in pairs): per cell what a user plans by (the
 the export's time and peak memory over them, the graph's bytes over them and the weights it
 stores twice), the ORT latency with how well it is known (its median's interval and the
 samples, at the cell's threads and the protocol's others), the graph's speed against the
-fastest exporter's, flagged past `SLOWER`, and a CUDA cell's host<->device copy nodes; then
+fastest exporter's, flagged past `SLOWER`, and a CUDA cell's export peak on the device and
+host<->device copy nodes; then
 where each cell's time went, stage by stage."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harness.report.document import Paragraph, Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
@@ -72,24 +73,31 @@ def _transfers_text(r: Record) -> str:
     return f"{sum(found.values())} (" + ", ".join(f"{op} {n}" for op, n in found.items()) + ")"
 
 
-def _cell_row(r: Record) -> tuple[Text, ...]:
+def _weights_text(r: Record) -> str:
     weights = r.export.weights_mb
-    return (
-        Text(r.model),
-        Text(r.exporter),
-        Text(_axes_text(r)),
-        Text(r.status.value, status=r.status),
-        Text(fmt(None) if weights is None else f"{weights / 1024:.2f}"),
-        Text(fmt(r.export.seconds)),
-        Text(_ratio(r.export.peak_over_weights)),
-        Text(_ratio(r.export.graph_over_weights)),
-        Text(_duplicates(r)),
-        Text(latency_text(r.ort.latency)),
-        Text(latency_text(r.eager.latency)),
-        Text(_threads_text(r)),
-        Text(_speed_text(r)),
-        Text(_transfers_text(r)),
-    )
+    return fmt(None) if weights is None else f"{weights / 1024:.2f}"
+
+
+# The figures table's columns: a header and what a cell shows under it. The CUDA ones are
+# shown only where a CUDA cell is among the rows (a CPU cell has none to show).
+FIGURES: tuple[tuple[str, Callable[[Record], Text]], ...] = (
+    ("model", lambda r: Text(r.model)),
+    ("exporter", lambda r: Text(r.exporter)),
+    ("cell", lambda r: Text(_axes_text(r))),
+    ("status", lambda r: Text(r.status.value, status=r.status)),
+    ("weights GiB", lambda r: Text(_weights_text(r))),
+    ("export s", lambda r: Text(fmt(r.export.seconds))),
+    ("export peak / weights", lambda r: Text(_ratio(r.export.peak_over_weights))),
+    ("export CUDA peak / weights", lambda r: Text(_ratio(r.export.peak_cuda_over_weights))),
+    ("graph / weights", lambda r: Text(_ratio(r.export.graph_over_weights))),
+    ("stored twice", lambda r: Text(_duplicates(r))),
+    ("ORT p50 ms", lambda r: Text(latency_text(r.ort.latency))),
+    ("eager p50 ms", lambda r: Text(latency_text(r.eager.latency))),
+    ("at other threads", lambda r: Text(_threads_text(r))),
+    ("speed vs fastest exporter", lambda r: Text(_speed_text(r))),
+    ("CUDA host copies", lambda r: Text(_transfers_text(r))),
+)
+CUDA_ONLY = frozenset({"export CUDA peak / weights", "CUDA host copies"})
 
 
 def _axes_text(r: Record) -> str:
@@ -135,12 +143,15 @@ def _pair_time_text(speed: ExporterSpeed | None) -> str:
     return fmt(speed.seconds) + waited
 
 
+def _has_cuda(records: Sequence[Record]) -> bool:
+    return any(r.cell.device == "cuda" for r in records)
+
+
 def figures_table(records: Sequence[Record]) -> Table:
-    headers = ("model", "exporter", "cell", "status", "weights GiB", "export s",
-               "export peak / weights", "graph / weights", "stored twice",
-               "ORT p50 ms", "eager p50 ms", "at other threads", "speed vs fastest exporter",
-               "CUDA host copies")  # fmt: skip
-    return table(headers, [_cell_row(r) for r in records])
+    cuda = _has_cuda(records)
+    columns = [(h, shown) for h, shown in FIGURES if cuda or h not in CUDA_ONLY]
+    rows = [tuple(shown(r) for _, shown in columns) for r in records]
+    return table([h for h, _ in columns], rows)
 
 
 def time_table(records: Sequence[Record]) -> Table:
@@ -162,8 +173,12 @@ def real_size_section(records: Sequence[Record]) -> Section | None:
         " comes with the median's 95% interval where fewer samples were taken than a p90"
         " needs; the speed against the fastest exporter's graph was timed in interleaved"
         f" pairs. {len(slower)} graph(s) slower than another exporter's by {SLOWER}x or more."
-        " A CUDA cell counts the host<->device copies (Memcpy nodes) ORT put in its graph."
     )
+    if _has_cuda(chosen):
+        intro += (
+            " A CUDA cell also has its export's peak on the device over the weights, and counts"
+            " the host<->device copies (Memcpy nodes) ORT put in its graph."
+        )
     return sub(
         "Real-size figures",
         Paragraph(intro),

@@ -113,6 +113,13 @@ def speedup_of(eager: Latency | None, ort: Latency | None) -> float | None:
     return eager.p50 / ort.p50
 
 
+def over_weights(peak_mb: float | None, weights_mb: float | None) -> float | None:
+    """An export's peak memory over the model's weights: 'exporting X needs N x its size'."""
+    if peak_mb is None or not weights_mb:
+        return None
+    return peak_mb / weights_mb
+
+
 @dataclass(frozen=True)
 class ShapeLatency:
     """A cell timed at one named shape (a decode step, a prefill): the sizes of its dynamic
@@ -307,10 +314,13 @@ class ExportMeasures(Group):
 
     @property
     def peak_over_weights(self) -> float | None:
-        """The export's peak RSS over the model's weights: 'exporting X needs N x its size'."""
-        if self.peak_rss_mb is None or not self.weights_mb:
-            return None
-        return self.peak_rss_mb / self.weights_mb
+        """The export's peak RSS over the model's weights."""
+        return over_weights(self.peak_rss_mb, self.weights_mb)
+
+    @property
+    def peak_cuda_over_weights(self) -> float | None:
+        """A CUDA cell's export peak on the device over the weights (None on the CPU)."""
+        return over_weights(self.peak_cuda_mb, self.weights_mb)
 
     @property
     def graph_over_weights(self) -> float | None:

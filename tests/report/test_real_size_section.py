@@ -1,6 +1,6 @@
 """The report's real-size section from hand-made records: what a user plans by per cell,
 ORT's and eager's latency at the protocol's other thread counts, the speed against the fastest
-exporter's graph, and a CUDA cell's host<->device copies."""
+exporter's graph, and a CUDA cell's export peak on the device and host<->device copies."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies(
         "g",
         "dynamo",
         "cuda",
-        export=ExportMeasures(weights_mb=2 * GB),
+        export=ExportMeasures(peak_rss_mb=0.1 * GB, peak_cuda_mb=3 * GB, weights_mb=2 * GB),
         ort=OrtMeasures(host_transfers={"MemcpyFromHost": 3, "MemcpyToHost": 1}),
     )
     toy = _record("toy", "dynamo", export=ExportMeasures(weights_mb=1.0))
@@ -72,6 +72,23 @@ def test_each_cell_says_what_its_export_needs_its_threads_speed_and_cuda_copies(
     assert slower.startswith("1.40x of dynamo (1.30x–1.50x, 10 pairs)") and "slower" in slower
     assert rows["g", "dynamo"]["CUDA host copies"] == "4 (MemcpyFromHost 3, MemcpyToHost 1)"
     assert rows["m", "dynamo"]["CUDA host copies"] == "—"  # a CPU cell has none to count
+    assert rows["g", "dynamo"]["export CUDA peak / weights"] == "1.50x"
+    assert rows["g", "dynamo"]["export peak / weights"] == "0.05x"  # the host's, beside it
+    assert rows["m", "torchscript"]["export CUDA peak / weights"] == "—"
+
+
+def test_a_section_without_a_cuda_cell_has_no_cuda_columns_and_says_nothing_of_them() -> None:
+    cpu = _record("m", "dynamo", export=ExportMeasures(peak_rss_mb=GB, weights_mb=2 * GB))
+    section = real_size_section([cpu])
+    assert section is not None
+    (row,) = _figures(section).values()
+    assert row["export peak / weights"] == "0.50x" and row["status"] == "ok"
+    assert not [h for h in row if "CUDA" in h]
+    assert "CUDA" not in str(section.blocks[0])
+    cuda = _record("g", "dynamo", "cuda", export=ExportMeasures(weights_mb=2 * GB))
+    both = real_size_section([cpu, cuda])
+    assert both is not None and "Memcpy" in str(both.blocks[0])
+    assert _figures(both)["m", "dynamo"]["CUDA host copies"] == "—"
 
 
 def test_rows_of_one_model_and_exporter_say_which_cell_and_how_long_it_waited() -> None:
