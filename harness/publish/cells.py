@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness import stats
@@ -87,47 +87,35 @@ def noise_band(values: Sequence[float], *, floor: float, t: Thresholds) -> Band 
     return Band(centre / math.exp(log_thr), centre * math.exp(log_thr))
 
 
-def _metrics(r: CellResult) -> dict[str, float | None]:
-    return {
-        "export_s": r.export_s,
-        "export_peak_rss_mb": r.export_peak_rss_mb,
-        "ort_p50_ms": r.ort_p50_ms,
-        "memory_over_weights": r.memory_over_weights,
-        "export_peak_cuda_mb": r.export_peak_cuda_mb,
-        "cuda_over_weights": r.cuda_over_weights,
-        "vs_fastest": r.vs_fastest,
-    }
+@dataclass(frozen=True)
+class SiteMetric:
+    """A figure of a cell's timeline: its label, the threshold its noise band starts from
+    (a `Thresholds` field) and its value in a result."""
+
+    label: str
+    floor: str
+    value: Callable[[CellResult], float | None]
+    optional: bool = False  # shown only for the cells that have it
 
 
-# Each metric of a cell's timeline: the threshold its noise band starts from, and its label.
-FLOORS = {
-    "export_s": "export_time_floor",
-    "export_peak_rss_mb": "memory_floor",
-    "ort_p50_ms": "latency_floor",
-    "memory_over_weights": "memory_floor",
-    "export_peak_cuda_mb": "memory_floor",
-    "cuda_over_weights": "memory_floor",
-    "vs_fastest": "latency_floor",
-}
-LABELS = {
-    "export_s": "export s",
-    "export_peak_rss_mb": "export peak RSS MB",
-    "ort_p50_ms": "ORT p50 ms",
-    "memory_over_weights": "export peak / weights",
-    "export_peak_cuda_mb": "export peak CUDA MB",
-    "cuda_over_weights": "export peak CUDA / weights",
-    "vs_fastest": "ORT p50 / fastest exporter's",
-}
-# Shown only for the cells that have them (real-size models: their weights, paired exporters;
-# CUDA cells: the export's peak on the device).
-OPTIONAL = ("memory_over_weights", "export_peak_cuda_mb", "cuda_over_weights", "vs_fastest")
+SITE_METRICS = (
+    SiteMetric("export s", "export_time_floor", lambda r: r.export_s),
+    SiteMetric("export peak RSS MB", "memory_floor", lambda r: r.export_peak_rss_mb),
+    SiteMetric("ORT p50 ms", "latency_floor", lambda r: r.ort_p50_ms),
+    # real-size models (their weights), CUDA cells (the export's peak on the device) and
+    # paired exporters
+    SiteMetric("export peak / weights", "memory_floor", lambda r: r.memory_over_weights, True),
+    SiteMetric("export peak CUDA MB", "memory_floor", lambda r: r.export_peak_cuda_mb, True),
+    SiteMetric("export peak CUDA / weights", "memory_floor", lambda r: r.cuda_over_weights, True),
+    SiteMetric("ORT p50 / fastest exporter's", "latency_floor", lambda r: r.vs_fastest, True),
+)
 
 
 @dataclass(frozen=True)
 class CellTimeline:
     cell: str
     statuses: list[tuple[str, str]]  # (date, status), resampled to MAX_POINTS nights
-    metrics: dict[str, list[Point]]
+    metrics: dict[str, list[Point]]  # by the metric's label
     bands: dict[str, Band | None]
     last: CellResult
 
@@ -152,12 +140,13 @@ def timelines(per_cell: Seen, t: Thresholds) -> list[CellTimeline]:
         step = max(1, math.ceil(len(seen) / 300))
         metrics: dict[str, list[Point]] = {}
         bands: dict[str, Band | None] = {}
-        for name, floor in FLOORS.items():
-            points = [Point(d, v) for d, r in seen if (v := _metrics(r)[name]) is not None]
-            if not points and name in OPTIONAL:
+        for m in SITE_METRICS:
+            points = [Point(d, v) for d, r in seen if (v := m.value(r)) is not None]
+            if not points and m.optional:
                 continue
-            metrics[name] = resample(points)
-            bands[name] = noise_band([p.value for p in points[:-1]], floor=getattr(t, floor), t=t)
+            metrics[m.label] = resample(points)
+            floor = getattr(t, m.floor)
+            bands[m.label] = noise_band([p.value for p in points[:-1]], floor=floor, t=t)
         statuses = [(d, str(r.status)) for d, r in seen][::-1][::step][::-1]
         out.append(CellTimeline(label, statuses, metrics, bands, seen[-1][1]))
     return out

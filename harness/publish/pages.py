@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 
 from harness.publish import ways
-from harness.publish.cells import LABELS, Band, Change, Cluster, timelines
+from harness.publish.cells import Band, Change, Cluster, timelines
 from harness.publish.html import band_chart, e, page, slug, sparkline, status_cell, table
 from harness.publish.matrix import SubCell, suite_matrix
 from harness.publish.model import Channel, Site
@@ -223,8 +223,8 @@ def _timeline_section(
             f'<span class="tick st-{e(s)}" title="{e(d)}: {e(s)}"></span>' for d, s in t.statuses
         )
         charts = "".join(
-            f"<td>{band_chart(points, *_band(t.bands[name]))}<br>{_latest(points, t.bands[name])}</td>"
-            for name, points in t.metrics.items()
+            f"<td>{band_chart(points, *_band(t.bands[label]))}<br>{_latest(points, t.bands[label])}</td>"
+            for label, points in t.metrics.items()
         )
         last = t.last
         detail = ""
@@ -237,7 +237,7 @@ def _timeline_section(
             )
         out += (
             f'<h3 id="{cell_anchor(channel.name, t.cell)}">{e(t.cell)}</h3><p class="timeline">{strip}</p>'
-            + table([LABELS[name] for name in t.metrics], [f"<tr>{charts}</tr>"])
+            + table(list(t.metrics), [f"<tr>{charts}</tr>"])
             + detail
         )
     return out
