@@ -10,6 +10,7 @@ where each cell's time went, stage by stage."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from harness.report.document import Paragraph, Section, Table, Text, fmt, sub, table
 from harness.report.layout import unique_cells
@@ -78,32 +79,44 @@ def _weights_text(r: Record) -> str:
     return fmt(None) if weights is None else f"{weights / 1024:.2f}"
 
 
-# The figures table's columns: a header and what a cell shows under it. The CUDA ones are
-# shown only where a CUDA cell is among the rows (a CPU cell has none to show).
-FIGURES: tuple[tuple[str, Callable[[Record], Text]], ...] = (
-    ("model", lambda r: Text(r.model)),
-    ("exporter", lambda r: Text(r.exporter)),
-    ("cell", lambda r: Text(_axes_text(r))),
-    ("status", lambda r: Text(r.status.value, status=r.status)),
-    ("weights GiB", lambda r: Text(_weights_text(r))),
-    ("export s", lambda r: Text(fmt(r.export.seconds))),
-    ("export peak / weights", lambda r: Text(_ratio(r.export.peak_over_weights))),
-    ("export CUDA peak / weights", lambda r: Text(_ratio(r.export.peak_cuda_over_weights))),
-    ("graph / weights", lambda r: Text(_ratio(r.export.graph_over_weights))),
-    ("stored twice", lambda r: Text(_duplicates(r))),
-    ("ORT p50 ms", lambda r: Text(latency_text(r.ort.latency))),
-    ("eager p50 ms", lambda r: Text(latency_text(r.eager.latency))),
-    ("at other threads", lambda r: Text(_threads_text(r))),
-    ("speed vs fastest exporter", lambda r: Text(_speed_text(r))),
-    ("CUDA host copies", lambda r: Text(_transfers_text(r))),
-)
-CUDA_ONLY = frozenset({"export CUDA peak / weights", "CUDA host copies"})
-
-
 def _axes_text(r: Record) -> str:
     """The cell's opset, device and the axes it varies (a batch, a dynamic shape): what
     tells apart the rows of one model and exporter."""
     return r.cell.label().removeprefix(f"{r.model} {r.exporter}").strip()
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A column of the figures table: its header and what a cell shows under it."""
+
+    header: str
+    shown: Callable[[Record], str]
+    cuda: bool = False  # shown only where a CUDA cell is among the rows (a CPU cell has none)
+    coloured: bool = False  # by the cell's status, in HTML
+
+    def text(self, r: Record) -> Text:
+        return Text(self.shown(r), status=r.status if self.coloured else None)
+
+
+FIGURES = (
+    Figure("model", lambda r: r.model),
+    Figure("exporter", lambda r: r.exporter),
+    Figure("cell", _axes_text),
+    Figure("status", lambda r: r.status.value, coloured=True),
+    Figure("weights GiB", _weights_text),
+    Figure("export s", lambda r: fmt(r.export.seconds)),
+    Figure("export peak RSS / weights", lambda r: _ratio(r.export.peak_over_weights)),
+    Figure(
+        "export peak CUDA / weights", lambda r: _ratio(r.export.peak_cuda_over_weights), cuda=True
+    ),
+    Figure("graph / weights", lambda r: _ratio(r.export.graph_over_weights)),
+    Figure("stored twice", _duplicates),
+    Figure("ORT p50 ms", lambda r: latency_text(r.ort.latency)),
+    Figure("eager p50 ms", lambda r: latency_text(r.eager.latency)),
+    Figure("at other threads", _threads_text),
+    Figure("speed vs fastest exporter", _speed_text),
+    Figure("CUDA host copies", _transfers_text, cuda=True),
+)
 
 
 def _time_row(r: Record) -> tuple[Text, ...]:
@@ -149,9 +162,9 @@ def _has_cuda(records: Sequence[Record]) -> bool:
 
 def figures_table(records: Sequence[Record]) -> Table:
     cuda = _has_cuda(records)
-    columns = [(h, shown) for h, shown in FIGURES if cuda or h not in CUDA_ONLY]
-    rows = [tuple(shown(r) for _, shown in columns) for r in records]
-    return table([h for h, _ in columns], rows)
+    columns = [f for f in FIGURES if cuda or not f.cuda]
+    rows = [tuple(f.text(r) for f in columns) for r in records]
+    return table([f.header for f in columns], rows)
 
 
 def time_table(records: Sequence[Record]) -> Table:

@@ -169,6 +169,7 @@ def test_op_count_diff_lists_only_what_changed_and_nothing_without_a_graph() -> 
         (("auto",), None),
         (("latency",), {"ort_latency"}),
         (("status", "graph"), {"status", "graph"}),
+        (("export_memory", "export_cuda_memory"), {"export_memory", "export_cuda_memory"}),
     ],
 )
 def test_finding_names_parse(names: tuple[str, ...], families: set[str] | None) -> None:

@@ -97,7 +97,7 @@ def test_a_real_size_cell_shows_its_memory_over_weights_and_its_speed_against_th
 
     site = build_site_model({"stable": load_nights(db)})
     big_page = pages.model_page(site, "big", {})
-    assert "<th>export peak / weights</th>" in big_page and "newest 3" in big_page
+    assert "<th>export peak RSS / weights</th>" in big_page and "newest 3" in big_page
     assert "<th>ORT p50 / fastest exporter&#x27;s</th>" in big_page and "newest 1.6" in big_page
     toy_page = pages.model_page(site, "toy", {})
-    assert "export peak / weights" not in toy_page and "<th>ORT p50 ms</th>" in toy_page
+    assert "export peak RSS / weights" not in toy_page and "<th>ORT p50 ms</th>" in toy_page
