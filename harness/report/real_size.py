@@ -4,8 +4,7 @@ the export's time and peak memory over them, the graph's bytes over them and the
 stores twice), the ORT latency with how well it is known (its median's interval and the
 samples, at the cell's threads and the protocol's others), the graph's speed against the
 fastest exporter's, flagged past `SLOWER`, and a CUDA cell's export peak on the device and
-host<->device copy nodes; then
-where each cell's time went, stage by stage."""
+host<->device copy nodes; then where each cell's time went, stage by stage."""
 
 from __future__ import annotations
 
